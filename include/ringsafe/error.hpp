@@ -1,0 +1,87 @@
+// ringsafe's one error model.
+//
+// Every failure is a std::error_code plus a message naming the tensor, offset,
+// path or URL involved. Format errors use the ringsafe::errc category, whose
+// enumerator names match the reference implementation's error kinds; operating
+// system failures use std::system_category() with the errno value.
+//
+// Each operation comes in two styles (as in fmt): a throwing one that raises
+// ringsafe::error, and a non-throwing one that fills a ringsafe::status.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace ringsafe {
+
+// Error kinds. The first block mirrors the reference's SafeTensorError kinds;
+// the rest are ringsafe's own for what the reference does not cover.
+enum class errc : int {
+    // --- reference kinds ---
+    HeaderTooSmall = 1,            // file shorter than the 8-byte length prefix
+    HeaderTooLarge,                // length prefix N above the header size limit
+    InvalidHeaderLength,           // 8 + N beyond the end of the file
+    InvalidHeader,                 // header bytes are not valid UTF-8
+    InvalidHeaderDeserialization,  // header is not a JSON object of the expected shape
+    InvalidOffset,                 // offsets not contiguous from 0, or end < begin
+    ValidationOverflow,            // element count or bit size does not fit in 64 bits
+    MisalignedSlice,               // bit size not a multiple of 8
+    TensorInvalidInfo,             // end - begin differs from shape x dtype
+    MetadataIncompleteBuffer,      // data section not exactly covered by the tensors
+    // --- ringsafe's own ---
+    DuplicateTensorName,  // a tensor name appears twice (the reference keeps the last)
+    TensorNotFound,       // a requested tensor name is not in the checkpoint
+    InvalidArgument,      // a caller argument is invalid (bad slice, bad option, ...)
+    BufferTooSmall,       // a caller-supplied destination is smaller than needed
+    InvalidIndex,         // a sharded index (model.safetensors.index.json) is malformed or inconsistent
+    Truncated,            // the source ended before the requested bytes (file shrank after open)
+    Cancelled,            // the operation was cancelled by the caller
+    IoError,              // an I/O failure without an errno (e.g. a short read that made no progress)
+    HttpError,            // an HTTP request failed (status, protocol, too many retries)
+    RangeNotSupported,    // the server ignored or mangled a Range request
+    ObjectChanged,        // the remote object changed while it was being read (ETag / size)
+    ReservationExceeded,  // writer: the header outgrew its reservation in strict mode
+    WriterState,          // writer: a call out of order (add after finish, append without begin, ...)
+};
+
+// The category of ringsafe::errc; its name() is "ringsafe".
+const std::error_category& category() noexcept;
+
+// Makes an error_code of the ringsafe category.
+std::error_code make_error_code(errc e) noexcept;
+
+// The kind's name as the reference spells it ("HeaderTooSmall", ...). For a
+// system_category code it returns "IoError"; for any other category, "Error".
+std::string_view error_kind(const std::error_code& ec) noexcept;
+
+// The exception thrown by the throwing overloads: code() is the kind, what()
+// the full message (which names the tensor/offset/path/URL).
+class error : public std::system_error {
+public:
+    error(std::error_code ec, const std::string& message) : std::system_error(ec, message) {}
+    error(errc e, const std::string& message) : std::system_error(make_error_code(e), message) {}
+    // The reference-style kind name of code().
+    std::string_view kind() const noexcept { return error_kind(code()); }
+};
+
+// The outcome of a non-throwing call: empty code() means success.
+struct status {
+    std::error_code code;
+    std::string message;
+    explicit operator bool() const noexcept { return !code; }  // true on success
+    bool ok() const noexcept { return !code; }
+    void clear() noexcept { code.clear(), message.clear(); }
+};
+
+// Throws ringsafe::error(ec, message).
+[[noreturn]] void raise(std::error_code ec, const std::string& message);
+[[noreturn]] void raise(errc e, const std::string& message);
+// Throws a system_category error for errno value `err`, with `what` and strerror in the message.
+[[noreturn]] void raise_errno(int err, const std::string& what);
+
+}  // namespace ringsafe
+
+template <>
+struct std::is_error_code_enum<ringsafe::errc> : std::true_type {};

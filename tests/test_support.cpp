@@ -1,0 +1,96 @@
+// Shared helpers for the test programs.
+#include "test_support.hpp"
+
+#include <openssl/evp.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace ringsafe::test {
+
+std::filesystem::path shared_dir() {
+    const char* s = std::getenv("RINGSAFE_SHARED");
+    return s ? std::filesystem::path(s) : std::filesystem::path("../shared");
+}
+
+std::filesystem::path conformance_dir() { return shared_dir() / "conformance"; }
+
+std::string cli_path() {
+    const char* s = std::getenv("RINGSAFE_CLI");
+    if (!s) throw std::runtime_error("RINGSAFE_CLI is not set (run the tests through meson test)");
+    return s;
+}
+
+temp_dir::temp_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ringsafe-test-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+}
+
+temp_dir::~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+std::string sha256_hex(std::span<const std::byte> data) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < len; ++i) {
+        out += hex[md[i] >> 4];
+        out += hex[md[i] & 15];
+    }
+    return out;
+}
+
+std::vector<std::byte> read_file(const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open " + p.string());
+    std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> out(raw.size());
+    std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+}
+
+void write_file(const std::filesystem::path& p, std::span<const std::byte> data) {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+void write_file(const std::filesystem::path& p, const std::string& data) {
+    write_file(p, std::as_bytes(std::span(data.data(), data.size())));
+}
+
+std::byte pattern_byte(std::uint64_t seed, std::uint64_t i) {
+    std::uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (i >> 3) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return static_cast<std::byte>(x >> ((i & 7) * 8));
+}
+
+void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t first_index) {
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = pattern_byte(seed, first_index + k);
+}
+
+run_result run_command(const std::string& cmd) {
+    run_result r;
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[65536];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+}  // namespace ringsafe::test

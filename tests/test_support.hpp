@@ -1,0 +1,52 @@
+// Shared helpers for the test programs: paths, temp dirs, hashing, patterns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringsafe::test {
+
+// ../shared (from $RINGSAFE_SHARED, set by meson).
+std::filesystem::path shared_dir();
+// ../shared/conformance.
+std::filesystem::path conformance_dir();
+// The built CLI (from $RINGSAFE_CLI).
+std::string cli_path();
+
+// A fresh temporary directory, removed with everything in it on destruction.
+class temp_dir {
+public:
+    temp_dir();
+    ~temp_dir();
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+// Lowercase hex SHA-256 of `data`.
+std::string sha256_hex(std::span<const std::byte> data);
+// Reads a whole file.
+std::vector<std::byte> read_file(const std::filesystem::path& p);
+// Writes a whole file.
+void write_file(const std::filesystem::path& p, std::span<const std::byte> data);
+void write_file(const std::filesystem::path& p, const std::string& data);
+// Deterministic bytes: byte i of stream `seed` (a cheap hash of seed and i).
+std::byte pattern_byte(std::uint64_t seed, std::uint64_t i);
+void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t first_index = 0);
+
+// Runs a shell command; returns its exit status and captures stdout.
+struct run_result {
+    int status = -1;
+    std::string out;
+};
+run_result run_command(const std::string& cmd);
+
+}  // namespace ringsafe::test
