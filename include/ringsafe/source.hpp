@@ -66,4 +66,7 @@ public:
     virtual source_hints hints() const noexcept { return {}; }
 };
 
+// True when `spec` names a remote object (http://, https://, s3://).
+bool is_url(std::string_view spec) noexcept;
+
 }  // namespace ringsafe

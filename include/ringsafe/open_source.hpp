@@ -1,0 +1,23 @@
+// Opening any source by name: a local path, or an http://, https:// or s3:// URL.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ringsafe/file_source.hpp"
+#include "ringsafe/http.hpp"
+#include "ringsafe/source.hpp"
+
+namespace ringsafe {
+
+// Options for open_source(): one set per kind of source.
+struct source_options {
+    file_options file;
+    http_options http;
+};
+
+// Opens a local path or a URL (see is_url) with the matching options.
+// Throws ringsafe::error naming the path or URL.
+std::unique_ptr<source> open_source(const std::string& spec, const source_options& opts = {});
+
+}  // namespace ringsafe
