@@ -1,4 +1,13 @@
 // Local files as byte sources, read with io_uring.
+//
+// open_file() returns a ringsafe::source whose execute() runs `threads`
+// worker rings (one thread each, the calling thread being one of them), each
+// keeping up to `queue_depth` reads in flight. Ranges are split into
+// `chunk_size` pieces handed out through a shared cursor, so every ring stays
+// busy until the last chunk. Short reads are resubmitted for the remainder,
+// -EAGAIN/-EINTR are retried, and the first error stops new submissions; the
+// in-flight reads are drained before execute() throws, so no I/O targets
+// caller memory after it returns.
 #pragma once
 
 #include <cstdint>
@@ -9,18 +18,47 @@
 
 namespace ringsafe {
 
-// How local files are read. Defaults suit a page-cache-hot NVMe/virtio file.
+// How local files are read. The defaults were chosen by bench/bench_read on a
+// 2-core VM (see the README's table); they suit a page-cache-hot file read into
+// huge-page destination memory, and are sound for cold and O_DIRECT reads.
 struct file_options {
-    unsigned queue_depth = 32;                // reads in flight per ring
-    std::uint64_t chunk_size = 4u << 20;      // large ranges are split into chunks of this size
-    unsigned threads = 2;                     // worker rings/threads (page-cache copies run on them)
-    bool direct = false;                      // O_DIRECT: bypass the page cache
-    bool register_buffers = true;             // register bounce buffers/files with the ring (O_DIRECT)
-    std::uint64_t prefetch = 256u << 10;      // bytes read speculatively at open (the header)
+    // Reads in flight per ring. Page-cache copies are CPU-bound, so depth
+    // matters mostly for cold and O_DIRECT reads (deeper queues keep the device
+    // busy); 32 matches what fio needs to saturate virtio here.
+    unsigned queue_depth = 32;
+    // Ranges larger than this are split. 4 MiB: large enough that per-request
+    // cost is negligible, small enough that two rings share work evenly and
+    // that the data in flight stays bounded.
+    std::uint64_t chunk_size = 4u << 20;
+    // Worker rings, one thread each (the calling thread runs one). A buffered
+    // read that hits the page cache is copied by the thread that submits it,
+    // so using N cores for copies needs N rings (or async_punt). 0 = one per
+    // online CPU.
+    unsigned threads = 2;
+    // O_DIRECT: bypass the page cache. Ranges are rounded out to the file's
+    // DIO alignment (statx STATX_DIOALIGN, else 4096); only the unaligned
+    // edges go through small bounce buffers, and the aligned middle lands
+    // straight in the caller's buffer when its address is suitably aligned
+    // (else it is bounced in bounded pieces). open_file throws when the
+    // filesystem refuses O_DIRECT.
+    bool direct = false;
+    // Register the file (IOSQE_FIXED_FILE) and, for O_DIRECT, the bounce
+    // buffers (IORING_OP_READ_FIXED) with each ring.
+    bool register_buffers = true;
+    // Mark every read IOSQE_ASYNC so the kernel's io-wq workers perform the
+    // page-cache copies; they spread over all cores even from one ring.
+    // Off by default: with `threads` rings the submitting threads already
+    // use every core, and the punt costs a context switch per read.
+    bool async_punt = false;
+    // Bytes read speculatively at open (the header lives there); prefix().
+    std::uint64_t prefetch = 256u << 10;
 };
 
-// Opens a local file; reads its first min(prefetch, size) bytes with one read.
-// Throws ringsafe::error naming the path (system_category for errno failures).
+// Opens a local file, fstat()s its size and reads its first
+// min(prefetch, size) bytes with one read (prefix()). Throws ringsafe::error
+// naming the path: system_category for errno failures (ENOENT, EACCES, ...),
+// InvalidArgument for bad options or when the filesystem refuses O_DIRECT.
+// The returned source serializes concurrent execute() calls.
 std::unique_ptr<source> open_file(const std::string& path, const file_options& opts = {});
 
 }  // namespace ringsafe

@@ -1,0 +1,29 @@
+// open_source and is_url: pick the source kind from the spec.
+#include "ringsafe/open_source.hpp"
+
+#include <array>
+#include <cctype>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe {
+
+bool is_url(std::string_view spec) noexcept {
+    static constexpr std::array<std::string_view, 3> schemes{"http://", "https://", "s3://"};
+    for (std::string_view s : schemes) {
+        if (spec.size() < s.size()) continue;
+        bool same = true;
+        for (std::size_t i = 0; i < s.size() && same; ++i)
+            same = std::tolower(static_cast<unsigned char>(spec[i])) == s[i];
+        if (same) return true;
+    }
+    return false;
+}
+
+std::unique_ptr<source> open_source(const std::string& spec, const source_options& opts) {
+    if (is_url(spec))
+        raise(errc::InvalidArgument, spec + ": URL sources are not available in this build yet");
+    return open_file(spec, opts.file);
+}
+
+}  // namespace ringsafe

@@ -1,0 +1,21 @@
+// O_DIRECT alignment of an open file (engine-internal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ringsafe::uring {
+
+// What O_DIRECT requires of reads on one file.
+struct dio_alignment {
+    std::uint32_t offset = 4096;  // file offsets and lengths must be multiples of this
+    std::uint32_t memory = 4096;  // buffer addresses must be multiples of this
+};
+
+// Asks the kernel (statx STATX_DIOALIGN, kernel 6.1+); else the logical block
+// size of a block device (ioctl BLKSSZGET); else 4096 for both. Throws
+// ringsafe::error(InvalidArgument) naming `path` when statx reports that the
+// file does not support O_DIRECT.
+dio_alignment query_dio_alignment(int fd, const std::string& path);
+
+}  // namespace ringsafe::uring

@@ -1,0 +1,78 @@
+// execute_reads: validation, chunking, and one thread per worker ring.
+#include "uring/read_executor.hpp"
+
+#include <thread>
+#include <vector>
+
+#include "ringsafe/error.hpp"
+#include "uring/read_worker.hpp"
+
+namespace ringsafe::uring {
+namespace {
+
+// Splits each op at multiples of chunk_size (in file offsets), so chunk
+// boundaries fall on aligned offsets and only an op's own ends are unaligned.
+std::vector<read_chunk> split(std::span<const read_op> ops, std::uint64_t chunk_size) {
+    std::vector<read_chunk> chunks;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const read_op& op = ops[i];
+        std::uint64_t pos = op.offset;
+        const std::uint64_t end = op.offset + op.length;
+        while (pos < end) {
+            const std::uint64_t next = std::min(end, (pos / chunk_size + 1) * chunk_size);
+            chunks.push_back({pos, next - pos, op.dst + (pos - op.offset), i});
+            pos = next;
+        }
+    }
+    return chunks;
+}
+
+void validate(const read_target& t, std::span<const read_op> ops, const io_control& ctl) {
+    for (const read_op& op : ops) {
+        auto what = [&] {
+            std::string d = ctl.describe ? ctl.describe(op.tag) : "op tag " + std::to_string(op.tag);
+            return *t.path + ": " + d + " (bytes " + std::to_string(op.offset) + ", length " +
+                   std::to_string(op.length) + ")";
+        };
+        if (op.length == 0) continue;
+        if (!op.dst) raise(errc::InvalidArgument, what() + ": null destination");
+        if (op.offset > t.size || op.length > t.size - op.offset)
+            raise(errc::InvalidArgument,
+                  what() + ": range ends past the end of the file (" + std::to_string(t.size) + " bytes)");
+    }
+}
+
+}  // namespace
+
+void execute_reads(std::span<const std::unique_ptr<worker_ring>> rings, const read_target& target,
+                   std::span<const read_op> ops, const io_control& ctl) {
+    validate(target, ops, ctl);
+    read_job job;
+    job.target = &target;
+    job.ops = ops;
+    job.ctl = &ctl;
+    job.chunks = split(ops, target.chunk_size);
+    job.parts.assign(job.chunks.size(), 0);
+    if (job.chunks.empty()) {
+        if (ctl.cancel && ctl.cancel->load())
+            raise(errc::Cancelled, *target.path + ": read cancelled by the caller");
+        return;
+    }
+
+    const std::size_t n = std::min<std::size_t>(rings.size(), job.chunks.size());
+    std::vector<read_worker> workers;
+    workers.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) workers.emplace_back(*rings[i], job);
+    std::vector<std::thread> threads;
+    threads.reserve(n - 1);
+    try {
+        for (std::size_t i = 1; i < n; ++i) threads.emplace_back([&w = workers[i]] { w.run(); });
+    } catch (...) {
+        // Could not start a thread: the started ones and this one still finish the job.
+    }
+    workers[0].run();
+    for (auto& th : threads) th.join();
+    if (auto e = job.first_error()) std::rethrow_exception(e);
+}
+
+}  // namespace ringsafe::uring
