@@ -1,4 +1,14 @@
 // HTTP(S) and S3 objects as byte sources, read with parallel Range requests.
+//
+//   auto src = ringsafe::open_url("https://host/model.safetensors");  // one request: size, ETag, header
+//   src->execute(ops, ctl);   // ranges split into chunk_size requests over keep-alive connections
+//
+// Bodies land straight in the caller's buffers (no staging copy). Every
+// response must be a 206 whose Content-Range is exactly the range asked;
+// anything else is an error naming the URL and range, never a write outside
+// the destination. Requests after the first carry If-Match / If-Range with the
+// first response's ETag (or Last-Modified), so an object that changes while it
+// is read is reported (errc::ObjectChanged), never mixed.
 #pragma once
 
 #include <chrono>
@@ -12,23 +22,49 @@
 
 namespace ringsafe {
 
-// How remote objects are fetched.
-struct http_options {
-    unsigned connections_per_origin = 8;       // keep-alive connections per scheme://host:port
-    std::uint64_t chunk_size = 8u << 20;       // ranges are split into requests of this size
-    std::uint64_t prefetch = 256u << 10;       // first speculative Range request (size, ETag, header)
-    std::string bearer_token;                  // "Authorization: Bearer ..." (dropped on cross-origin redirects)
-    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
-    std::chrono::milliseconds connect_timeout{10'000};
-    std::chrono::milliseconds first_byte_timeout{30'000};
-    std::chrono::milliseconds stall_timeout{30'000};
-    unsigned max_attempts = 6;                 // per range, including the first
-    unsigned max_redirects = 10;
-    bool verify_peer = true;                   // TLS certificate and host-name verification
-    std::string ca_file;                       // extra CA bundle (PEM); empty = system default
+// S3 credentials and endpoint. Empty fields are taken from the environment
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION or
+// AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL) when an s3:// URL is opened.
+struct s3_options {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;      // temporary credentials (x-amz-security-token)
+    std::string region;             // default "us-east-1"
+    std::string endpoint;           // e.g. "http://127.0.0.1:7480"; default https://s3.<region>.amazonaws.com
+    enum class addressing { automatic, path, virtual_host };
+    addressing style = addressing::automatic;  // automatic: virtual host on AWS, path style on custom endpoints
 };
 
-// Opens an http://, https:// or s3:// URL with one Range request of `prefetch` bytes.
+// How remote objects are fetched. Defaults suit a fast origin or CDN.
+struct http_options {
+    unsigned connections_per_origin = 8;       // keep-alive connections per scheme://host:port (>= 1)
+    std::uint64_t chunk_size = 8u << 20;       // ranges are split into requests of at most this size
+    std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
+    std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
+    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
+    std::chrono::milliseconds connect_timeout{10'000};     // TCP connect + TLS handshake
+    std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
+    std::chrono::milliseconds stall_timeout{30'000};       // no body bytes for this long
+    unsigned max_attempts = 6;                 // tries per range without progress (a try that delivers bytes resets it)
+    std::chrono::milliseconds retry_base_delay{200};       // backoff: base * 2^(failures-1), with jitter
+    std::chrono::milliseconds retry_max_delay{10'000};     // backoff cap (a longer Retry-After is honoured up to 60 s)
+    unsigned max_redirects = 10;               // 301/302/303/307/308 followed per request
+    bool verify_peer = true;                   // TLS certificate and host-name verification
+    std::string ca_file;                       // extra CA bundle (PEM) trusted besides the system's; empty = system only
+    s3_options s3;                             // for s3:// URLs
+};
+
+// Opens an http://, https:// or s3://bucket/key URL with one Range request of
+// `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
+// and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
+// URL or options), HttpError (status such as 401/403/404, TLS or connection
+// failure after retries), RangeNotSupported (the server ignores Range).
+// The source's execute() runs its own event loop on the calling thread.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
+
+// Fills credentials the environment provides for `url` into `opts` when the
+// caller gave none: HF_TOKEN as the bearer token when the host is the Hugging
+// Face Hub (huggingface.co, hf.co and their subdomains). The CLI calls it.
+void apply_environment_credentials(const std::string& url, http_options& opts);
 
 }  // namespace ringsafe

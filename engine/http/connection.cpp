@@ -1,0 +1,72 @@
+#include "http/connection.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <openssl/ssl.h>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+
+void connection::close() noexcept {
+    boost::system::error_code ec;
+    lowest().socket().close(ec);
+    reusable = false;
+}
+
+connection_pool::connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout)
+    : ex_(std::move(ex)), tls_(tls), connect_timeout_(connect_timeout) {}
+
+asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target) {
+    auto& idle = idle_[target.origin()];
+    if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        co_return c;
+    }
+    auto c = std::make_unique<connection>();
+    c->origin = target;
+    const std::string where = target.origin();
+    if (target.scheme == "https") {
+        if (!tls_) raise(errc::InvalidArgument, "https is not available for " + where);
+        c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex_, *tls_);
+    } else {
+        c->tcp = std::make_unique<beast::tcp_stream>(ex_);
+    }
+    boost::system::error_code ec;
+    asio::ip::tcp::resolver resolver(ex_);
+    auto endpoints = co_await resolver.async_resolve(target.host, std::to_string(target.port),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) raise(errc::HttpError, "cannot resolve host of " + where + ": " + ec.message());
+    c->lowest().expires_after(connect_timeout_);
+    co_await c->lowest().async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) throw transport_failure("cannot connect to " + where + ": " + ec.message());
+    c->lowest().socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    ++opened_;
+    if (c->tls) {
+        if (!target.ipv6 && target.host.find_first_not_of("0123456789.") != std::string::npos)
+            SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str());  // SNI
+        if (tls_->native_handle() && SSL_CTX_get_verify_mode(tls_->native_handle()) != SSL_VERIFY_NONE)
+            c->tls->set_verify_callback(asio::ssl::host_name_verification(target.host));
+        c->lowest().expires_after(connect_timeout_);
+        co_await c->tls->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+        if (ec == beast::error::timeout) throw transport_failure("TLS handshake with " + where + " timed out");
+        if (ec) {
+            if (ec.category() == asio::error::get_ssl_category())
+                raise(errc::HttpError, "TLS handshake with " + where + " failed: " + ec.message());
+            throw transport_failure("TLS handshake with " + where + " failed: " + ec.message());
+        }
+    }
+    co_return c;
+}
+
+void connection_pool::release(std::unique_ptr<connection> c, std::size_t max_idle) {
+    if (!c || !c->reusable) return;
+    auto& idle = idle_[c->origin.origin()];
+    if (idle.size() < max_idle) idle.push_back(std::move(c));
+}
+
+}  // namespace ringsafe::http_engine

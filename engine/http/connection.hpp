@@ -1,0 +1,68 @@
+// One keep-alive HTTP/1.1 connection (plain TCP or TLS) and the pool of them
+// that a remote source keeps per origin. Everything here runs as asynchronous
+// operations on the executor the pool was made with.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include "http/url.hpp"
+
+namespace ringsafe::http_engine {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+// An open connection to one origin. Exactly one of tcp / tls is set.
+struct connection {
+    url origin;                                                  // scheme, host and port it is connected to
+    std::unique_ptr<beast::tcp_stream> tcp;                      // plain http
+    std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;   // https
+    beast::flat_buffer header_buffer{32u << 10};                 // response header bytes (bounded; body bytes never stay here)
+    unsigned requests = 0;                                       // requests sent on it so far
+    bool reusable = false;                                       // the last response ended cleanly with keep-alive
+
+    beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
+    void close() noexcept;
+};
+
+// Thrown for failures of the transport (refused, reset, closed early, timed
+// out) that a retry may cure; fatal failures are ringsafe::error.
+struct transport_failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Keeps idle connections per origin for reuse.
+class connection_pool {
+public:
+    // `tls` is used for https origins (null: https is refused); it must outlive the pool.
+    connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout);
+
+    // An idle connection to `target`'s origin, or a newly connected one.
+    // Throws transport_failure (refused, timeout) or ringsafe::error (TLS verification, unknown host).
+    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target);
+    // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
+    void release(std::unique_ptr<connection> c, std::size_t max_idle);
+    // Connections opened since the pool was made (each TCP connect counts).
+    std::size_t opened() const noexcept { return opened_; }
+
+private:
+    asio::any_io_executor ex_;
+    asio::ssl::context* tls_;
+    std::chrono::milliseconds connect_timeout_;
+    std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
+    std::size_t opened_ = 0;
+};
+
+}  // namespace ringsafe::http_engine

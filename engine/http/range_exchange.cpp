@@ -1,0 +1,181 @@
+#include "http/range_exchange.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http.hpp>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+namespace http = beast::http;
+namespace {
+
+struct content_range {
+    bool unsatisfied = false;  // "bytes */T"
+    std::uint64_t first = 0, last = 0, total = 0;
+};
+
+bool parse_u64(std::string_view s, std::uint64_t& v) {
+    if (s.empty()) return false;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc{} && r.ptr == s.data() + s.size();
+}
+
+std::optional<content_range> parse_content_range(std::string_view v) {
+    if (!v.starts_with("bytes ")) return std::nullopt;
+    v.remove_prefix(6);
+    auto slash = v.find('/');
+    if (slash == std::string_view::npos) return std::nullopt;
+    content_range cr;
+    if (!parse_u64(v.substr(slash + 1), cr.total)) return std::nullopt;
+    auto span = v.substr(0, slash);
+    if (span == "*") {
+        cr.unsatisfied = true;
+        return cr;
+    }
+    auto dash = span.find('-');
+    if (dash == std::string_view::npos || !parse_u64(span.substr(0, dash), cr.first) ||
+        !parse_u64(span.substr(dash + 1), cr.last) || cr.last < cr.first)
+        return std::nullopt;
+    return cr;
+}
+
+// Retry-After: delta-seconds or an HTTP-date.
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view v) {
+    std::uint64_t secs = 0;
+    if (parse_u64(v, secs)) return std::chrono::milliseconds(std::min<std::uint64_t>(secs, 86400) * 1000);
+    std::tm tm{};
+    std::string s(v);
+    if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) return std::nullopt;
+    auto when = timegm(&tm), now = std::time(nullptr);
+    return std::chrono::milliseconds(when > now ? (when - now) * 1000 : 0);
+}
+
+[[noreturn]] void fail_transport(const range_request& rq, const std::string& what, const boost::system::error_code& ec) {
+    throw transport_failure(what + " (" + ec.message() + ") for " + describe_range(rq.target, rq.first, rq.length));
+}
+
+template <class Stream>
+asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
+    using asio::redirect_error, asio::use_awaitable;
+    boost::system::error_code ec;
+    c.reusable = false;
+    http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
+    req.set(http::field::host, rq.target.authority());
+    req.set(http::field::user_agent, "ringsafe/0.1");
+    req.set(http::field::range, "bytes=" + std::to_string(rq.first) + "-" + std::to_string(rq.first + rq.length - 1));
+    for (auto& [k, v] : rq.fields) req.set(k, v);
+    req.keep_alive(true);
+    ++c.requests;
+
+    c.lowest().expires_after(rq.first_byte_timeout);
+    co_await http::async_write(stream, req, redirect_error(use_awaitable, ec));
+    if (ec) fail_transport(rq, "sending the request failed", ec);
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(boost::none);
+    co_await http::async_read_header(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
+    if (ec == beast::error::timeout) fail_transport(rq, "no response header within the first-byte timeout", ec);
+    if (ec) fail_transport(rq, "reading the response header failed", ec);
+
+    auto& res = parser.get();
+    rs.status = res.result_int();
+    rs.location = std::string(res[http::field::location]);
+    rs.etag = std::string(res[http::field::etag]);
+    rs.last_modified = std::string(res[http::field::last_modified]);
+    if (auto ra = res[http::field::retry_after]; !ra.empty()) rs.retry_after = parse_retry_after(ra);
+    auto cr = parse_content_range(res[http::field::content_range]);
+    if (cr) rs.total = cr->total;
+    if (rs.status != 206) co_return;  // the caller decides; the body is never read
+
+    const std::string what = describe_range(rq.target, rq.first, rq.length);
+    if (!rq.expect_etag.empty() && !rs.etag.empty() && rs.etag != rq.expect_etag)
+        raise(errc::ObjectChanged, "object changed while being read (ETag " + rq.expect_etag + " became " + rs.etag + "): " + what);
+    if (!cr || cr->unsatisfied)
+        raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
+                                           std::string(res[http::field::content_range]) + "') for " + what);
+    if (rq.total && cr->total != *rq.total)
+        raise(errc::RangeNotSupported, "Content-Range total " + std::to_string(cr->total) + " differs from the object size " +
+                                           std::to_string(*rq.total) + ": " + what);
+    const std::uint64_t end = std::min(rq.first + rq.length, cr->total);
+    if (cr->first != rq.first || end <= rq.first || cr->last != end - 1)
+        raise(errc::RangeNotSupported, "server answered with Content-Range 'bytes " + std::to_string(cr->first) + "-" +
+                                           std::to_string(cr->last) + "/" + std::to_string(cr->total) + "' to " + what);
+    rs.expected = end - rq.first;
+    if (auto enc = res[http::field::content_encoding]; !enc.empty() && enc != "identity")
+        raise(errc::HttpError, "unexpected Content-Encoding '" + std::string(enc) + "' for " + what);
+
+    if (parser.chunked()) {
+        // Rare for a 206: let the parser decode chunks, still into dst only.
+        while (!parser.is_done()) {
+            if (rq.stop && rq.stop()) {
+                rs.stopped = true;
+                co_return;
+            }
+            if (rs.received == rs.expected)
+                raise(errc::HttpError, "response body longer than the asked range: " + what);
+            res.body().data = rq.dst + rs.received;
+            res.body().size = rs.expected - rs.received;
+            res.body().more = true;
+            c.lowest().expires_after(rq.stall_timeout);
+            co_await http::async_read_some(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
+            std::uint64_t n = (rs.expected - rs.received) - res.body().size;
+            rs.received += n;
+            if (n && rq.on_bytes) rq.on_bytes(n);
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec) fail_transport(rq, "reading the body failed after " + std::to_string(rs.received) + " bytes", ec);
+        }
+        if (rs.received != rs.expected)
+            raise(errc::HttpError, "response body shorter than its Content-Range: " + what);
+        c.reusable = parser.keep_alive();
+        co_return;
+    }
+
+    if (!parser.content_length() || *parser.content_length() != rs.expected)
+        raise(errc::HttpError, "Content-Length " +
+                                   (parser.content_length() ? std::to_string(*parser.content_length()) : std::string("missing")) +
+                                   " does not match the asked range: " + what);
+    // Body bytes that arrived with the header (at most the header buffer's size).
+    auto early = c.header_buffer.data();
+    std::uint64_t n = std::min<std::uint64_t>(early.size(), rs.expected);
+    std::memcpy(rq.dst, early.data(), n);
+    c.header_buffer.consume(c.header_buffer.size());
+    bool extra = early.size() > n;
+    rs.received = n;
+    if (n && rq.on_bytes) rq.on_bytes(n);
+    // The rest straight from the socket into the caller's memory.
+    while (rs.received < rs.expected) {
+        if (rq.stop && rq.stop()) {
+            rs.stopped = true;
+            co_return;
+        }
+        const std::uint64_t want = std::min<std::uint64_t>(rs.expected - rs.received, 16u << 20);
+        c.lowest().expires_after(rq.stall_timeout);
+        std::size_t got = co_await stream.async_read_some(asio::buffer(rq.dst + rs.received, want),
+                                                          redirect_error(use_awaitable, ec));
+        rs.received += got;
+        if (got && rq.on_bytes) rq.on_bytes(got);
+        if (ec == beast::error::timeout) fail_transport(rq, "body stalled after " + std::to_string(rs.received) + " bytes", ec);
+        if (ec) fail_transport(rq, "connection lost after " + std::to_string(rs.received) + " body bytes", ec);
+    }
+    c.reusable = !extra && parser.keep_alive();
+}
+
+}  // namespace
+
+std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length) {
+    return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();
+}
+
+asio::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
+    if (c.tls)
+        co_await run_exchange(c, *c.tls, rq, rs);
+    else
+        co_await run_exchange(c, *c.tcp, rq, rs);
+}
+
+}  // namespace ringsafe::http_engine

@@ -1,0 +1,147 @@
+#include "http/range_fetch.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "http/range_exchange.hpp"
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
+bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
+
+// The header fields of a request to obj.location: credentials only for the origin they were given for.
+header_fields request_fields(const remote_object& obj, const http_options& o) {
+    header_fields f;
+    const bool same_origin = obj.location.origin() == obj.requested.origin();
+    for (auto& h : o.headers)
+        if (same_origin || !iequals(h.first, "authorization")) f.push_back(h);
+    if (same_origin && !o.bearer_token.empty()) f.emplace_back("Authorization", "Bearer " + o.bearer_token);
+    if (same_origin && obj.sign)
+        for (auto& h : obj.sign(obj.location)) f.push_back(std::move(h));
+    if (obj.size) {
+        const bool strong_etag = !obj.etag.empty() && !obj.etag.starts_with("W/");
+        if (strong_etag) {
+            f.emplace_back("If-Match", obj.etag);
+            f.emplace_back("If-Range", obj.etag);
+        } else if (!obj.last_modified.empty()) {
+            f.emplace_back("If-Unmodified-Since", obj.last_modified);
+            f.emplace_back("If-Range", obj.last_modified);
+        }
+    }
+    return f;
+}
+
+std::chrono::milliseconds backoff(const http_options& o, unsigned failures, std::minstd_rand& rng,
+                                  std::optional<std::chrono::milliseconds> retry_after) {
+    auto d = o.retry_base_delay.count() << std::min(failures - 1, 20u);
+    d = std::min<std::int64_t>(d, o.retry_max_delay.count());
+    std::uniform_int_distribution<std::int64_t> jitter(d / 2, std::max<std::int64_t>(d, 0));
+    std::chrono::milliseconds wait(jitter(rng));
+    if (retry_after) wait = std::max(wait, std::min(*retry_after, std::chrono::milliseconds(60'000)));
+    return wait;
+}
+
+}  // namespace
+
+asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
+                                           std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop) {
+    remote_object& obj = ctx.object;
+    const http_options& o = ctx.options;
+    std::uint64_t done = 0;
+    unsigned failures = 0, redirects = 0;
+    bool stale_retry_used = false;
+    const unsigned max_attempts = std::max(1u, o.max_attempts);
+    while (done < length) {
+        if (stop && stop()) co_return done;
+        range_request rq;
+        rq.target = obj.location;
+        rq.fields = request_fields(obj, o);
+        rq.first = first + done;
+        rq.length = length - done;
+        rq.total = obj.size;
+        rq.expect_etag = obj.size ? obj.etag : std::string();
+        rq.dst = dst + done;
+        rq.first_byte_timeout = o.first_byte_timeout;
+        rq.stall_timeout = o.stall_timeout;
+        rq.on_bytes = on_bytes;
+        rq.stop = stop;
+        const std::string what = describe_range(rq.target, rq.first, rq.length);
+
+        range_response rs;
+        std::string failure;
+        std::unique_ptr<connection> c;
+        bool reused = false;
+        try {
+            c = co_await ctx.pool.acquire(rq.target);
+            reused = c->requests > 0;
+            co_await exchange_range(*c, rq, rs);
+        } catch (const transport_failure& e) {
+            failure = e.what();
+        }
+        done += rs.received;
+        if (rs.stopped) co_return done;
+
+        if (failure.empty()) {
+            const unsigned s = rs.status;
+            if (s == 206) {
+                if (!obj.size) {  // the first response describes the object
+                    obj.size = rs.total;
+                    obj.etag = rs.etag;
+                    obj.last_modified = rs.last_modified;
+                    length = rs.expected;
+                }
+                ctx.pool.release(std::move(c), std::max(1u, o.connections_per_origin));
+                continue;
+            }
+            if (c) c->close();
+            if (is_redirect(s)) {
+                if (rs.location.empty()) raise(errc::HttpError, "HTTP " + std::to_string(s) + " without Location for " + what);
+                if (++redirects > o.max_redirects)
+                    raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
+                obj.location = resolve_location(rq.target, rs.location);
+                continue;
+            }
+            if (s == 416 && !obj.size && rq.first == 0) {  // "bytes */0": an empty object
+                obj.size = rs.total;
+                obj.etag = rs.etag;
+                obj.last_modified = rs.last_modified;
+                if (rs.total == 0) co_return 0;
+            }
+            if (s == 412 || (s == 200 && obj.size))
+                raise(errc::ObjectChanged, "object changed while being read (HTTP " + std::to_string(s) +
+                                               " to a conditional request): " + what);
+            if (s == 200)
+                raise(errc::RangeNotSupported, "server ignored the Range request (HTTP 200 instead of 206): " + what);
+            if (!is_retryable(s)) raise(errc::HttpError, "HTTP " + std::to_string(s) + " for " + what);
+            failure = "HTTP " + std::to_string(s) + (rs.retry_after ? " with Retry-After" : "") + " for " + what;
+        } else {
+            c.reset();
+            if (reused && rs.status == 0 && !stale_retry_used) {  // an idle connection the server had closed
+                stale_retry_used = true;
+                continue;
+            }
+        }
+        if (rs.received > 0) failures = 0;
+        if (++failures >= max_attempts)
+            raise(errc::HttpError, "giving up after " + std::to_string(failures) + " attempts without progress: " + failure);
+        asio::steady_timer timer(co_await asio::this_coro::executor);
+        timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
+        co_await timer.async_wait(asio::use_awaitable);
+    }
+    co_return done;
+}
+
+}  // namespace ringsafe::http_engine

@@ -1,0 +1,48 @@
+// Fetching one byte range of a remote object into caller memory, whatever it
+// takes: connection reuse, redirects, validators, retries with backoff, and
+// resuming after the bytes already received.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "http/connection.hpp"
+#include "ringsafe/http.hpp"
+
+namespace ringsafe::http_engine {
+
+using header_fields = std::vector<std::pair<std::string, std::string>>;
+
+// What is known about one remote object; shared by all its requests (on one executor).
+struct remote_object {
+    url requested;                     // the URL as opened (s3: the endpoint URL); credentials belong to its origin
+    url location;                      // where requests go: the final URL after redirects
+    std::string etag;                  // ETag of the first response ("" when none)
+    std::string last_modified;         // Last-Modified of the first response
+    std::optional<std::uint64_t> size; // known after the first response
+    // Extra signed fields for a request to `target` (S3 SigV4); empty when not S3.
+    std::function<header_fields(const url& target)> sign;
+};
+
+// Everything a fetch needs besides the range.
+struct fetch_context {
+    remote_object& object;
+    connection_pool& pool;
+    const http_options& options;
+    std::minstd_rand& random;  // backoff jitter
+};
+
+// Fetches [first, first+length) of the object into dst. The first fetch of an
+// object (size unknown) may get fewer bytes when the object is shorter; it
+// records size and validators and returns the byte count. Throws
+// ringsafe::error naming the URL and range: ObjectChanged, RangeNotSupported,
+// HttpError (status, too many redirects, attempts exhausted).
+asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
+                                           std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop);
+
+}  // namespace ringsafe::http_engine

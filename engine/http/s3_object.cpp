@@ -1,0 +1,171 @@
+#include "http/s3_object.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+namespace {
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+std::string hex(const unsigned char* p, std::size_t n) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i) s += digits[p[i] >> 4], s += digits[p[i] & 15];
+    return s;
+}
+
+std::string sha256_hex(std::string_view data) {
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
+    return hex(md, n);
+}
+
+std::string hmac(std::string_view key, std::string_view msg) {
+    unsigned char md[32];
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+         msg.size(), md, &n);
+    return std::string(reinterpret_cast<char*>(md), n);
+}
+
+struct timestamp {
+    std::string date, amz;  // YYYYMMDD, YYYYMMDDTHHMMSSZ
+};
+
+timestamp stamp(std::time_t now) {
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char d[16], a[32];
+    std::strftime(d, sizeof d, "%Y%m%d", &tm);
+    std::strftime(a, sizeof a, "%Y%m%dT%H%M%SZ", &tm);
+    return {d, a};
+}
+
+// Query parameters sorted by name, as SigV4 wants them (already encoded).
+std::string canonical_query(std::string_view query) {
+    std::vector<std::string> params;
+    while (!query.empty()) {
+        auto amp = query.find('&');
+        std::string p(query.substr(0, amp));
+        if (p.find('=') == std::string::npos) p += '=';
+        if (p != "=") params.push_back(p);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    }
+    std::sort(params.begin(), params.end());
+    std::string out;
+    for (auto& p : params) out += (out.empty() ? "" : "&") + p;
+    return out;
+}
+
+std::string signature(const s3_options& s, const timestamp& t, const std::string& canonical_request) {
+    const std::string scope = t.date + "/" + s.region + "/s3/aws4_request";
+    const std::string to_sign = "AWS4-HMAC-SHA256\n" + t.amz + "\n" + scope + "\n" + sha256_hex(canonical_request);
+    std::string k = hmac("AWS4" + s.secret_access_key, t.date);
+    k = hmac(k, s.region);
+    k = hmac(k, "s3");
+    k = hmac(k, "aws4_request");
+    const std::string sig = hmac(k, to_sign);
+    return hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+}
+
+bool dns_compatible(const std::string& bucket) {
+    return bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+}
+
+}  // namespace
+
+s3_options resolve_s3_options(const s3_options& opts) {
+    s3_options s = opts;
+    if (s.access_key_id.empty()) s.access_key_id = env("AWS_ACCESS_KEY_ID");
+    if (s.secret_access_key.empty()) s.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+    if (s.session_token.empty()) s.session_token = env("AWS_SESSION_TOKEN");
+    if (s.region.empty()) s.region = env("AWS_REGION");
+    if (s.region.empty()) s.region = env("AWS_DEFAULT_REGION");
+    if (s.region.empty()) s.region = "us-east-1";
+    if (s.endpoint.empty()) s.endpoint = env("AWS_ENDPOINT_URL_S3");
+    if (s.endpoint.empty()) s.endpoint = env("AWS_ENDPOINT_URL");
+    return s;
+}
+
+url s3_http_url(const url& s3url, const s3_options& s) {
+    const bool custom = !s.endpoint.empty();
+    url ep = parse_url(custom ? s.endpoint : "https://s3." + s.region + ".amazonaws.com");
+    if (ep.scheme == "s3") raise(errc::InvalidArgument, "S3 endpoint must be http(s): " + s.endpoint);
+    const std::string& bucket = s3url.host;
+    bool virtual_host = s.style == s3_options::addressing::virtual_host ||
+                        (s.style == s3_options::addressing::automatic && !custom && dns_compatible(bucket));
+    std::string base = ep.target == "/" ? "" : ep.target;
+    if (!base.empty() && base.back() == '/') base.pop_back();
+    url u = ep;
+    if (virtual_host) {
+        if (ep.ipv6) raise(errc::InvalidArgument, "virtual-host style S3 needs a host name endpoint, not " + s.endpoint);
+        u.host = bucket + "." + ep.host;
+        u.target = base + "/" + uri_encode(s3url.target, true);
+    } else {
+        u.target = base + "/" + bucket + "/" + uri_encode(s3url.target, true);
+    }
+    return u;
+}
+
+header_fields sigv4_get_fields(const url& target, const s3_options& s, std::time_t now) {
+    static const std::string empty_hash = sha256_hex("");
+    const timestamp t = stamp(now);
+    const auto q = target.target.find('?');
+    const std::string path = target.target.substr(0, q);
+    const std::string query = q == std::string::npos ? "" : target.target.substr(q + 1);
+    std::string headers = "host:" + target.authority() + "\nx-amz-content-sha256:" + empty_hash + "\nx-amz-date:" + t.amz + "\n";
+    std::string signed_headers = "host;x-amz-content-sha256;x-amz-date";
+    if (!s.session_token.empty()) {
+        headers += "x-amz-security-token:" + s.session_token + "\n";
+        signed_headers += ";x-amz-security-token";
+    }
+    const std::string creq = "GET\n" + path + "\n" + canonical_query(query) + "\n" + headers + "\n" + signed_headers + "\n" + empty_hash;
+    header_fields f;
+    f.emplace_back("x-amz-date", t.amz);
+    f.emplace_back("x-amz-content-sha256", empty_hash);
+    if (!s.session_token.empty()) f.emplace_back("x-amz-security-token", s.session_token);
+    f.emplace_back("Authorization", "AWS4-HMAC-SHA256 Credential=" + s.access_key_id + "/" + t.date + "/" + s.region +
+                                        "/s3/aws4_request, SignedHeaders=" + signed_headers +
+                                        ", Signature=" + signature(s, t, creq));
+    return f;
+}
+
+std::string sigv4_presign(const url& target, const s3_options& s, std::chrono::seconds expires, std::time_t now) {
+    const timestamp t = stamp(now);
+    const auto q = target.target.find('?');
+    const std::string path = target.target.substr(0, q);
+    std::string query = q == std::string::npos ? "" : target.target.substr(q + 1);
+    const std::string credential = s.access_key_id + "/" + t.date + "/" + s.region + "/s3/aws4_request";
+    query += (query.empty() ? "" : "&") + std::string("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=") +
+             uri_encode(credential, false) + "&X-Amz-Date=" + t.amz + "&X-Amz-Expires=" + std::to_string(expires.count()) +
+             "&X-Amz-SignedHeaders=host";
+    if (!s.session_token.empty()) query += "&X-Amz-Security-Token=" + uri_encode(s.session_token, false);
+    const std::string cq = canonical_query(query);
+    const std::string creq = "GET\n" + path + "\n" + cq + "\nhost:" + target.authority() + "\n\nhost\nUNSIGNED-PAYLOAD";
+    return target.origin() + path + "?" + cq + "&X-Amz-Signature=" + signature(s, t, creq);
+}
+
+remote_object make_s3_object(const url& s3url, const s3_options& opts) {
+    const s3_options s = resolve_s3_options(opts);
+    remote_object obj;
+    obj.requested = obj.location = s3_http_url(s3url, s);
+    if (!s.access_key_id.empty()) {
+        if (s.secret_access_key.empty())
+            raise(errc::InvalidArgument, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not, for s3://" + s3url.host + "/" + s3url.target);
+        obj.sign = [s](const url& target) { return sigv4_get_fields(target, s, std::time(nullptr)); };
+    }
+    return obj;
+}
+
+}  // namespace ringsafe::http_engine

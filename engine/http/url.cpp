@@ -1,0 +1,185 @@
+#include "http/url.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+namespace {
+
+bool is_unreserved(unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+// Characters allowed verbatim in a request target besides unreserved ones.
+bool is_target_char(unsigned char c) {
+    static constexpr std::string_view extra = "!$&'()*+,;=:@/?";
+    return is_unreserved(c) || extra.find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+
+void append_escape(std::string& out, unsigned char c) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    out += '%';
+    out += hex[c >> 4];
+    out += hex[c & 15];
+}
+
+// Keeps valid %XX escapes and target characters, escapes everything else.
+std::string normalize_target(std::string_view t) {
+    std::string out;
+    out.reserve(t.size());
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        auto c = static_cast<unsigned char>(t[i]);
+        if (c == '%' && i + 2 < t.size() && is_hex(t[i + 1]) && is_hex(t[i + 2]))
+            out += '%';
+        else if (is_target_char(c))
+            out += static_cast<char>(c);
+        else
+            append_escape(out, c);
+    }
+    return out;
+}
+
+std::string lower(std::string_view s) {
+    std::string r(s);
+    std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return r;
+}
+
+[[noreturn]] void bad(std::string_view text, const std::string& why) {
+    raise(errc::InvalidArgument, "invalid URL '" + std::string(text) + "': " + why);
+}
+
+// Removes "." and ".." segments of an absolute path (RFC 3986 5.2.4).
+std::string remove_dot_segments(std::string_view path) {
+    std::vector<std::string_view> segs;
+    std::size_t i = 1;  // path starts with '/'
+    bool trailing = false;
+    while (i <= path.size()) {
+        std::size_t j = path.find('/', i);
+        if (j == std::string_view::npos) j = path.size();
+        std::string_view seg = path.substr(i, j - i);
+        trailing = false;
+        if (seg == "..") {
+            if (!segs.empty()) segs.pop_back();
+            trailing = true;
+        } else if (seg == ".") {
+            trailing = true;
+        } else {
+            segs.push_back(seg);
+        }
+        i = j + 1;
+    }
+    std::string out;
+    for (auto s : segs) out += '/', out += s;
+    if (trailing || out.empty()) out += '/';
+    return out;
+}
+
+}  // namespace
+
+std::uint16_t default_port(std::string_view scheme) { return scheme == "http" ? 80 : 443; }
+
+std::string url::authority() const {
+    std::string a = ipv6 ? "[" + host + "]" : host;
+    if (scheme == "s3" || port != default_port(scheme)) a += ":" + std::to_string(port);
+    return a;
+}
+
+std::string url::origin() const { return scheme + "://" + authority(); }
+
+std::string uri_encode(std::string_view raw, bool keep_slash) {
+    std::string out;
+    out.reserve(raw.size());
+    for (char ch : raw) {
+        auto c = static_cast<unsigned char>(ch);
+        if (is_unreserved(c) || (keep_slash && c == '/'))
+            out += ch;
+        else
+            append_escape(out, c);
+    }
+    return out;
+}
+
+url parse_url(std::string_view text) {
+    url u;
+    auto colon = text.find("://");
+    if (colon == std::string_view::npos) bad(text, "expected scheme://host/path");
+    u.scheme = lower(text.substr(0, colon));
+    if (u.scheme != "http" && u.scheme != "https" && u.scheme != "s3")
+        bad(text, "unsupported scheme '" + u.scheme + "' (expected http, https or s3)");
+    std::string_view rest = text.substr(colon + 3);
+    if (auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
+    std::size_t end = rest.find_first_of("/?");
+    std::string_view auth = rest.substr(0, end);
+    std::string_view tgt = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    if (auth.find('@') != std::string_view::npos) bad(text, "credentials in the URL are not supported (use a bearer token)");
+    std::string_view host = auth, port_text;
+    if (!auth.empty() && auth.front() == '[') {
+        auto close = auth.find(']');
+        if (close == std::string_view::npos) bad(text, "unterminated IPv6 literal");
+        host = auth.substr(1, close - 1);
+        std::string_view after = auth.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') bad(text, "unexpected characters after IPv6 literal");
+            port_text = after.substr(1);
+        }
+        if (host.empty() || host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos)
+            bad(text, "invalid IPv6 literal");
+        u.ipv6 = true;
+    } else if (auto c = auth.rfind(':'); c != std::string_view::npos) {
+        host = auth.substr(0, c);
+        port_text = auth.substr(c + 1);
+    }
+    if (host.empty()) bad(text, "missing host");
+    if (!u.ipv6) {
+        for (char c : host)
+            if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
+                bad(text, "invalid character in host name");
+    }
+    u.host = lower(host);
+    u.port = default_port(u.scheme);
+    if (!port_text.empty()) {
+        if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string_view::npos)
+            bad(text, "invalid port '" + std::string(port_text) + "'");
+        unsigned long p = std::stoul(std::string(port_text));
+        if (p == 0 || p > 65535) bad(text, "port out of range");
+        u.port = static_cast<std::uint16_t>(p);
+    }
+    if (u.scheme == "s3") {
+        std::string_view key = tgt.empty() ? tgt : tgt.substr(1);
+        if (key.empty()) bad(text, "s3 URLs need a key: s3://bucket/key");
+        u.target = std::string(key);  // raw key; the S3 layer encodes it
+        return u;
+    }
+    u.target = tgt.empty() ? std::string("/") : normalize_target(tgt);
+    if (u.target.front() == '?') u.target.insert(0, "/");
+    return u;
+}
+
+url resolve_location(const url& base, std::string_view loc) {
+    auto scheme_end = loc.find("://");
+    auto first_delim = loc.find_first_of("/?#");
+    if (scheme_end != std::string_view::npos && scheme_end < first_delim) return parse_url(loc);
+    if (loc.starts_with("//")) return parse_url(base.scheme + ":" + std::string(loc));
+    url u = base;
+    if (auto hash = loc.find('#'); hash != std::string_view::npos) loc = loc.substr(0, hash);
+    std::string ref = normalize_target(loc);
+    std::string base_path = base.target.substr(0, base.target.find('?'));
+    if (ref.empty()) return u;
+    if (ref.front() == '?') {
+        u.target = base_path + ref;
+        return u;
+    }
+    std::string query;
+    if (auto q = ref.find('?'); q != std::string::npos) query = ref.substr(q), ref.resize(q);
+    std::string path = ref.front() == '/' ? ref : base_path.substr(0, base_path.rfind('/') + 1) + ref;
+    u.target = remove_dot_segments(path) + query;
+    return u;
+}
+
+}  // namespace ringsafe::http_engine

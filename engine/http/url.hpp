@@ -1,0 +1,45 @@
+// URLs of remote objects: parsing (http, https, s3; IPv4, [IPv6], ports),
+// percent-encoding of request targets, and resolution of redirect Locations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ringsafe::http_engine {
+
+// A parsed absolute URL. For s3:// URLs host is the bucket and target the key
+// (raw, not percent-encoded); s3 URLs are turned into http(s) URLs by the S3 layer.
+struct url {
+    std::string scheme;       // "http", "https" or "s3" (lower case)
+    std::string host;         // IPv6 literals without brackets; lower case
+    std::uint16_t port = 0;   // explicit or the scheme's default
+    std::string target;       // origin-form request target: "/path?query", percent-encoded
+    bool ipv6 = false;        // host is an IPv6 literal
+
+    // host[:port] as sent in the Host header (brackets for IPv6, default port omitted).
+    std::string authority() const;
+    // scheme://authority: two URLs with equal origins share a connection pool.
+    std::string origin() const;
+    // The whole URL, for messages.
+    std::string str() const { return origin() + target; }
+};
+
+// Parses `text`; throws ringsafe::error(InvalidArgument) naming the URL when it
+// is not an absolute http/https/s3 URL with a valid host and port. Characters
+// that may not appear in a request target (space, non-ASCII, ...) are
+// percent-encoded; existing %XX escapes are kept. The fragment is dropped.
+url parse_url(std::string_view text);
+
+// Resolves a redirect's Location (absolute, scheme-relative "//host/..",
+// absolute-path "/..", or relative "a/b") against `base` (RFC 3986 section 5).
+url resolve_location(const url& base, std::string_view location);
+
+// Percent-encodes every byte except RFC 3986 unreserved characters, and '/'
+// when keep_slash (the AWS SigV4 "UriEncode").
+std::string uri_encode(std::string_view raw, bool keep_slash);
+
+// Default port of a scheme: 80 for http, 443 for https and s3.
+std::uint16_t default_port(std::string_view scheme);
+
+}  // namespace ringsafe::http_engine
