@@ -1,0 +1,349 @@
+// Header JSON -> tensor table, with Boost.JSON's event parser (no DOM).
+//
+// The handler mirrors how the reference (serde_json into
+// HashMetadata { __metadata__: Option<HashMap<String,String>>, flatten tensors })
+// maps the header: a top-level object; `__metadata__` is null or an object of
+// strings (at most once); every other key is a tensor entry, either an object
+// with dtype/shape/data_offsets (each exactly once, unknown fields ignored)
+// or the array [dtype, shape, data_offsets]; a dtype is a name or {"NAME": null};
+// numbers must be plain non-negative integers that fit in 64 bits.
+#include "format/header_json.hpp"
+
+#include <boost/json/basic_parser_impl.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace ringsafe::format {
+namespace {
+
+namespace json = boost::json;
+
+// What the next JSON value means.
+enum class slot : std::uint8_t {
+    root,        // the document: must be an object
+    meta,        // value of __metadata__: null or object
+    meta_value,  // a metadata value: string
+    entry,       // a tensor entry: object or 3-item array
+    dtype,       // string or single-key object
+    dtype_null,  // the value inside {"F32": null}
+    shape,       // array of integers
+    dim,         // one dimension
+    offsets,     // array of exactly two integers
+    offset,      // one offset
+    ignored,     // an unknown field's value: anything
+    excess,      // an item beyond the 3 of an entry array or the 2 of data_offsets
+};
+
+// The container being filled.
+enum class frame_kind : std::uint8_t { top, meta, entry_obj, entry_arr, dtype_obj, shape, offsets };
+
+constexpr unsigned field_dtype = 1, field_shape = 2, field_offsets = 4, field_all = 7;
+
+const char* slot_what(slot s) noexcept {
+    switch (s) {
+        case slot::root: return "the header (a JSON object)";
+        case slot::meta: return "__metadata__ (an object of strings or null)";
+        case slot::meta_value: return "a __metadata__ value (a string)";
+        case slot::entry: return "a tensor entry (an object or [dtype, shape, data_offsets])";
+        case slot::dtype: return "a dtype (a name or {\"NAME\": null})";
+        case slot::dtype_null: return "null inside a {\"NAME\": null} dtype";
+        case slot::shape: return "shape (an array of unsigned integers)";
+        case slot::dim: return "a shape dimension (an unsigned 64-bit integer)";
+        case slot::offsets: return "data_offsets (an array of two unsigned integers)";
+        case slot::offset: return "a data offset (an unsigned 64-bit integer)";
+        case slot::ignored: return "any value";
+        case slot::excess: return "the end of the array";
+    }
+    return "a value";
+}
+
+class handler {
+public:
+    static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
+    static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
+    static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
+    static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+
+    explicit handler(header& out) : out_(out) {}
+
+    const std::string& message() const noexcept { return message_; }
+
+    bool on_document_begin(json::error_code&) { return true; }
+    bool on_document_end(json::error_code&) { return true; }
+    bool on_comment_part(json::string_view, json::error_code&) { return true; }
+    bool on_comment(json::string_view, json::error_code&) { return true; }
+    bool on_number_part(json::string_view, json::error_code&) { return true; }
+
+    bool on_object_begin(json::error_code& ec) {
+        if (skip_) return ++skip_, true;
+        switch (slot s = next_slot()) {
+            case slot::root: return push(frame_kind::top, ec);
+            case slot::meta: out_.metadata.emplace(); return push(frame_kind::meta, ec);
+            case slot::entry: fields_ = 0; return push(frame_kind::entry_obj, ec);
+            case slot::dtype: return push(frame_kind::dtype_obj, ec);
+            case slot::ignored: skip_ = 1; return true;
+            default: return wrong_type(s, "an object", ec);
+        }
+    }
+
+    bool on_object_end(std::size_t, json::error_code& ec) {
+        if (skip_) return --skip_, true;
+        const frame& f = stack_[depth_ - 1];
+        if (f.kind == frame_kind::entry_obj && fields_ != field_all) {
+            const char* missing = !(fields_ & field_dtype)   ? "dtype"
+                                  : !(fields_ & field_shape) ? "shape"
+                                                             : "data_offsets";
+            return fail(ec, "tensor '" + current().name + "' has no " + missing + " field");
+        }
+        if (f.kind == frame_kind::dtype_obj && f.count != 1)
+            return fail(ec, "tensor '" + current().name +
+                                "' dtype object must have exactly one key (the dtype name)");
+        --depth_;
+        return true;
+    }
+
+    bool on_array_begin(json::error_code& ec) {
+        if (skip_) return ++skip_, true;
+        switch (slot s = next_slot()) {
+            case slot::entry: fields_ = field_all; return push(frame_kind::entry_arr, ec);
+            case slot::shape: dims_.clear(); return push(frame_kind::shape, ec);
+            case slot::offsets: return push(frame_kind::offsets, ec);
+            case slot::ignored: skip_ = 1; return true;
+            default: return wrong_type(s, "an array", ec);
+        }
+    }
+
+    bool on_array_end(std::size_t, json::error_code& ec) {
+        if (skip_) return --skip_, true;
+        const frame& f = stack_[depth_ - 1];
+        if (f.kind == frame_kind::entry_arr && f.count != 3)
+            return fail(ec, "tensor '" + current().name + "' entry array has " +
+                                std::to_string(f.count) + " items, expected 3");
+        if (f.kind == frame_kind::offsets && f.count != 2)
+            return fail(ec, "tensor '" + current().name + "' data_offsets has " +
+                                std::to_string(f.count) + " items, expected 2");
+        if (f.kind == frame_kind::shape) current().shape.assign(dims_.begin(), dims_.end());
+        --depth_;
+        return true;
+    }
+
+    bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
+        if (!skip_) key_buf_.append(s.data(), s.size()), key_parts_ = true;
+        return true;
+    }
+
+    bool on_key(json::string_view s, std::size_t, json::error_code& ec) {
+        if (skip_) return true;
+        std::string_view key(s.data(), s.size());
+        if (key_parts_) key_buf_.append(key), key = key_buf_;
+        bool ok = take_key(key, ec);
+        if (key_parts_) key_buf_.clear(), key_parts_ = false;
+        return ok;
+    }
+
+    bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
+        if (!skip_) str_buf_.append(s.data(), s.size()), str_parts_ = true;
+        return true;
+    }
+
+    bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
+        if (skip_) return true;
+        std::string_view str(s.data(), s.size());
+        if (str_parts_) str_buf_.append(str), str = str_buf_;
+        bool ok = take_string(str, ec);
+        if (str_parts_) str_buf_.clear(), str_parts_ = false;
+        return ok;
+    }
+
+    bool on_int64(std::int64_t i, json::string_view text, json::error_code& ec) {
+        if (skip_) return true;
+        // `-0` arrives as int64 0; the reference reads it as a float and refuses it.
+        bool negative = i < 0 || (!text.empty() && text.front() == '-');
+        return take_integer(static_cast<std::uint64_t>(i), negative, text, ec);
+    }
+
+    bool on_uint64(std::uint64_t u, json::string_view text, json::error_code& ec) {
+        if (skip_) return true;
+        return take_integer(u, false, text, ec);
+    }
+
+    bool on_double(double, json::string_view text, json::error_code& ec) {
+        if (skip_) return true;
+        slot s = next_slot();
+        if (s == slot::ignored) return true;
+        if (s == slot::dim || s == slot::offset)
+            return fail(ec, "tensor '" + current().name + "': " + std::string(text) +
+                                " is not an unsigned 64-bit integer");
+        return wrong_type(s, "a number", ec);
+    }
+
+    bool on_bool(bool, json::error_code& ec) {
+        if (skip_) return true;
+        slot s = next_slot();
+        return s == slot::ignored || wrong_type(s, "a boolean", ec);
+    }
+
+    bool on_null(json::error_code& ec) {
+        if (skip_) return true;
+        slot s = next_slot();
+        if (s == slot::ignored || s == slot::dtype_null) return true;
+        if (s == slot::meta) return true;  // `__metadata__: null` means no metadata
+        return wrong_type(s, "null", ec);
+    }
+
+private:
+    struct frame {
+        frame_kind kind;
+        std::uint32_t count;  // items seen (arrays) or keys seen (dtype object)
+    };
+
+    tensor_info& current() noexcept { return out_.tensors.back(); }
+
+    bool push(frame_kind k, json::error_code& ec) {
+        // Deeper frames are never needed: anything below a tensor entry's
+        // fields is either refused or skipped.
+        if (depth_ == std::size(stack_)) return fail(ec, "header nested too deeply");
+        stack_[depth_++] = frame{k, 0};
+        return true;
+    }
+
+    // Meaning of the value that starts now. In objects it was set by the key;
+    // in arrays it follows from the position.
+    slot next_slot() noexcept {
+        if (depth_ == 0) return slot::root;
+        frame& f = stack_[depth_ - 1];
+        switch (f.kind) {
+            case frame_kind::shape: ++f.count; return slot::dim;
+            case frame_kind::offsets: return f.count++ < 2 ? slot::offset : slot::excess;
+            case frame_kind::entry_arr:
+                switch (f.count++) {
+                    case 0: return slot::dtype;
+                    case 1: return slot::shape;
+                    case 2: return slot::offsets;
+                    default: return slot::excess;
+                }
+            default: return slot_;
+        }
+    }
+
+    bool take_key(std::string_view key, json::error_code& ec) {
+        frame& f = stack_[depth_ - 1];
+        switch (f.kind) {
+            case frame_kind::top:
+                if (key == "__metadata__") {
+                    if (meta_seen_) return fail(ec, "__metadata__ appears twice");
+                    meta_seen_ = true;
+                    slot_ = slot::meta;
+                    in_tensor_ = false;
+                } else {
+                    out_.tensors.emplace_back().name.assign(key);
+                    slot_ = slot::entry;
+                    in_tensor_ = true;
+                }
+                return true;
+            case frame_kind::meta:
+                meta_key_.assign(key);
+                slot_ = slot::meta_value;
+                return true;
+            case frame_kind::entry_obj: {
+                unsigned bit = 0;
+                if (key == "dtype") bit = field_dtype, slot_ = slot::dtype;
+                else if (key == "shape") bit = field_shape, slot_ = slot::shape;
+                else if (key == "data_offsets") bit = field_offsets, slot_ = slot::offsets;
+                else return slot_ = slot::ignored, true;
+                if (fields_ & bit)
+                    return fail(ec, "tensor '" + current().name + "' has the field " +
+                                        std::string(key) + " twice");
+                fields_ |= bit;
+                return true;
+            }
+            case frame_kind::dtype_obj:
+                if (f.count++ != 0)
+                    return fail(ec, "tensor '" + current().name +
+                                        "' dtype object must have exactly one key");
+                slot_ = slot::dtype_null;
+                return set_dtype(key, ec);
+            default: return fail(ec, "unexpected key");  // arrays have no keys
+        }
+    }
+
+    bool take_string(std::string_view str, json::error_code& ec) {
+        switch (slot s = next_slot()) {
+            case slot::meta_value: out_.metadata->insert_or_assign(meta_key_, std::string(str)); return true;
+            case slot::dtype: return set_dtype(str, ec);
+            case slot::ignored: return true;
+            default: return wrong_type(s, "a string", ec);
+        }
+    }
+
+    bool take_integer(std::uint64_t v, bool negative, json::string_view text, json::error_code& ec) {
+        slot s = next_slot();
+        if (s == slot::ignored) return true;
+        if (s != slot::dim && s != slot::offset) return wrong_type(s, "a number", ec);
+        if (negative)
+            return fail(ec, "tensor '" + current().name + "': " + std::string(text) +
+                                " is not an unsigned integer");
+        if (s == slot::dim) dims_.push_back(v);
+        else if (stack_[depth_ - 1].count == 1) current().begin = v;
+        else current().end = v;
+        return true;
+    }
+
+    bool set_dtype(std::string_view name, json::error_code& ec) {
+        auto t = dtype_from_name(name);
+        if (!t) return fail(ec, "tensor '" + current().name + "' has unknown dtype '" + std::string(name) + "'");
+        current().dtype = *t;
+        return true;
+    }
+
+    bool wrong_type(slot s, const char* found, json::error_code& ec) {
+        std::string where = in_tensor_ ? " in tensor '" + current().name + "'" : std::string();
+        return fail(ec, std::string("expected ") + slot_what(s) + ", found " + found + where);
+    }
+
+    bool fail(json::error_code& ec, std::string msg) {
+        message_ = std::move(msg);
+        ec = json::error::syntax;  // any code: the message above is what is reported
+        return false;
+    }
+
+    header& out_;
+    frame stack_[3] = {};
+    std::size_t depth_ = 0;
+    std::size_t skip_ = 0;  // nesting inside an ignored value
+    slot slot_ = slot::root;
+    unsigned fields_ = 0;  // dtype/shape/data_offsets seen in the current entry
+    bool meta_seen_ = false;
+    bool in_tensor_ = false;  // the current top-level value is a tensor entry
+    bool key_parts_ = false, str_parts_ = false;
+    std::string key_buf_, str_buf_, meta_key_;
+    std::vector<std::uint64_t> dims_;
+    std::string message_;
+};
+
+}  // namespace
+
+bool parse_header_json(std::string_view text, header& out, status& st) {
+    json::parse_options opts;
+    opts.max_depth = max_json_depth;
+    opts.allow_invalid_utf8 = true;  // the caller validated all N bytes already
+    json::basic_parser<handler> parser(opts, out);
+    json::error_code ec;
+    std::size_t at = parser.write_some(false, text.data(), text.size(), ec);
+    if (!ec) return true;
+    std::string msg = parser.handler().message();
+    if (msg.empty()) {
+        msg = ec == json::error::extra_data ? "data after the JSON object (only spaces, tabs, LF and CR may follow it)"
+              : ec == json::error::too_deep ? "nesting deeper than " + std::to_string(max_json_depth) + " levels"
+              : ec == json::error::incomplete ? "the JSON ends early"
+                                              : "JSON " + ec.message();
+    }
+    st.code = errc::InvalidHeaderDeserialization;
+    st.message = "invalid header JSON at byte " + std::to_string(at) + ": " + msg;
+    out.tensors.clear();
+    out.metadata.reset();
+    return false;
+}
+
+}  // namespace ringsafe::format
