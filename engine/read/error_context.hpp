@@ -1,0 +1,28 @@
+// Adding context (a path, a shard) in front of an error's message.
+#pragma once
+
+#include <string>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::detail {
+
+// The message an error was built with: what() without the ": <kind>" that
+// std::system_error appends.
+inline std::string bare_message(const std::system_error& e) {
+    std::string what = e.what();
+    std::string suffix = ": " + e.code().message();
+    if (what.size() >= suffix.size() && what.ends_with(suffix)) what.resize(what.size() - suffix.size());
+    return what;
+}
+
+// Throws `e` again with `prefix` in front of its message, unless the message
+// already contains `name` (then it throws e unchanged).
+[[noreturn]] inline void rethrow_with(const std::system_error& e, const std::string& name,
+                                      const std::string& prefix) {
+    std::string msg = bare_message(e);
+    if (!name.empty() && msg.find(name) != std::string::npos) throw error(e.code(), msg);
+    throw error(e.code(), prefix + msg);
+}
+
+}  // namespace ringsafe::detail

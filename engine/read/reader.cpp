@@ -1,0 +1,213 @@
+// The reader: opening, listing, looking up and selecting tensors.
+#include "ringsafe/reader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <numeric>
+
+#include "read/error_context.hpp"
+#include "read/load_header.hpp"
+#include "read/reader_impl.hpp"
+
+namespace ringsafe {
+
+namespace detail {
+std::uint64_t next_reader_id() noexcept {
+    static std::atomic<std::uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace detail
+
+namespace {
+
+// The whole text of a (small) index object: the prefix, then the rest.
+std::string read_all(source& src, std::uint64_t limit) {
+    if (src.size() > limit)
+        raise(errc::InvalidIndex, "index " + src.name() + " is " + std::to_string(src.size()) +
+                                      " bytes, more than the limit of " + std::to_string(limit));
+    std::string text(src.size(), '\0');
+    auto prefix = src.prefix();
+    std::size_t have = std::min<std::size_t>(prefix.size(), text.size());
+    if (have) std::memcpy(text.data(), prefix.data(), have);
+    if (have < text.size())
+        src.read_exact(have, std::as_writable_bytes(std::span(text.data() + have, text.size() - have)));
+    return text;
+}
+
+}  // namespace
+
+std::unique_ptr<source> reader::impl::open_source_for(const std::string& s) const {
+    auto src = opts.open ? opts.open(s) : open_source(s, opts.source);
+    if (!src) raise(errc::InvalidArgument, "reader_options::open returned no source for " + s);
+    return src;
+}
+
+void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src, header h) {
+    shard_info si;
+    si.spec = std::move(shard_spec);
+    si.size = src->size();
+    si.data_start = h.data_start();
+    si.metadata = std::move(h.metadata);
+    si.first_tensor = static_cast<std::uint32_t>(tensors.size());
+    si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());
+    const auto shard = static_cast<std::uint32_t>(shards.size());
+    for (auto& t : h.tensors) {
+        tensors.push_back(std::move(t));
+        shard_of.push_back(shard);
+    }
+    shards.push_back(std::move(si));
+    auto sio = std::make_unique<shard_io>();
+    sio->src = std::move(src);
+    io.push_back(std::move(sio));
+}
+
+void reader::impl::finish() {
+    by_name.resize(tensors.size());
+    std::iota(by_name.begin(), by_name.end(), 0u);
+    std::sort(by_name.begin(), by_name.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return tensors[a].name < tensors[b].name; });
+    for (std::size_t i = 1; i < by_name.size(); ++i) {
+        const auto a = by_name[i - 1], b = by_name[i];
+        if (tensors[a].name == tensors[b].name)
+            raise(errc::InvalidIndex, "tensor '" + tensors[a].name + "' is in two shards: " +
+                                          shards[shard_of[a]].spec + " and " + shards[shard_of[b]].spec);
+    }
+    total_bytes = 0;
+    for (auto& t : tensors) total_bytes += t.size();
+}
+
+void reader::impl::check_selection(const selection& sel) const {
+    if (sel.reader_id() != id)
+        raise(errc::InvalidArgument, "the selection was made by another reader than the one for " + spec);
+}
+
+reader::reader(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+reader::reader(reader&&) noexcept = default;
+reader& reader::operator=(reader&&) noexcept = default;
+reader::~reader() = default;
+
+reader reader::open(const std::string& spec, const reader_options& opts) {
+    auto p = std::make_unique<impl>();
+    p->id = detail::next_reader_id();
+    p->spec = spec;
+    p->opts = opts;
+    if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
+    auto src = p->open_source_for(spec);
+    if (looks_like_index(spec, src->prefix(), src->size())) {
+        std::string text = read_all(*src, opts.parse.max_header_size);
+        src.reset();
+        shard_index idx = parse_index(text, spec);
+        p->sharded = true;
+        p->metadata = idx.metadata;
+        detail::open_shards(*p, spec, idx);
+        return reader(std::move(p));
+    }
+    header h = detail::load_header(*src, opts.parse);
+    p->metadata = h.metadata;
+    p->add_shard(spec, std::move(src), std::move(h));
+    p->finish();
+    return reader(std::move(p));
+}
+
+std::optional<reader> reader::open(const std::string& spec, const reader_options& opts,
+                                   status& st) noexcept {
+    st.clear();
+    try {
+        return open(spec, opts);
+    } catch (const std::system_error& e) {
+        st.code = e.code();
+        st.message = detail::bare_message(e);
+    } catch (const std::exception& e) {
+        st.code = make_error_code(errc::IoError);
+        st.message = spec + ": " + e.what();
+    }
+    return std::nullopt;
+}
+
+reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {
+    if (!src) raise(errc::InvalidArgument, "reader::from_source: no source");
+    auto p = std::make_unique<impl>();
+    p->id = detail::next_reader_id();
+    p->spec = src->name();
+    p->opts = opts;
+    if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
+    header h = detail::load_header(*src, opts.parse);
+    p->metadata = h.metadata;
+    p->add_shard(p->spec, std::move(src), std::move(h));
+    p->finish();
+    return reader(std::move(p));
+}
+
+const std::string& reader::spec() const noexcept { return p_->spec; }
+bool reader::sharded() const noexcept { return p_->sharded; }
+std::span<const tensor_info> reader::tensors() const noexcept { return p_->tensors; }
+std::span<const shard_info> reader::shards() const noexcept { return p_->shards; }
+std::uint32_t reader::shard_of(std::uint32_t tensor) const noexcept { return p_->shard_of[tensor]; }
+const std::optional<metadata_map>& reader::metadata() const noexcept { return p_->metadata; }
+std::uint64_t reader::total_bytes() const noexcept { return p_->total_bytes; }
+
+std::optional<std::uint32_t> reader::index_of(std::string_view name) const noexcept {
+    auto& bn = p_->by_name;
+    auto it = std::lower_bound(bn.begin(), bn.end(), name, [&](std::uint32_t i, std::string_view n) {
+        return p_->tensors[i].name < n;
+    });
+    if (it == bn.end() || p_->tensors[*it].name != name) return std::nullopt;
+    return *it;
+}
+
+const tensor_info* reader::find(std::string_view name) const noexcept {
+    auto i = index_of(name);
+    return i ? &p_->tensors[*i] : nullptr;
+}
+
+const tensor_info& reader::at(std::string_view name) const {
+    if (auto* t = find(name)) return *t;
+    raise(errc::TensorNotFound, "tensor '" + std::string(name) + "' not found in " + p_->spec);
+}
+
+selection reader::all() const {
+    std::vector<std::uint32_t> idx(p_->tensors.size());
+    std::iota(idx.begin(), idx.end(), 0u);
+    return selection(p_->id, std::move(idx), p_->total_bytes);
+}
+
+selection reader::select(const std::vector<std::string>& names) const {
+    std::vector<std::uint32_t> idx;
+    idx.reserve(names.size());
+    std::vector<bool> seen(p_->tensors.size());
+    std::uint64_t bytes = 0;
+    for (auto& n : names) {
+        auto i = index_of(n);
+        if (!i) raise(errc::TensorNotFound, "tensor '" + n + "' not found in " + p_->spec);
+        if (seen[*i]) raise(errc::InvalidArgument, "tensor '" + n + "' is selected twice");
+        seen[*i] = true;
+        idx.push_back(*i);
+        bytes += p_->tensors[*i].size();
+    }
+    return selection(p_->id, std::move(idx), bytes);
+}
+
+selection reader::select_glob(const std::vector<std::string>& patterns) const {
+    return select_if([&](const tensor_info& t) {
+        return std::any_of(patterns.begin(), patterns.end(),
+                           [&](const std::string& p) { return glob_match(p, t.name); });
+    });
+}
+
+selection reader::select_glob(std::string_view pattern) const {
+    return select_if([&](const tensor_info& t) { return glob_match(pattern, t.name); });
+}
+
+selection reader::select_if(const std::function<bool(const tensor_info&)>& pred) const {
+    std::vector<std::uint32_t> idx;
+    std::uint64_t bytes = 0;
+    for (std::uint32_t i = 0; i < p_->tensors.size(); ++i)
+        if (pred(p_->tensors[i])) {
+            idx.push_back(i);
+            bytes += p_->tensors[i].size();
+        }
+    return selection(p_->id, std::move(idx), bytes);
+}
+
+}  // namespace ringsafe

@@ -1,0 +1,89 @@
+// Opening the shards of an index in parallel and checking them against its weight_map.
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+
+#include "read/error_context.hpp"
+#include "read/load_header.hpp"
+#include "read/reader_impl.hpp"
+
+namespace ringsafe::detail {
+namespace {
+
+struct opened_shard {
+    std::string spec;
+    std::unique_ptr<source> src;
+    std::optional<header> hdr;
+    std::exception_ptr err;
+};
+
+[[noreturn]] void bad(const std::string& index_spec, const std::string& why) {
+    raise(errc::InvalidIndex, "index " + index_spec + ": " + why);
+}
+
+}  // namespace
+
+void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
+    const std::size_t n = idx.shards.size();
+    std::vector<opened_shard> out(n);
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+            auto& o = out[i];
+            try {
+                o.spec = resolve_shard(index_spec, idx.shards[i]);
+                o.src = r.open_source_for(o.spec);
+                o.hdr = load_header(*o.src, r.opts.parse);
+            } catch (...) {
+                o.err = std::current_exception();
+            }
+        }
+    };
+    const std::size_t workers = std::min<std::size_t>(n, r.opts.parallel_shards);
+    std::vector<std::thread> pool;
+    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!out[i].err) continue;
+        const std::string ctx = "index " + index_spec + ", shard '" + idx.shards[i] + "': ";
+        try {
+            std::rethrow_exception(out[i].err);
+        } catch (const std::system_error& e) {
+            rethrow_with(e, "", ctx);
+        } catch (const std::exception& e) {
+            raise(errc::IoError, ctx + e.what());
+        }
+    }
+
+    // Every tensor in exactly one shard, the one the weight_map names.
+    std::vector<std::pair<std::string_view, std::uint32_t>> found;
+    for (std::uint32_t s = 0; s < n; ++s)
+        for (auto& t : out[s].hdr->tensors) found.emplace_back(t.name, s);
+    std::sort(found.begin(), found.end());
+    for (std::size_t i = 1; i < found.size(); ++i)
+        if (found[i].first == found[i - 1].first)
+            bad(index_spec, "tensor '" + std::string(found[i].first) + "' is in two shards, '" +
+                                idx.shards[found[i - 1].second] + "' and '" +
+                                idx.shards[found[i].second] + "'");
+    for (auto& [name, s] : found) {
+        const std::int64_t m = idx.shard_of(name);
+        if (m < 0)
+            bad(index_spec, "tensor '" + std::string(name) + "' is in shard '" + idx.shards[s] +
+                                "' but not in the weight_map");
+        if (static_cast<std::uint32_t>(m) != s)
+            bad(index_spec, "tensor '" + std::string(name) + "' is in shard '" + idx.shards[s] +
+                                "' but the weight_map maps it to '" + idx.shards[m] + "'");
+    }
+    for (auto& [name, s] : idx.weight_map) {
+        auto it = std::lower_bound(found.begin(), found.end(), std::pair<std::string_view, std::uint32_t>{name, 0});
+        if (it == found.end() || it->first != name)
+            bad(index_spec, "the weight_map maps tensor '" + name + "' to shard '" + idx.shards[s] +
+                                "', which does not contain it");
+    }
+    for (auto& o : out) r.add_shard(std::move(o.spec), std::move(o.src), std::move(*o.hdr));
+    r.finish();
+}
+
+}  // namespace ringsafe::detail
