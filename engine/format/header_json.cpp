@@ -331,6 +331,11 @@ bool parse_header_json(std::string_view text, header& out, status& st) {
     json::basic_parser<handler> parser(opts, out);
     json::error_code ec;
     std::size_t at = parser.write_some(false, text.data(), text.size(), ec);
+    if (!ec && at < text.size()) {
+        // The parser stops after the object; only JSON whitespace may follow it.
+        at = text.find_first_not_of(" \t\n\r", at);
+        if (at != std::string_view::npos) ec = json::error::extra_data;
+    }
     if (!ec) return true;
     std::string msg = parser.handler().message();
     if (msg.empty()) {

@@ -47,6 +47,7 @@ std::size_t utf8_invalid_at(std::string_view bytes) noexcept {
     while (i < n) {
         // ASCII fast path: skip 16 bytes at a time while no high bit is set.
         while (i + 16 <= n && ((load64(p + i) | load64(p + i + 8)) & high_bits) == 0) i += 16;
+        if (i == n) break;
         if (p[i] < 0x80) {
             ++i;
             continue;

@@ -1,0 +1,143 @@
+// The shared conformance cases: every field of expected.jsonl against
+// parse_file(), byte-exact serialization of the reference writer's files,
+// and ringsafe's named deviations.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "conformance_cases.hpp"
+#include "ringsafe/header.hpp"
+#include "test_support.hpp"
+
+using namespace ringsafe;
+using namespace ringsafe::test;
+
+namespace {
+
+std::string metadata_text(const std::optional<metadata_map>& m) {
+    if (!m) return "null";
+    std::string s = "{";
+    for (auto& [k, v] : *m) s += k + "=" + v + ";";
+    return s + "}";
+}
+
+void check_valid(const expected_case& c) {
+    INFO(c.file);
+    auto bytes = read_file(c.path);
+    header h;
+    try {
+        h = parse_file(bytes);
+    } catch (const error& e) {
+        const deviation* d = find_deviation(c.file);
+        INFO("ringsafe refused it: " << e.kind() << ": " << e.what());
+        REQUIRE(d != nullptr);
+        CHECK(e.kind() == d->error_kind);
+        return;
+    }
+    CHECK(find_deviation(c.file) == nullptr);  // a listed deviation must really deviate
+    REQUIRE(h.tensors.size() == c.tensors.size());
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+        const tensor_info& t = h.tensors[i];
+        const expected_tensor& e = c.tensors[i];
+        INFO("tensor " << i << " '" << e.name << "'");
+        CHECK(t.name == e.name);
+        CHECK(dtype_name(t.dtype) == e.dtype);
+        CHECK(t.shape == e.shape);
+        CHECK(t.begin == e.begin);
+        CHECK(t.end == e.end);
+        REQUIRE(h.data_start() + t.end <= bytes.size());
+        CHECK(sha256_hex(std::span(bytes).subspan(h.data_start() + t.begin, t.size())) == e.sha256);
+        CHECK(h.find(e.name) == &t);
+    }
+    CHECK(metadata_text(h.metadata) == metadata_text(c.metadata));
+    CHECK(h.file_size() == bytes.size());
+}
+
+void check_invalid(const expected_case& c) {
+    INFO(c.file << " (expected " << c.error_kind << ")");
+    auto bytes = read_file(c.path);
+    try {
+        parse_file(bytes);
+        FAIL("accepted");
+    } catch (const error& e) {
+        INFO(e.what());
+        CHECK(e.kind() == c.error_kind);
+        CHECK(std::string(e.what()).size() > 10);
+    }
+    // The non-throwing overload agrees (when the length prefix is sound).
+    if (bytes.size() >= 8) {
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(bytes[i]);
+        if (n <= default_max_header_size && 8 + n <= bytes.size()) {
+            status st;
+            std::string_view json(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+            CHECK_FALSE(parse_header(json, bytes.size(), {}, st));
+            CHECK(error_kind(st.code) == c.error_kind);
+        }
+    }
+}
+
+void check_every_file_has_a_line(const std::filesystem::path& dir, const std::vector<expected_case>& cases) {
+    std::vector<std::string> listed;
+    for (auto& c : cases) listed.push_back(c.file);
+    std::sort(listed.begin(), listed.end());
+    CHECK(listed == safetensors_files(dir));
+}
+
+}  // namespace
+
+TEST_CASE("valid conformance files parse to exactly the expected tensors and metadata") {
+    auto dir = conformance_dir() / "valid";
+    auto cases = load_cases(dir);
+    REQUIRE(cases.size() >= 60);
+    check_every_file_has_a_line(dir, cases);
+    for (auto& c : cases) {
+        REQUIRE(c.ok);
+        check_valid(c);
+    }
+}
+
+TEST_CASE("invalid conformance files fail with the reference's error kind") {
+    auto dir = conformance_dir() / "invalid";
+    auto cases = load_cases(dir);
+    REQUIRE(cases.size() >= 80);
+    check_every_file_has_a_line(dir, cases);
+    for (auto& c : cases) {
+        REQUIRE_FALSE(c.ok);
+        check_invalid(c);
+    }
+}
+
+TEST_CASE("every deviation names an existing quirk case") {
+    auto cases = load_cases(conformance_dir() / "valid");
+    int found = 0;
+    for (auto& c : cases)
+        if (find_deviation(c.file)) {
+            CHECK(c.quirk);
+            ++found;
+        }
+    CHECK(found == 3);
+}
+
+TEST_CASE("serialize_header reproduces the reference writer's bytes") {
+    int compared = 0;
+    for (auto& c : load_cases(conformance_dir() / "valid")) {
+        if (!c.reference_writer || (c.metadata && c.metadata->size() > 1)) continue;
+        INFO(c.file);
+        auto bytes = read_file(c.path);
+        header h = parse_file(bytes);
+        std::vector<tensor_entry> entries;
+        for (auto& t : h.tensors) entries.push_back({t.name, t.dtype, t.shape, t.begin, t.end});
+        std::reverse(entries.begin(), entries.end());  // the order given must not matter
+        std::stable_sort(entries.begin(), entries.end(), reference_writer_order);
+        std::string json = serialize_header(entries, h.metadata ? &*h.metadata : nullptr);
+        CHECK(json.size() % 8 == 0);
+        std::byte prefix[8];
+        encode_length_prefix(json.size(), prefix);
+        std::string expected(reinterpret_cast<const char*>(bytes.data()), h.data_start());
+        std::string ours(reinterpret_cast<const char*>(prefix), 8);
+        CHECK(ours + json == expected);
+        ++compared;
+    }
+    CHECK(compared >= 30);
+}
