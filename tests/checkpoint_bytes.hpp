@@ -48,11 +48,15 @@ inline built_file build_file(const std::vector<tensor_spec>& ts, std::uint64_t p
     std::uint64_t off = 0;
     for (std::size_t i = 0; i < ts.size(); ++i) {
         const auto& t = ts[i];
-        if (i) json += ",";
-        json += "\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
-        for (std::size_t d = 0; d < t.shape.size(); ++d)
-            json += (d ? "," : "") + std::to_string(t.shape[d]);
-        json += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + t.bytes) + "]}";
+        if (i) json += ',';
+        json.append("\"").append(t.name).append("\":{\"dtype\":\"").append(t.dtype);
+        json.append("\",\"shape\":[");
+        for (std::size_t d = 0; d < t.shape.size(); ++d) {
+            if (d) json += ',';
+            json.append(std::to_string(t.shape[d]));
+        }
+        json.append("],\"data_offsets\":[").append(std::to_string(off)).append(",");
+        json.append(std::to_string(off + t.bytes)).append("]}");
         f.begin.push_back(off);
         off += t.bytes;
     }
