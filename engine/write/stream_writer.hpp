@@ -1,0 +1,78 @@
+// State of a streaming writer (ringsafe::writer::impl), shared by the files
+// that implement its modes: writer.cpp (new files), append_mode.cpp (append),
+// relocation.cpp (reservation overflow).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "ringsafe/writer.hpp"
+#include "write/data_stream.hpp"
+#include "write/temp_file.hpp"
+
+namespace ringsafe {
+
+struct writer::impl {
+    std::string path;
+    writer_options opts;
+    writer_stats stats;
+    std::unique_ptr<write_engine::temp_file> tmp;  // new files
+    int append_fd = -1;                            // append mode: the file itself
+    std::unique_ptr<write_engine::data_stream> stream;
+    std::vector<tensor_entry> entries;  // tensors written by this writer, in data order
+    std::unordered_set<std::string> names;
+    std::uint64_t data_start = 0;       // 8 + N
+    std::uint64_t reserved = 0;         // N
+
+    // The tensor between begin() and end().
+    bool open = false;
+    std::uint64_t open_expected = 0, open_received = 0;
+
+    bool finished = false, dead = false;
+
+    // Append mode.
+    bool appending = false;
+    append_options append_opts;
+    std::uint64_t old_size = 0;          // file size before the append
+    std::string old_json;                // the header's JSON, trailing spaces trimmed
+    std::optional<metadata_map> old_metadata;
+    std::vector<tensor_entry> old_entries;
+    bool header_rewritten = false;       // the old header bytes were overwritten
+
+    int fd() const noexcept { return appending ? append_fd : tmp->fd(); }
+    std::string describe_offset(std::uint64_t file_offset) const;
+    // Runs `f`; on any exception abandons the file, then rethrows.
+    template <class F>
+    void guarded(F&& f) {
+        try {
+            f();
+        } catch (...) {
+            abandon_now();
+            throw;
+        }
+    }
+    void abandon_now() noexcept;
+    void start_tensor(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape);
+    void put(std::span<const std::byte> bytes, std::shared_ptr<const void> keep);
+    void finish_new(const metadata_map* metadata);
+    void finish_append(const metadata_map* metadata);
+    // Moves the data so that a header of `json_size` bytes fits (reservation overflow).
+    void relocate(std::uint64_t json_size, std::uint64_t data_end);
+};
+
+namespace write_engine {
+// Test hook for crash tests: called by an append's finish() at each step
+// boundary (see append_step). Null in production.
+enum class append_step { data_written = 1, data_synced, header_written, header_synced };
+extern void (*append_step_hook)(append_step);
+// Writes all of `data` at `offset` with pwrite (retrying short writes and EINTR); throws naming `what`.
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what);
+// Builds the 8-byte prefix + the header padded to exactly n bytes, in an
+// aligned buffer of 8 + n bytes (suitable for O_DIRECT when 8 + n is aligned).
+std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded);
+}  // namespace write_engine
+
+}  // namespace ringsafe

@@ -1,0 +1,49 @@
+// A file being written beside its target path, published by rename only after
+// a successful finish. Uses O_TMPFILE (an unnamed inode: a crash leaves
+// nothing behind) where the filesystem supports it, else a named temporary
+// ".NAME.ringsafe-XXXXXX" in the same directory that is unlinked on failure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ringsafe::write_engine {
+
+class temp_file {
+public:
+    // Creates the temporary in the directory of `target`. `direct` asks for
+    // O_DIRECT; when the filesystem refuses it, the file is opened buffered
+    // and direct() reports false. Throws ringsafe::error naming the path.
+    temp_file(const std::string& target, bool direct);
+    // Removes the temporary if it was not published.
+    ~temp_file();
+    temp_file(const temp_file&) = delete;
+    temp_file& operator=(const temp_file&) = delete;
+
+    int fd() const noexcept { return fd_; }
+    bool direct() const noexcept { return direct_; }
+    const std::string& target() const noexcept { return target_; }
+
+    // fsyncs the file (when `sync_file`), links it at the target path
+    // (replacing what is there atomically), and fsyncs the directory (when
+    // `sync_dir`). Throws naming the path.
+    void publish(bool sync_file, bool sync_dir);
+    // Closes and removes the temporary (idempotent, never throws).
+    void discard() noexcept;
+    // Replaces this temporary's descriptor with another temp_file's (used by
+    // relocation): `other` gives up its file, this one discards its own.
+    void adopt(temp_file& other) noexcept;
+
+private:
+    std::string target_;
+    std::string dir_;
+    std::string named_;  // path of a named temporary; empty for O_TMPFILE
+    int fd_ = -1;
+    bool direct_ = false;
+    bool published_ = false;
+};
+
+// fsyncs the directory holding `path`; throws naming it.
+void sync_parent_dir(const std::string& path);
+
+}  // namespace ringsafe::write_engine

@@ -1,0 +1,113 @@
+// io_uring write executor (see write_ring.hpp).
+#include "write/write_ring.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::write_engine {
+
+completion_fault_fn completion_fault = nullptr;
+
+namespace {
+// One SQE moves at most this much; longer writes continue like short ones.
+constexpr std::uint64_t max_sqe_bytes = 1u << 30;
+}  // namespace
+
+write_ring::write_ring(int fd, unsigned depth, done_fn done)
+    : fd_(fd), depth_(depth ? depth : 1), done_(std::move(done)), ops_(depth_) {
+    int r = io_uring_queue_init(depth_ * 2, &ring_, 0);
+    if (r < 0) raise_errno(-r, "io_uring_queue_init for the writer");
+}
+
+write_ring::~write_ring() {
+    // Never leave the kernel writing from memory that may be freed next.
+    while (in_flight_) {
+        io_uring_cqe* cqe = nullptr;
+        if (io_uring_wait_cqe(&ring_, &cqe) < 0) break;
+        auto& o = ops_[io_uring_cqe_get_data64(cqe)];
+        io_uring_cqe_seen(&ring_, cqe);
+        o.busy = false;
+        --in_flight_;
+    }
+    io_uring_queue_exit(&ring_);
+}
+
+void write_ring::push(std::size_t slot) {
+    auto& o = ops_[slot];
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+        io_uring_submit(&ring_);
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    auto len = static_cast<unsigned>(o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
+    io_uring_prep_write(sqe, fd_, o.data, len, o.offset);
+    io_uring_sqe_set_data64(sqe, slot);
+    int r = io_uring_submit(&ring_);
+    if (r < 0) raise_errno(-r, "io_uring_submit for the writer");
+}
+
+void write_ring::submit(std::uint64_t offset, const std::byte* data, std::uint64_t length,
+                        std::uint64_t token) {
+    if (length == 0) {
+        done_(token, {}, offset);
+        return;
+    }
+    while (in_flight_ >= depth_) wait_one();
+    std::size_t slot = 0;
+    while (ops_[slot].busy) ++slot;
+    ops_[slot] = op{offset, data, length, token, true};
+    ++in_flight_;
+    push(slot);
+}
+
+void write_ring::reap(io_uring_cqe* cqe) {
+    std::size_t slot = io_uring_cqe_get_data64(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+    auto& o = ops_[slot];
+    std::uint64_t asked = o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
+    if (completion_fault) res = completion_fault(o.offset, static_cast<std::uint32_t>(asked), res);
+    if (res == -EAGAIN || res == -EINTR) {
+        push(slot);
+        return;
+    }
+    std::error_code ec;
+    if (res < 0) {
+        ec = std::error_code(-res, std::system_category());
+    } else if (res == 0) {
+        ec = make_error_code(errc::IoError);  // a write that made no progress
+    } else {
+        auto n = static_cast<std::uint64_t>(res) < asked ? static_cast<std::uint64_t>(res) : asked;
+        o.offset += n;
+        o.data += n;
+        o.remaining -= n;
+        if (o.remaining) {
+            push(slot);  // short write: the rest goes out as a new SQE
+            return;
+        }
+    }
+    o.busy = false;
+    --in_flight_;
+    done_(o.token, ec, o.offset);
+}
+
+void write_ring::wait_one() {
+    if (!in_flight_) return;
+    io_uring_cqe* cqe = nullptr;
+    int r;
+    do {
+        r = io_uring_wait_cqe(&ring_, &cqe);
+    } while (r == -EINTR);
+    if (r < 0) raise_errno(-r, "io_uring_wait_cqe for the writer");
+    reap(cqe);
+    // Take whatever else is ready without blocking.
+    while (in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0) reap(cqe);
+}
+
+void write_ring::drain() {
+    while (in_flight_) wait_one();
+}
+
+}  // namespace ringsafe::write_engine

@@ -1,0 +1,71 @@
+// The writer's io_uring executor: keeps up to `depth` writes in flight on one
+// file, resubmits short writes for the remainder, retries -EAGAIN/-EINTR, and
+// converts -errno to std::error_code here and nowhere else.
+//
+// Single-threaded: one thread submits and reaps. Completion is reported per
+// token through the callback given to the constructor, after every byte of
+// that write has landed (or it failed).
+#pragma once
+
+#include <liburing.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace ringsafe::write_engine {
+
+// Test hook at the completion edge: called with each CQE's result before the
+// ring acts on it; it may return a different result (a negative errno, or a
+// shorter count). Null (the default) in production. Not thread-safe to change
+// while a writer runs.
+using completion_fault_fn = int (*)(std::uint64_t file_offset, std::uint32_t length, int result);
+extern completion_fault_fn completion_fault;
+
+class write_ring {
+public:
+    // Called once per submitted write: ec empty on success. Runs on the
+    // thread that called submit()/wait_*().
+    using done_fn = std::function<void(std::uint64_t token, std::error_code ec, std::uint64_t offset)>;
+
+    write_ring(int fd, unsigned depth, done_fn done);
+    ~write_ring();
+    write_ring(const write_ring&) = delete;
+    write_ring& operator=(const write_ring&) = delete;
+
+    // Queues a write of `length` bytes from `data` at file `offset`. Blocks
+    // while `depth` writes are in flight. `data` must stay valid until the
+    // token's completion has been reported.
+    void submit(std::uint64_t offset, const std::byte* data, std::uint64_t length,
+                std::uint64_t token);
+    // Reaps at least one completion (blocking) when any write is in flight.
+    void wait_one();
+    // Waits until nothing is in flight.
+    void drain();
+    unsigned in_flight() const noexcept { return in_flight_; }
+    // Swaps the file the next submissions go to (after a relocation).
+    void set_fd(int fd) noexcept { fd_ = fd; }
+
+private:
+    struct op {
+        std::uint64_t offset;
+        const std::byte* data;
+        std::uint64_t remaining;
+        std::uint64_t token;
+        bool busy;
+    };
+    void push(std::size_t slot);
+    void reap(io_uring_cqe* cqe);
+
+    io_uring ring_{};
+    int fd_;
+    unsigned depth_;
+    unsigned in_flight_ = 0;
+    done_fn done_;
+    std::vector<op> ops_;
+};
+
+}  // namespace ringsafe::write_engine
