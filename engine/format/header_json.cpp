@@ -299,6 +299,10 @@ private:
 
     bool wrong_type(slot s, const char* found, json::error_code& ec) {
         std::string where = in_tensor_ ? " in tensor '" + current().name + "'" : std::string();
+        if (s == slot::excess)
+            return fail(ec, (stack_[depth_ - 1].kind == frame_kind::offsets ? "data_offsets has more than 2 items"
+                                                                           : "a tensor entry array has more than 3 items") +
+                                where);
         return fail(ec, std::string("expected ") + slot_what(s) + ", found " + found + where);
     }
 

@@ -1,0 +1,25 @@
+// `ringsafe ls`: lists a checkpoint's tensors from its header alone.
+#include "command.hpp"
+#include "listing_command.hpp"
+
+namespace {
+
+constexpr std::string_view help =
+    "usage: ringsafe ls [--json] [--max-header-size BYTES] SOURCE\n"
+    "Lists the tensors of a safetensors file in data order, reading only the\n"
+    "8-byte length prefix and the header; the header is fully validated.\n"
+    "\n"
+    "  --json                  print one JSON object on stdout:\n"
+    "                          {\"ok\":true,\"tensors\":[{\"name\",\"dtype\",\"shape\",\"data_offsets\"}...],\n"
+    "                           \"metadata\":null|{...}}; on failure\n"
+    "                          {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
+    "  --max-header-size BYTES cap on the header length N (default 100000000; 16M, 1G accepted)\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Exit status: 0 valid, 1 invalid or unreadable, 2 bad usage.\n";
+
+int run(const std::vector<std::string_view>& args) { return ringsafe::cli::run_listing(args, false, help); }
+
+ringsafe::cli::command_registration reg{"ls", "list the tensors of a checkpoint (header only)", &run};
+
+}  // namespace

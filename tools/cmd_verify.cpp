@@ -1,0 +1,23 @@
+// `ringsafe verify`: validates a checkpoint and hashes every tensor's bytes.
+#include "command.hpp"
+#include "listing_command.hpp"
+
+namespace {
+
+constexpr std::string_view help =
+    "usage: ringsafe verify [--json] [--max-header-size BYTES] SOURCE\n"
+    "Validates a safetensors file and reads every tensor's bytes (front to back,\n"
+    "4 MiB at a time), printing each tensor with the SHA-256 of its bytes.\n"
+    "\n"
+    "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
+    "                          with \"sha256\" (lowercase hex) added to each tensor\n"
+    "  --max-header-size BYTES cap on the header length N (default 100000000)\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Exit status: 0 valid, 1 invalid or unreadable, 2 bad usage.\n";
+
+int run(const std::vector<std::string_view>& args) { return ringsafe::cli::run_listing(args, true, help); }
+
+ringsafe::cli::command_registration reg{"verify", "validate a checkpoint and hash every tensor", &run};
+
+}  // namespace

@@ -1,0 +1,59 @@
+// `ls` / `verify`: arguments, reading, output, exit status.
+#include "listing_command.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "args.hpp"
+#include "command.hpp"
+#include "header_file.hpp"
+#include "tensor_listing.hpp"
+
+namespace ringsafe::cli {
+
+int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::string_view help) {
+    arg_parser p(args);
+    p.flag("--json");
+    p.flag("--help");
+    p.flag("-h");
+    p.option("--max-header-size");
+    parse_options opts;
+    try {
+        p.parse();
+        if (p.has("--help") || p.has("-h")) {
+            std::fwrite(help.data(), 1, help.size(), stdout);
+            return exit_ok;
+        }
+        if (p.positional().size() != 1)
+            throw usage_error{p.positional().empty() ? "missing SOURCE" : "expected one SOURCE"};
+        opts.max_header_size = p.size_or("--max-header-size", opts.max_header_size);
+    } catch (const usage_error& e) {
+        std::fprintf(stderr, "ringsafe: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
+        return exit_usage;
+    }
+    const bool as_json = p.has("--json");
+    const std::string& source = p.positional()[0];
+    std::error_code ec;
+    std::string message;
+    try {
+        header_file file(source, opts);
+        std::vector<std::string> sums;
+        if (hash_data) sums = file.sha256_per_tensor();
+        if (as_json) print_listing_json(stdout, file.header(), sums);
+        else print_listing_table(stdout, file.header(), sums);
+        return std::fflush(stdout) == 0 ? exit_ok : exit_invalid;
+    } catch (const error& e) {
+        ec = e.code();
+        message = e.what();
+    } catch (const std::bad_alloc&) {
+        ec = std::make_error_code(std::errc::not_enough_memory);
+        message = "out of memory reading '" + source + "'";
+    }
+    if (as_json) print_failure_json(stdout, ec, message);
+    else std::fprintf(stderr, "ringsafe: %s: %.*s: %s\n", source.c_str(), static_cast<int>(error_kind(ec).size()),
+                      error_kind(ec).data(), message.c_str());
+    return exit_invalid;
+}
+
+}  // namespace ringsafe::cli

@@ -1,0 +1,101 @@
+// JSON (Boost.JSON, so any UTF-8 name is escaped correctly) and table output
+// of a parsed header.
+#include "tensor_listing.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+
+#include "args.hpp"
+
+namespace ringsafe::cli {
+namespace {
+
+namespace json = boost::json;
+
+void write_line(std::FILE* out, const json::value& v) {
+    std::string s = json::serialize(v);
+    s += '\n';
+    std::fwrite(s.data(), 1, s.size(), out);
+}
+
+}  // namespace
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ',';
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+void print_listing_json(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {
+    json::array tensors;
+    tensors.reserve(h.tensors.size());
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+        const tensor_info& t = h.tensors[i];
+        json::array shape;
+        for (std::uint64_t d : t.shape) shape.emplace_back(d);
+        json::object o;
+        o.emplace("name", t.name);
+        o.emplace("dtype", dtype_name(t.dtype));
+        o.emplace("shape", std::move(shape));
+        o.emplace("data_offsets", json::array{t.begin, t.end});
+        if (!sha256.empty()) o.emplace("sha256", sha256[i]);
+        tensors.emplace_back(std::move(o));
+    }
+    json::value metadata = nullptr;
+    if (h.metadata) {
+        json::object m;
+        for (auto& [k, v] : *h.metadata) m.emplace(k, v);
+        metadata = std::move(m);
+    }
+    json::object doc;
+    doc.emplace("ok", true);
+    doc.emplace("tensors", std::move(tensors));
+    doc.emplace("metadata", std::move(metadata));
+    write_line(out, doc);
+}
+
+void print_listing_table(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {
+    std::size_t name_w = 4, shape_w = 5;
+    std::vector<std::string> shapes;
+    shapes.reserve(h.tensors.size());
+    for (auto& t : h.tensors) {
+        name_w = std::max(name_w, t.name.size());
+        shapes.push_back(shape_text(t.shape));
+        shape_w = std::max(shape_w, shapes.back().size());
+    }
+    name_w = std::min<std::size_t>(name_w, 80);
+    auto row = [&](std::string_view name, std::string_view dtype, std::string_view shape, std::string_view size,
+                   std::string_view digest) {
+        std::fprintf(out, "%-*.*s  %-11.*s  %-*.*s  %12.*s%s%.*s\n", static_cast<int>(name_w),
+                     static_cast<int>(name.size()), name.data(), static_cast<int>(dtype.size()), dtype.data(),
+                     static_cast<int>(shape_w), static_cast<int>(shape.size()), shape.data(),
+                     static_cast<int>(size.size()), size.data(), digest.empty() ? "" : "  ",
+                     static_cast<int>(digest.size()), digest.data());
+    };
+    row("NAME", "DTYPE", "SHAPE", "SIZE", sha256.empty() ? "" : "SHA256");
+    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+        const tensor_info& t = h.tensors[i];
+        row(t.name, dtype_name(t.dtype), shapes[i], human_bytes(t.size()), sha256.empty() ? "" : sha256[i]);
+    }
+    if (h.metadata)
+        for (auto& [k, v] : *h.metadata) std::fprintf(out, "metadata %s = %s\n", k.c_str(), v.c_str());
+    std::fprintf(out, "%zu tensors, %s of data (%llu bytes), %llu-byte header, %s%s\n", h.tensors.size(),
+                 human_bytes(h.data_size).c_str(), static_cast<unsigned long long>(h.data_size),
+                 static_cast<unsigned long long>(h.header_size),
+                 h.metadata ? (std::to_string(h.metadata->size()) + " metadata entries").c_str() : "no metadata",
+                 sha256.empty() ? "" : "; every tensor's bytes read and hashed");
+}
+
+void print_failure_json(std::FILE* out, const std::error_code& ec, std::string_view message) {
+    json::object doc;
+    doc.emplace("ok", false);
+    doc.emplace("error_kind", error_kind(ec));
+    doc.emplace("error", message);
+    write_line(out, doc);
+}
+
+}  // namespace ringsafe::cli
