@@ -90,6 +90,7 @@ asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_re
     if (auto ra = res[http::field::retry_after]; !ra.empty()) rs.retry_after = parse_retry_after(ra);
     auto cr = parse_content_range(res[http::field::content_range]);
     if (cr) rs.total = cr->total;
+    if (parser.content_length()) rs.content_length = *parser.content_length();
     if (rs.status != 206) co_return;  // the caller decides; the body is never read
 
     const std::string what = describe_range(rq.target, rq.first, rq.length);

@@ -39,6 +39,7 @@ struct range_response {
     std::optional<std::chrono::milliseconds> retry_after;    // for 429 / 5xx
     std::string etag, last_modified;
     std::uint64_t total = 0;                                 // from Content-Range (206, 416)
+    std::optional<std::uint64_t> content_length;             // as announced
     std::uint64_t expected = 0;                              // body bytes the 206 announced (<= length)
     std::uint64_t received = 0;
     bool stopped = false;                                    // request.stop() ended it early

@@ -114,7 +114,9 @@ asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t firs
                 obj.location = resolve_location(rq.target, rs.location);
                 continue;
             }
-            if (s == 416 && !obj.size && rq.first == 0) {  // "bytes */0": an empty object
+            // An empty object: "416 bytes */0", or (nginx) a 200 with an empty body.
+            if (!obj.size && rq.first == 0 && s == 200 && rs.content_length == 0u) rs.total = 0;
+            if ((s == 416 || (s == 200 && rs.content_length == 0u)) && !obj.size && rq.first == 0) {
                 obj.size = rs.total;
                 obj.etag = rs.etag;
                 obj.last_modified = rs.last_modified;

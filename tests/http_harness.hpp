@@ -1,0 +1,91 @@
+// Real servers for the HTTP tests and benchmarks, on 127.0.0.1 with free
+// ports, stopped by PID: nginx (unprivileged, its own prefix), the fault
+// server (tests/fault_server.cpp), and a throwaway TLS CA made with openssl.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ringsafe::test {
+
+// Exits 77 (meson: skipped) when `program` is not on PATH (or not executable at that path).
+void require_program(const std::string& program);
+// A TCP port on 127.0.0.1 that was free a moment ago.
+std::uint16_t free_port();
+// Waits until 127.0.0.1:port accepts connections (throws after ~10 s).
+void wait_for_port(std::uint16_t port);
+
+// A child process; SIGTERM (then SIGKILL) to its PID on destruction.
+class child_process {
+public:
+    child_process() = default;
+    // Runs argv[0] with stdout/stderr to `log`; when port_from_stdout, reads "PORT <n>" from its stdout first.
+    child_process(const std::vector<std::string>& argv, const std::filesystem::path& log, bool port_from_stdout = false);
+    ~child_process();
+    child_process(child_process&& o) noexcept : pid_(o.pid_), port_(o.port_) { o.pid_ = -1; }
+    child_process& operator=(child_process&& o) noexcept;
+    pid_t pid() const { return pid_; }
+    std::uint16_t port() const { return port_; }  // when port_from_stdout
+    void stop();
+
+private:
+    pid_t pid_ = -1;
+    std::uint16_t port_ = 0;
+};
+
+// Certificates for https tests: a CA and a server certificate for IP 127.0.0.1.
+struct test_ca {
+    std::filesystem::path ca_cert, server_cert, server_key;
+};
+// Makes them under `dir` with the openssl CLI.
+test_ca make_test_ca(const std::filesystem::path& dir);
+
+// One nginx on 127.0.0.1. `server_body` is placed inside `server { listen ...; root ...; }`;
+// `http_extra` inside `http { }` (e.g. further server blocks). The access log
+// records "$connection $connection_requests $status $request_uri".
+struct nginx_config {
+    std::filesystem::path root;        // document root (made world-readable)
+    std::string server_body;
+    std::string http_extra;
+    const test_ca* tls = nullptr;      // listen with ssl
+    unsigned workers = 1;
+    std::uint16_t port = 0;            // 0 = a free port
+};
+
+class nginx_server {
+public:
+    // Starts nginx with a prefix under `prefix`; exits 77 when nginx is not installed.
+    nginx_server(const std::filesystem::path& prefix, nginx_config cfg);
+    std::uint16_t port() const { return port_; }
+    // "http://127.0.0.1:<port>" (https when tls).
+    std::string base_url() const;
+    // Lines of the access log so far (each request once it has completed).
+    std::vector<std::string> access_log() const;
+    // Distinct connections seen in the access log.
+    std::size_t connections_logged() const;
+
+private:
+    std::filesystem::path prefix_;
+    std::uint16_t port_ = 0;
+    bool tls_ = false;
+    child_process proc_;
+};
+
+// The fault server built next to the tests ($RINGSAFE_FAULT_SERVER).
+class fault_server {
+public:
+    explicit fault_server(const std::filesystem::path& log_dir);
+    std::string base_url() const { return "http://127.0.0.1:" + std::to_string(proc_.port()); }
+
+private:
+    child_process proc_;
+};
+
+// Makes every directory from `p` up to the root traversable by others and `p`'s files readable (nginx workers).
+void make_world_readable(const std::filesystem::path& p);
+
+}  // namespace ringsafe::test
