@@ -40,9 +40,10 @@ inline std::vector<std::byte> tensor_bytes(const std::string& name, std::uint64_
     return v;
 }
 
-// Lays tensors out back to back in spec order; `pad_header_to` pads the JSON
-// with spaces (0 = to a multiple of 8). Names must not need JSON escaping.
-inline built_file build_file(const std::vector<tensor_spec>& ts, std::uint64_t pad_header_to = 0) {
+// Lays tensors out back to back in spec order and returns the 8-byte prefix
+// plus the header (bytes), without data; `pad_header_to` pads the JSON with
+// spaces (0 = to a multiple of 8). Names must not need JSON escaping.
+inline built_file build_header(const std::vector<tensor_spec>& ts, std::uint64_t pad_header_to = 0) {
     built_file f;
     std::string json = "{";
     std::uint64_t off = 0;
@@ -64,9 +65,18 @@ inline built_file build_file(const std::vector<tensor_spec>& ts, std::uint64_t p
     std::uint64_t n = pad_header_to ? pad_header_to : (json.size() + 7) / 8 * 8;
     json.resize(n, ' ');
     f.data_start = 8 + n;
-    f.bytes.resize(8 + n + off);
+    f.bytes.resize(8 + n);
     for (int b = 0; b < 8; ++b) f.bytes[b] = static_cast<std::byte>(n >> (8 * b));
     std::memcpy(f.bytes.data() + 8, json.data(), n);
+    return f;
+}
+
+// build_header() followed by every tensor's pattern bytes.
+inline built_file build_file(const std::vector<tensor_spec>& ts, std::uint64_t pad_header_to = 0) {
+    built_file f = build_header(ts, pad_header_to);
+    std::uint64_t total = 0;
+    for (auto& t : ts) total += t.bytes;
+    f.bytes.resize(f.data_start + total);
     for (std::size_t i = 0; i < ts.size(); ++i) {
         auto v = tensor_bytes(ts[i].name, ts[i].bytes);
         if (!v.empty()) std::memcpy(f.bytes.data() + f.data_start + f.begin[i], v.data(), v.size());
