@@ -21,8 +21,7 @@ bool is_url(std::string_view spec) noexcept {
 }
 
 std::unique_ptr<source> open_source(const std::string& spec, const source_options& opts) {
-    if (is_url(spec))
-        raise(errc::InvalidArgument, spec + ": URL sources are not available in this build yet");
+    if (is_url(spec)) return open_url(spec, opts.http);
     return open_file(spec, opts.file);
 }
 
