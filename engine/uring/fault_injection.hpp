@@ -3,11 +3,14 @@
 // A test installs a function that sees each completion before the executor
 // does and returns the result to use instead: a shorter count (short read),
 // -EAGAIN, -EINTR, -EIO, ... Only the result is rewritten; the bytes the
-// kernel wrote stay where they are, so a shortened read is re-read correctly.
+// kernel wrote stay where they are, so a test that shortens a read should
+// also overwrite the bytes past the new count (event.buffer) to make the
+// executor prove it reads them again.
 // The hook runs on executor worker threads, possibly concurrently: it must be
 // thread-safe. Not part of the public API.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -18,6 +21,7 @@ struct completion_event {
     std::uint64_t file_offset = 0;  // where this read started
     std::uint64_t requested = 0;    // bytes it asked for
     std::uint32_t tag = 0;          // the read_op's tag
+    std::byte* buffer = nullptr;    // where this read's bytes landed (caller or bounce memory)
     bool direct = false;            // an O_DIRECT read (a shortened count should stay aligned)
 };
 

@@ -210,7 +210,8 @@ void read_worker::prep(unsigned id) {
 void read_worker::handle(unsigned id, int res) {
     request& r = slots_[id];
     const read_target& t = *job_.target;
-    completion_event ev{r.pos, r.end - r.pos, job_.ops[job_.chunks[r.chunk].op].tag, t.direct};
+    completion_event ev{r.pos, r.end - r.pos, job_.ops[job_.chunks[r.chunk].op].tag,
+                        r.base + (r.pos - r.start), t.direct};
     res = apply_completion_fault(ev, res);
     const bool stopping = job_.stop.load(std::memory_order_relaxed);
     if (res == -EAGAIN || res == -EINTR) {
