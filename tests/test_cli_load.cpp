@@ -1,0 +1,131 @@
+// The `ringsafe load` and `ringsafe get` subcommands, run as a user would.
+#include <catch2/catch.hpp>
+
+#include <boost/json.hpp>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint_bytes.hpp"
+
+using namespace ringsafe::test;
+
+namespace {
+
+const std::vector<tensor_spec> specs = {
+    {"model/embed", "F32", {64, 33}, 64 * 33 * 4},
+    {"layers.0.w", "F16", {17, 5}, 17 * 5 * 2},
+    {"layers.1.w", "BF16", {3, 7}, 3 * 7 * 2},
+    {"flag", "BOOL", {}, 1},
+    {"vec", "I64", {9}, 72},
+};
+
+std::string q(const std::filesystem::path& p) {
+    std::string s("'");
+    return s.append(p.string()).append("'");
+}
+
+run_result cli(const std::string& args) { return run_command(cli_path() + " " + args + " 2>&1"); }
+
+std::uint64_t json_u64(const boost::json::object& o, const char* key) {
+    return boost::json::value_to<std::uint64_t>(o.at(key));
+}
+
+}  // namespace
+
+TEST_CASE("cli load: --json reports the bytes of the whole file or a selection", "[cli][load]") {
+    temp_dir dir;
+    write_file(dir / "m.safetensors", build_file(specs).bytes);
+    std::uint64_t total = 0;
+    for (auto& s : specs) total += s.bytes;
+
+    auto r = run_command(cli_path() + " load --json " + q(dir / "m.safetensors"));
+    REQUIRE(r.status == 0);
+    auto o = boost::json::parse(r.out).as_object();
+    CHECK(json_u64(o, "bytes") == total);
+    CHECK(o.at("seconds").as_double() > 0);
+    CHECK(o.contains("gbps"));
+
+    r = run_command(cli_path() + " load --json --select 'layers.*' --select flag --chunk 4K --qd 2 --threads 1 " +
+                    q(dir / "m.safetensors"));
+    REQUIRE(r.status == 0);
+    CHECK(json_u64(boost::json::parse(r.out).as_object(), "bytes") == 17 * 5 * 2 + 3 * 7 * 2 + 1);
+
+    r = run_command(cli_path() + " load --pages small " + q(dir / "m.safetensors"));
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("loaded 5 tensors") != std::string::npos);
+    CHECK(r.out.find("GB/s") != std::string::npos);
+}
+
+TEST_CASE("cli load: a sharded index, errors and usage", "[cli][load]") {
+    temp_dir dir;
+    write_file(dir / "s1.safetensors", build_file({specs[0], specs[1]}).bytes);
+    write_file(dir / "s2.safetensors", build_file({specs[2]}).bytes);
+    write_file(dir / "model.safetensors.index.json",
+               std::string(R"({"weight_map": {"model/embed": "s1.safetensors", "layers.0.w": "s1.safetensors",)"
+                           R"( "layers.1.w": "s2.safetensors"}})"));
+    auto r = run_command(cli_path() + " load --json " + q(dir / "model.safetensors.index.json"));
+    REQUIRE(r.status == 0);
+    CHECK(json_u64(boost::json::parse(r.out).as_object(), "bytes") == specs[0].bytes + specs[1].bytes + specs[2].bytes);
+
+    r = cli("load " + q(dir / "absent.safetensors"));
+    CHECK(r.status == 1);
+    CHECK(r.out.find("absent.safetensors") != std::string::npos);
+    r = cli("load --select 'nothing*' " + q(dir / "s1.safetensors"));
+    CHECK(r.status == 1);
+    CHECK(r.out.find("nothing*") != std::string::npos);
+    CHECK(cli("load").status == 2);
+    CHECK(cli("load --qd 0 x").status == 2);
+    CHECK(cli("load --pages giant x").status == 2);
+    r = cli("load --help");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("--select PATTERN") != std::string::npos);
+}
+
+TEST_CASE("cli get: .npy for numpy dtypes, raw .bin otherwise, sanitized names", "[cli][get]") {
+    temp_dir dir;
+    write_file(dir / "m.safetensors", build_file(specs).bytes);
+    auto out = dir / "out";
+    auto r = cli("get " + q(dir / "m.safetensors") + " model/embed layers.1.w flag vec -o " + q(out));
+    REQUIRE(r.status == 0);
+
+    // model/embed -> model_embed.npy: parse the header by hand.
+    auto f = read_file(out / "model_embed.npy");
+    REQUIRE(f.size() > 10);
+    CHECK(std::memcmp(f.data(), "\x93NUMPY\x01\x00", 8) == 0);
+    const std::size_t hlen = std::to_integer<std::size_t>(f[8]) | std::to_integer<std::size_t>(f[9]) << 8;
+    CHECK((10 + hlen) % 64 == 0);
+    std::string dict(reinterpret_cast<const char*>(f.data()) + 10, hlen);
+    CHECK(dict == "{'descr': '<f4', 'fortran_order': False, 'shape': (64, 33), }" +
+                      std::string(hlen - 61 - 1, ' ') + "\n");
+    CHECK(std::vector<std::byte>(f.begin() + 10 + hlen, f.end()) == tensor_bytes("model/embed", 64 * 33 * 4));
+
+    auto b = read_file(out / "layers.1.w.bin");  // BF16: raw bytes
+    CHECK(b == tensor_bytes("layers.1.w", 42));
+    auto flag = read_file(out / "flag.npy");
+    std::string fd(reinterpret_cast<const char*>(flag.data()) + 10, 64);
+    CHECK(fd.find("'descr': '|b1'") != std::string::npos);
+    CHECK(fd.find("'shape': ()") != std::string::npos);
+    auto vec = read_file(out / "vec.npy");
+    std::string vd(reinterpret_cast<const char*>(vec.data()) + 10, 64);
+    CHECK(vd.find("'shape': (9,)") != std::string::npos);
+    CHECK(vd.find("'<i8'") != std::string::npos);
+    for (auto& e : std::filesystem::directory_iterator(out))
+        CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
+TEST_CASE("cli get: refusals leave no files behind", "[cli][get]") {
+    temp_dir dir;
+    write_file(dir / "m.safetensors",
+               build_file({{"a/b", "U8", {2}, 2}, {"a_b", "U8", {2}, 2}, {"c", "U8", {1}, 1}}).bytes);
+    auto out = dir / "out";
+    auto r = cli("get " + q(dir / "m.safetensors") + " c missing -o " + q(out));
+    CHECK(r.status == 1);
+    CHECK(r.out.find("'missing'") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(out / "c.npy"));
+    r = cli("get " + q(dir / "m.safetensors") + " a/b a_b -o " + q(out));
+    CHECK(r.status == 1);
+    CHECK(r.out.find("a_b.npy") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(out / "a_b.npy"));
+    CHECK(cli("get " + q(dir / "m.safetensors") + " c").status == 2);
+    CHECK(cli("get --help").status == 0);
+}
