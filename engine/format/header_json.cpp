@@ -291,9 +291,13 @@ private:
     }
 
     bool set_dtype(std::string_view name, json::error_code& ec) {
-        auto t = dtype_from_name(name);
-        if (!t) return fail(ec, "tensor '" + current().name + "' has unknown dtype '" + std::string(name) + "'");
-        current().dtype = *t;
+        // Neighbouring entries usually share a dtype (writers group by dtype).
+        if (name != dtype_name(last_dtype_)) {
+            auto t = dtype_from_name(name);
+            if (!t) return fail(ec, "tensor '" + current().name + "' has unknown dtype '" + std::string(name) + "'");
+            last_dtype_ = *t;
+        }
+        current().dtype = last_dtype_;
         return true;
     }
 
@@ -320,6 +324,7 @@ private:
     unsigned fields_ = 0;  // dtype/shape/data_offsets seen in the current entry
     bool meta_seen_ = false;
     bool in_tensor_ = false;  // the current top-level value is a tensor entry
+    dtype last_dtype_ = dtype::F32;
     bool key_parts_ = false, str_parts_ = false;
     std::string key_buf_, str_buf_, meta_key_;
     std::vector<std::uint64_t> dims_;

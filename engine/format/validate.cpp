@@ -2,7 +2,6 @@
 #include "format/validate.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 namespace ringsafe::format {
 namespace {
@@ -17,14 +16,22 @@ bool data_order_less(const tensor_info& a, const tensor_info& b) noexcept {
 // order already, which costs one pass; otherwise sort indices, then move.
 void sort_data_order(std::vector<tensor_info>& tensors) {
     if (std::is_sorted(tensors.begin(), tensors.end(), data_order_less)) return;
-    std::vector<std::uint32_t> order(tensors.size());
-    std::iota(order.begin(), order.end(), std::uint32_t{0});
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return data_order_less(tensors[a], tensors[b]);
+    // Compact keys keep the comparisons in cache; names are looked at only for ties.
+    struct key {
+        std::uint64_t begin, end;
+        std::uint32_t index;
+    };
+    std::vector<key> keys(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+        keys[i] = {tensors[i].begin, tensors[i].end, static_cast<std::uint32_t>(i)};
+    std::sort(keys.begin(), keys.end(), [&](const key& a, const key& b) {
+        if (a.begin != b.begin) return a.begin < b.begin;
+        if (a.end != b.end) return a.end < b.end;
+        return tensors[a.index].name < tensors[b.index].name;
     });
     std::vector<tensor_info> sorted;
     sorted.reserve(tensors.size());
-    for (std::uint32_t i : order) sorted.push_back(std::move(tensors[i]));
+    for (const key& k : keys) sorted.push_back(std::move(tensors[k.index]));
     tensors = std::move(sorted);
 }
 
