@@ -195,11 +195,23 @@ int run(const std::vector<std::string_view>& args) {
         std::string failure;
         for (std::size_t k = 0; k < batches.size() && failure.empty(); ++k) {
             filled f;
-            {
+            try {
                 std::unique_lock l(mu);
-                cv.wait(l, [&] { return !ready.empty(); });
+                while (ready.empty()) {
+                    if (w.writes_in_flight()) {
+                        // Let finished writes hand their buffers back to the read thread.
+                        l.unlock();
+                        w.wait_write();
+                        l.lock();
+                    } else {
+                        cv.wait(l);
+                    }
+                }
                 f = std::move(ready.front());
                 ready.pop_front();
+            } catch (const std::exception& e) {
+                failure = e.what();
+                break;
             }
             if (!f.error.empty()) {
                 failure = f.error;

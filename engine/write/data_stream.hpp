@@ -50,6 +50,13 @@ public:
     // waits for all writes. Returns the end of the written region.
     std::uint64_t flush();
 
+    // Writes in flight, and a blocking reap of at least one of them.
+    unsigned in_flight() const noexcept { return ring_->in_flight(); }
+    void wait_one() {
+        ring_->wait_one();
+        check();
+    }
+
     std::uint64_t position() const noexcept { return pos_; }  // file offset of the next byte
     std::uint64_t staged_bytes() const noexcept { return staged_; }
     std::uint64_t zero_copy_bytes() const noexcept { return zero_copy_; }

@@ -269,6 +269,15 @@ void writer::impl::finish_new(const metadata_map* metadata) {
     tmp->publish(opts.sync, opts.sync_dir);
 }
 
+unsigned writer::writes_in_flight() const noexcept {
+    return impl_ && impl_->stream ? impl_->stream->in_flight() : 0;
+}
+
+void writer::wait_write() {
+    auto& s = *impl_;
+    if (s.stream) s.guarded([&] { s.stream->wait_one(); });
+}
+
 void writer::abandon() noexcept {
     if (impl_) impl_->abandon_now();
 }

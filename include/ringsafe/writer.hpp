@@ -146,6 +146,14 @@ public:
 
     const writer_stats& stats() const noexcept;
 
+    // Zero-copy callers that recycle buffers: holds are released as the
+    // writer reaps completions, which it does when it needs a queue slot.
+    // writes_in_flight() counts writes not yet reaped; wait_write() blocks
+    // until at least one completes and releases its hold (no-op when none;
+    // an I/O error abandons the file and throws as add() would).
+    unsigned writes_in_flight() const noexcept;
+    void wait_write();
+
     struct impl;
 
 private:
