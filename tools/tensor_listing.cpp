@@ -31,8 +31,8 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 }
 
 void print_listing_json(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {
-    json::array tensors;
-    tensors.reserve(h.tensors.size());
+    // Streamed tensor by tensor, so memory stays small for headers of millions of tensors.
+    std::string buf = "{\"ok\":true,\"tensors\":[";
     for (std::size_t i = 0; i < h.tensors.size(); ++i) {
         const tensor_info& t = h.tensors[i];
         json::array shape;
@@ -43,19 +43,20 @@ void print_listing_json(std::FILE* out, const header& h, const std::vector<std::
         o.emplace("shape", std::move(shape));
         o.emplace("data_offsets", json::array{t.begin, t.end});
         if (!sha256.empty()) o.emplace("sha256", sha256[i]);
-        tensors.emplace_back(std::move(o));
+        if (i) buf += ',';
+        buf += json::serialize(o);
+        if (buf.size() >= (64u << 10)) std::fwrite(buf.data(), 1, buf.size(), out), buf.clear();
     }
-    json::value metadata = nullptr;
+    buf += "],\"metadata\":";
     if (h.metadata) {
         json::object m;
         for (auto& [k, v] : *h.metadata) m.emplace(k, v);
-        metadata = std::move(m);
+        buf += json::serialize(m);
+    } else {
+        buf += "null";
     }
-    json::object doc;
-    doc.emplace("ok", true);
-    doc.emplace("tensors", std::move(tensors));
-    doc.emplace("metadata", std::move(metadata));
-    write_line(out, doc);
+    buf += "}\n";
+    std::fwrite(buf.data(), 1, buf.size(), out);
 }
 
 void print_listing_table(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {

@@ -29,10 +29,21 @@ void sort_data_order(std::vector<tensor_info>& tensors) {
         if (a.end != b.end) return a.end < b.end;
         return tensors[a.index].name < tensors[b.index].name;
     });
-    std::vector<tensor_info> sorted;
-    sorted.reserve(tensors.size());
-    for (const key& k : keys) sorted.push_back(std::move(tensors[k.index]));
-    tensors = std::move(sorted);
+    // Permute in place, cycle by cycle: no second table of tensors.
+    std::vector<bool> placed(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (placed[i]) continue;
+        tensor_info held = std::move(tensors[i]);
+        std::size_t j = i;
+        for (;;) {
+            placed[j] = true;
+            std::size_t from = keys[j].index;
+            if (from == i) break;
+            tensors[j] = std::move(tensors[from]);
+            j = from;
+        }
+        tensors[j] = std::move(held);
+    }
 }
 
 bool fail(status& st, errc e, std::string msg) {
