@@ -58,6 +58,25 @@ const char* slot_what(slot s) noexcept {
     return "a value";
 }
 
+// A key or string the parser may deliver in parts (long or escaped text).
+// Text that arrives whole is used in place, without a copy.
+class joined_text {
+public:
+    void part(json::string_view s) { buf_.append(s.data(), s.size()), parts_ = true; }
+    std::string_view finish(json::string_view s) {
+        if (!parts_) return {s.data(), s.size()};
+        buf_.append(s.data(), s.size());
+        return buf_;
+    }
+    void reset() {
+        if (parts_) buf_.clear(), parts_ = false;
+    }
+
+private:
+    std::string buf_;
+    bool parts_ = false;
+};
+
 class handler {
 public:
     static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
@@ -129,30 +148,26 @@ public:
     }
 
     bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
-        if (!skip_) key_buf_.append(s.data(), s.size()), key_parts_ = true;
+        if (!skip_) key_.part(s);
         return true;
     }
 
     bool on_key(json::string_view s, std::size_t, json::error_code& ec) {
         if (skip_) return true;
-        std::string_view key(s.data(), s.size());
-        if (key_parts_) key_buf_.append(key), key = key_buf_;
-        bool ok = take_key(key, ec);
-        if (key_parts_) key_buf_.clear(), key_parts_ = false;
+        bool ok = take_key(key_.finish(s), ec);
+        key_.reset();
         return ok;
     }
 
     bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
-        if (!skip_) str_buf_.append(s.data(), s.size()), str_parts_ = true;
+        if (!skip_) str_.part(s);
         return true;
     }
 
     bool on_string(json::string_view s, std::size_t, json::error_code& ec) {
         if (skip_) return true;
-        std::string_view str(s.data(), s.size());
-        if (str_parts_) str_buf_.append(str), str = str_buf_;
-        bool ok = take_string(str, ec);
-        if (str_parts_) str_buf_.clear(), str_parts_ = false;
+        bool ok = take_string(str_.finish(s), ec);
+        str_.reset();
         return ok;
     }
 
@@ -325,8 +340,8 @@ private:
     bool meta_seen_ = false;
     bool in_tensor_ = false;  // the current top-level value is a tensor entry
     dtype last_dtype_ = dtype::F32;
-    bool key_parts_ = false, str_parts_ = false;
-    std::string key_buf_, str_buf_, meta_key_;
+    joined_text key_, str_;
+    std::string meta_key_;
     std::vector<std::uint64_t> dims_;
     std::string message_;
 };
