@@ -78,7 +78,16 @@ void send_body(tcp::socket& s, std::uint64_t from, std::uint64_t to, std::uint64
     std::uint64_t sent = 0;
     while (from < to) {
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>({to - from, buf.size(), slice}));
-        for (std::size_t i = 0; i < n; ++i) buf[i] = ringsafe::test::fault_byte(from + i);
+        const auto& table = ringsafe::test::fault_table();
+        for (std::size_t i = 0; i < n;) {  // per 64 KiB block: table xor one key
+            const std::uint64_t at = from + i;
+            const std::size_t run = std::min<std::size_t>(n - i, 65536 - (at & 0xFFFF));
+            const std::uint8_t key = ringsafe::test::fault_block_key(at);
+            const std::uint8_t* t = table.data() + (at & 0xFFFF);
+            auto* out = reinterpret_cast<std::uint8_t*>(buf.data() + i);
+            for (std::size_t k = 0; k < run; ++k) out[k] = t[k] ^ key;
+            i += run;
+        }
         asio::write(s, asio::buffer(buf.data(), n));
         from += n;
         sent += n;

@@ -73,14 +73,19 @@ public:
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::deque<piece> work;
+        // Requests of chunk_size, smaller when that would leave connections idle.
+        std::uint64_t total = 0;
+        for (const auto& op : ops) total += op.length;
+        const std::uint64_t per_connection = (total + opts_.connections_per_origin - 1) / opts_.connections_per_origin;
+        const std::uint64_t chunk = std::max<std::uint64_t>(std::min(opts_.chunk_size, per_connection), std::min<std::uint64_t>(opts_.chunk_size, 256u << 10));
         for (std::size_t i = 0; i < ops.size(); ++i) {
             const auto& op = ops[i];
             if (op.offset > size_ || op.length > size_ - op.offset)
                 raise(errc::Truncated, label(ctl, op) + "bytes " + std::to_string(op.offset) + "+" +
                                            std::to_string(op.length) + " lie beyond the end of " + name_ + " (" +
                                            std::to_string(size_) + " bytes)");
-            for (std::uint64_t at = 0; at < op.length; at += opts_.chunk_size)
-                work.push_back({i, op.offset + at, std::min(opts_.chunk_size, op.length - at), op.dst + at});
+            for (std::uint64_t at = 0; at < op.length; at += chunk)
+                work.push_back({i, op.offset + at, std::min(chunk, op.length - at), op.dst + at});
         }
         std::exception_ptr first_error;
         bool failed = false;

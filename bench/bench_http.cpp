@@ -1,0 +1,197 @@
+// How fast do URL sources move a checkpoint over loopback HTTP?
+//   (a) nginx, unthrottled: ringsafe vs curl (one stream; -Z parallel ranges)
+//       and vs a minimal recv()-into-huge-pages client (the loopback ceiling);
+//   (b) object-store model: the fault server with a per-connection rate cap
+//       and a first-byte delay: ringsafe with N = 1, 2, 4, 8 connections vs
+//       one curl stream;
+//   and that listing a remote header under the prefetch size takes one request.
+// Arms are interleaved, each repeated (median reported). JSON lines + a table.
+// Usage: bench_http [--quick] [--reps N] [--size-mib M]
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "http_harness.hpp"
+#include "raw_range_client.hpp"
+#include "ringsafe/http.hpp"
+#include "ringsafe/reader.hpp"
+#include "test_support.hpp"
+
+using namespace ringsafe;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct arm {
+    std::string group, name;
+    std::uint64_t bytes;
+    std::function<void()> run;
+    std::vector<double> gbps;
+    double median() const {
+        auto v = gbps;
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0 : v[v.size() / 2];
+    }
+};
+
+// A prefaulted buffer on transparent huge pages (what a loader would hand us).
+std::byte* huge_buffer(std::uint64_t size) {
+    const std::uint64_t rounded = (size + (2u << 20) - 1) & ~std::uint64_t((2u << 20) - 1);
+    void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    ::madvise(p, rounded, MADV_HUGEPAGE);
+    std::memset(p, 0, rounded);
+    return static_cast<std::byte*>(p);
+}
+
+// A safetensors file of `tensors` U8 tensors filling `size` bytes in total.
+void write_checkpoint(const fs::path& path, std::uint64_t size, unsigned tensors) {
+    std::string json = "{";
+    std::uint64_t per = (size - 4096) / tensors, off = 0;
+    for (unsigned i = 0; i < tensors; ++i) {
+        json += (i ? "," : "") + std::string("\"layer.") + std::to_string(i) + ".weight\":{\"dtype\":\"U8\",\"shape\":[" +
+                std::to_string(per) + "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + per) + "]}";
+        off += per;
+    }
+    json += "}";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::vector<std::byte> data(off);
+    test::fill_pattern(data, 1);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    std::uint64_t n = json.size();
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    std::fwrite(len, 1, 8, f);
+    std::fwrite(json.data(), 1, json.size(), f);
+    std::fwrite(data.data(), 1, data.size(), f);
+    std::fclose(f);
+}
+
+void run_curl(const std::string& args) {
+    if (test::run_command("curl -s --fail " + args + " 2>/dev/null").status != 0) throw std::runtime_error("curl failed: " + args);
+}
+
+std::string curl_parallel_ranges(const std::string& url, std::uint64_t size, unsigned n) {
+    std::string a = "-Z --parallel-max " + std::to_string(n);
+    for (unsigned i = 0; i < n; ++i) {
+        std::uint64_t first = size * i / n, last = size * (i + 1) / n - 1;
+        a += " -r " + std::to_string(first) + "-" + std::to_string(last) + " -o /dev/null '" + url + "'";
+    }
+    return a;
+}
+
+void ringsafe_fetch(const std::string& url, std::uint64_t size, std::byte* dst, unsigned conns, std::uint64_t chunk) {
+    http_options o;
+    o.connections_per_origin = conns;
+    o.chunk_size = chunk;
+    auto src = open_url(url, o);
+    if (src->size() != size) throw std::runtime_error("size mismatch for " + url);
+    read_op op{0, size, dst, 0};
+    src->execute({&op, 1}, {});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool quick = false;
+    unsigned reps = 5;
+    std::uint64_t mib = 1024;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--quick") quick = true, mib = 256;
+        else if (a == "--reps" && i + 1 < argc) reps = static_cast<unsigned>(std::atoi(argv[++i]));
+        else if (a == "--size-mib" && i + 1 < argc) mib = std::strtoull(argv[++i], nullptr, 10);
+        else {
+            std::fprintf(stderr, "usage: bench_http [--quick] [--reps N] [--size-mib M]\n");
+            return 2;
+        }
+    }
+    test::require_program("curl");
+    test::temp_dir tmp;
+    const fs::path root = tmp / "www";
+    fs::create_directories(root);
+    write_checkpoint(root / "model.safetensors", mib << 20, 16);
+    const std::uint64_t size = fs::file_size(root / "model.safetensors");
+    test::nginx_server ng(tmp / "nginx", {root, "", "", nullptr, 2, 0});
+    setenv("RINGSAFE_FAULT_SERVER", RINGSAFE_FAULT_SERVER_PATH, 0);
+    test::fault_server slow(tmp / "fault");
+    const std::string url = ng.base_url() + "/model.safetensors";
+    const std::string cmd_hot = "cat '" + (root / "model.safetensors").string() + "' > /dev/null";
+    test::run_command(cmd_hot);  // page cache hot
+    std::byte* dst = huge_buffer(size);
+
+    // (b) object-store model: 50 MB/s per connection, 20 ms to first byte.
+    const std::uint64_t cap = 50'000'000, slow_size = (quick ? 32ull : 128ull) << 20;
+    const std::string slow_url = slow.base_url() + "/obj?rate=" + std::to_string(cap) + "&delay_ms=20&size=" + std::to_string(slow_size);
+
+    std::vector<arm> arms;
+    arms.push_back({"a", "curl 1 stream", size, [&] { run_curl("-o /dev/null '" + url + "'"); }, {}});
+    arms.push_back({"a", "curl -Z 4 ranges", size, [&] { run_curl(curl_parallel_ranges(url, size, 4)); }, {}});
+    arms.push_back({"a", "minimal client 4 conns", size, [&] {
+                        bench::raw_range_fetch(ng.port(), "/model.safetensors", size, dst, 4, 8u << 20); }, {}});
+    arms.push_back({"a", "ringsafe 4 conns", size, [&] { ringsafe_fetch(url, size, dst, 4, 8u << 20); }, {}});
+    arms.push_back({"b", "curl 1 stream (capped)", slow_size, [&] { run_curl("-o /dev/null '" + slow_url + "'"); }, {}});
+    for (unsigned n : {1u, 2u, 4u, 8u})
+        arms.push_back({"b", "ringsafe N=" + std::to_string(n) + " (capped)", slow_size,
+                        [&, n] { ringsafe_fetch(slow_url, slow_size, dst, n, 8u << 20); }, {}});
+
+    const char* only = std::getenv("BENCH_HTTP_ONLY");  // run only arms whose name contains it (debugging)
+    for (unsigned r = 0; r < reps; ++r)
+        for (auto& a : arms) {
+            if (only && a.name.find(only) == std::string::npos) continue;
+            if (a.group == "a") test::run_command(cmd_hot);
+            auto t0 = clock_type::now();
+            a.run();
+            double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+            a.gbps.push_back(double(a.bytes) / s / 1e9);
+            std::printf("{\"bench\":\"http\",\"rep\":%u,\"arm\":\"%s\",\"bytes\":%llu,\"seconds\":%.4f,\"GBps\":%.3f}\n", r,
+                        a.name.c_str(), static_cast<unsigned long long>(a.bytes), s, a.gbps.back());
+            std::fflush(stdout);
+        }
+    // The bytes ringsafe delivered are the file's.
+    ringsafe_fetch(url, size, dst, 4, 8u << 20);
+    auto file = test::read_file(root / "model.safetensors");
+    const bool data_ok = std::memcmp(file.data(), dst, size) == 0;
+
+    // Listing the header of a remote checkpoint: exactly one request.
+    const auto before = ng.access_log().size();
+    auto rd = reader::open(url);
+    const auto requests = ng.access_log().size() - before;
+
+    std::map<std::string, double> med;
+    std::printf("\n%-28s %10s %8s %8s   (GB/s = 1e9 B/s, %u reps, %llu MiB / %llu MiB capped)\n", "arm", "median", "min",
+                "max", reps, static_cast<unsigned long long>(mib), static_cast<unsigned long long>(slow_size >> 20));
+    for (auto& a : arms) {
+        med[a.name] = a.median();
+        std::printf("%-28s %10.3f %8.3f %8.3f\n", a.name.c_str(), a.median(), *std::min_element(a.gbps.begin(), a.gbps.end()),
+                    *std::max_element(a.gbps.begin(), a.gbps.end()));
+    }
+    struct ratio { std::string what; double value, target; };
+    const double rs = med["ringsafe 4 conns"];
+    std::vector<ratio> ratios{{"ringsafe / curl 1 stream", rs / med["curl 1 stream"], 1.3},
+                              {"ringsafe / curl -Z 4 ranges", rs / med["curl -Z 4 ranges"], 2.0},
+                              {"ringsafe / minimal client", rs / med["minimal client 4 conns"], 0.8}};
+    for (unsigned n : {1u, 2u, 4u, 8u})
+        ratios.push_back({"N=" + std::to_string(n) + " / (N x 50 MB/s cap)",
+                          med["ringsafe N=" + std::to_string(n) + " (capped)"] * 1e9 / (n * double(cap)), 0.8});
+    ratios.push_back({"N=8 / curl 1 stream (capped)", med["ringsafe N=8 (capped)"] / med["curl 1 stream (capped)"], 0.8 * 8});
+    std::printf("\n%-34s %8s %8s\n", "ratio", "value", "target");
+    for (auto& r : ratios) {
+        std::printf("%-34s %8.2f %8.2f  %s\n", r.what.c_str(), r.value, r.target, r.value >= r.target ? "PASS" : "MISS");
+        std::printf("{\"bench\":\"http\",\"ratio\":\"%s\",\"value\":%.3f,\"target\":%.2f,\"pass\":%s}\n", r.what.c_str(), r.value,
+                    r.target, r.value >= r.target ? "true" : "false");
+    }
+    std::printf("header listing of %zu tensors took %zu request(s): %s\n", rd.tensors().size(), requests,
+                requests == 1 ? "PASS" : "MISS");
+    std::printf("ringsafe's bytes equal the file's: %s\n", data_ok ? "yes" : "NO");
+    return data_ok && requests == 1 ? 0 : 1;
+}
