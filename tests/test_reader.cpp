@@ -249,6 +249,26 @@ TEST_CASE("reader: row slices and boxes match element-wise gathering", "[reader]
     CHECK(std::memcmp(r1.data(), up.data() + r0.size(), r1.size()) == 0);
 }
 
+TEST_CASE("reader: byte windows of a tensor", "[reader][slice]") {
+    fixture f;
+    auto all = tensor_bytes("embed", 16 * 8 * 4);
+    std::vector<std::byte> a(100), b(412);
+    read_request ra{"embed", {}, a, dim_range{0, 100}};
+    read_request rb{"embed", {}, b, dim_range{100, 512}};
+    std::vector<read_request> reqs{rb, ra};
+    auto plan = f.r.plan(reqs);
+    CHECK(plan.total_bytes() == 512);
+    f.r.execute(plan);
+    CHECK(std::memcmp(a.data(), all.data(), 100) == 0);
+    CHECK(std::memcmp(b.data(), all.data() + 100, 412) == 0);
+    read_request past{"embed", {}, b, dim_range{500, 513}};
+    CHECK(kind_of([&] { f.r.plan(std::span(&past, 1)); }).find("InvalidArgument") == 0);
+    read_request both{"embed", {{0, 1}}, b, dim_range{0, 4}};
+    CHECK(kind_of([&] { f.r.plan(std::span(&both, 1)); }).find("InvalidArgument") == 0);
+    read_request small{"embed", {}, a, dim_range{0, 101}};
+    CHECK(kind_of([&] { f.r.plan(std::span(&small, 1)); }).find("BufferTooSmall") == 0);
+}
+
 TEST_CASE("reader: a plan runs many times; another reader's plan is refused", "[reader][plan]") {
     fixture f, g;
     auto sel = f.r.select({"embed", "layers.1.mlp.up"});

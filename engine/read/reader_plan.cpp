@@ -116,11 +116,23 @@ read_plan reader::plan(std::span<const read_request> requests) const {
         auto i = index_of(rq.tensor);
         if (!i) raise(errc::TensorNotFound, "tensor '" + rq.tensor + "' not found in " + p_->spec);
         const tensor_info& t = p_->tensors[*i];
-        auto runs = detail::box_runs(t, rq.box);
+        std::vector<detail::box_run> runs;
+        if (rq.bytes) {
+            const dim_range w = *rq.bytes;
+            if (!rq.box.empty() || w.start > w.stop || w.stop > t.size())
+                raise(errc::InvalidArgument,
+                      "tensor '" + t.name + "': byte window [" + std::to_string(w.start) + ", " +
+                          std::to_string(w.stop) + ") is not within its " + std::to_string(t.size()) +
+                          " bytes" + (rq.box.empty() ? "" : " or is combined with a box"));
+            if (w.stop > w.start) runs.push_back({w.start, w.stop - w.start});
+        } else {
+            runs = detail::box_runs(t, rq.box);
+        }
         std::uint64_t bytes = 0;
         for (auto& run : runs) bytes += run.length;
         if (rq.dst.size() < bytes)
-            too_small(rq.box.empty() ? "tensor '" + t.name + "'" : "the slice of tensor '" + t.name + "'",
+            too_small(rq.box.empty() && !rq.bytes ? "tensor '" + t.name + "'"
+                                                  : "the slice of tensor '" + t.name + "'",
                       bytes, rq.dst.size());
         const auto target = static_cast<std::uint32_t>(k);
         d->targets.push_back({*i, bytes});

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct read_request {
     // least reader::box_bytes() bytes (BufferTooSmall otherwise, before any I/O)
     // and stay valid and untouched by others while the plan executes.
     std::span<std::byte> dst;
+    // Instead of a box (which must then be empty): bytes [start, stop) of the
+    // tensor's data, e.g. to stream a large tensor through a small buffer.
+    // InvalidArgument when the window reaches past the tensor.
+    std::optional<dim_range> bytes = std::nullopt;
 };
 
 // Where a tensor was packed into a caller arena (reader::plan_packed).
