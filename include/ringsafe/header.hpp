@@ -69,23 +69,28 @@ struct header {
 
 // Reads the 8-byte little-endian length prefix from `prefix` (at least 8 bytes
 // unless the file is shorter) and checks it against `file_size` in the
-// reference's order: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength.
-// Returns N.
+// reference's order: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength
+// (8 + N overflowing counts as past the end). Returns N. A prefix span shorter
+// than 8 bytes for a file of 8 or more bytes is InvalidArgument.
 std::uint64_t parse_length_prefix(std::span<const std::byte> prefix, std::uint64_t file_size,
                                   const parse_options& opts = {});
 
 // Parses and validates the N header bytes (`json`, exactly N bytes, padding
 // included) of a file of `file_size` bytes. Checks, in the reference's order:
-// UTF-8 (InvalidHeader), JSON shape (InvalidHeaderDeserialization), duplicate
-// names (DuplicateTensorName), then per tensor in data order InvalidOffset,
-// ValidationOverflow, MisalignedSlice, TensorInvalidInfo, and finally that the
-// data section is exactly covered (MetadataIncompleteBuffer).
-// Throws ringsafe::error; the non-throwing overload returns nullopt and fills `st`.
+// N against the limit and the file size (HeaderTooLarge, InvalidHeaderLength),
+// UTF-8 of all N bytes (InvalidHeader), JSON shape (InvalidHeaderDeserialization,
+// message with the byte position), duplicate names (DuplicateTensorName), then
+// per tensor in data order InvalidOffset, ValidationOverflow, MisalignedSlice,
+// TensorInvalidInfo, and finally that the data section is exactly covered
+// (MetadataIncompleteBuffer). `json` is only read during the call; the result
+// owns copies. Memory grows with N, never with the sizes the header claims.
+// Throws ringsafe::error; the non-throwing overload returns nullopt and fills
+// `st` (clearing it on success; ENOMEM as a system error).
 header parse_header(std::string_view json, std::uint64_t file_size, const parse_options& opts = {});
 std::optional<header> parse_header(std::string_view json, std::uint64_t file_size,
                                    const parse_options& opts, status& st) noexcept;
 
-// Parses a whole in-memory file (prefix + header + data).
+// Parses a whole in-memory file (prefix + header + data); the data is not read.
 header parse_file(std::span<const std::byte> file, const parse_options& opts = {});
 
 // What the serializer needs to know about one tensor.
@@ -106,13 +111,16 @@ struct serialize_options {
 
 // Serializes a header the way the reference writer does: compact JSON,
 // `__metadata__` first when present, tensors in the given order, each as
-// dtype, shape, data_offsets, padded with spaces. Returns the N header bytes
-// (without the 8-byte prefix). Entries are not validated here.
+// dtype, shape, data_offsets, padded with spaces. Strings are escaped like
+// serde_json (\" \\ and control characters; non-ASCII stays raw UTF-8).
+// Returns the N header bytes (without the 8-byte prefix). Entries are not
+// validated here.
 std::string serialize_header(std::span<const tensor_entry> tensors,
                              const metadata_map* metadata,
                              const serialize_options& opts = {});
 
-// Length of the compact JSON serialize_header() would produce, before padding.
+// Length of the compact JSON serialize_header() would produce, before padding
+// (lets a writer reserve header space before the data is known).
 std::uint64_t serialized_json_size(std::span<const tensor_entry> tensors,
                                    const metadata_map* metadata);
 
