@@ -140,6 +140,10 @@ TEST_CASE("dtype forms, entry forms, fields and __metadata__ rules") {
     CHECK(kind_of(R"({"w":{"dtype":{"F32":null,"F16":null},"shape":[1],"data_offsets":[0,4]}})", 4) ==
           "InvalidHeaderDeserialization");
     CHECK(kind_of(R"({"w":{"dtype":{"F32":1},"shape":[1],"data_offsets":[0,4]}})", 4) == "InvalidHeaderDeserialization");
+    // serde reads an empty map as unit too, so {"F32":{}} is F32; a non-empty one is not.
+    CHECK(parse(R"({"w":[{"I16":{}},[2],[0,4]]})", 4).tensors[0].dtype == dtype::I16);
+    CHECK(kind_of(R"({"w":[{"I16":{"a":null}},[2],[0,4]]})", 4) == "InvalidHeaderDeserialization");
+    CHECK(kind_of(R"({"w":[{"I16":[]},[2],[0,4]]})", 4) == "InvalidHeaderDeserialization");
     CHECK(kind_of(R"({"w":{"dtype":32,"shape":[1],"data_offsets":[0,4]}})", 4) == "InvalidHeaderDeserialization");
     CHECK(kind_of(R"({"w":["F32",[1]]})", 4) == "InvalidHeaderDeserialization");
     CHECK_THAT(failure(R"({"w":{"dtype":"F32","shape":[1],"shape":[1],"data_offsets":[0,4]}})", 4).second,

@@ -36,7 +36,7 @@ enum class slot : std::uint8_t {
 };
 
 // The container being filled.
-enum class frame_kind : std::uint8_t { top, meta, entry_obj, entry_arr, dtype_obj, shape, offsets };
+enum class frame_kind : std::uint8_t { top, meta, entry_obj, entry_arr, dtype_obj, unit_obj, shape, offsets };
 
 constexpr unsigned field_dtype = 1, field_shape = 2, field_offsets = 4, field_all = 7;
 
@@ -47,7 +47,7 @@ const char* slot_what(slot s) noexcept {
         case slot::meta_value: return "a __metadata__ value (a string)";
         case slot::entry: return "a tensor entry (an object or [dtype, shape, data_offsets])";
         case slot::dtype: return "a dtype (a name or {\"NAME\": null})";
-        case slot::dtype_null: return "null inside a {\"NAME\": null} dtype";
+        case slot::dtype_null: return "null or {} inside a {\"NAME\": null} dtype";
         case slot::shape: return "shape (an array of unsigned integers)";
         case slot::dim: return "a shape dimension (an unsigned 64-bit integer)";
         case slot::offsets: return "data_offsets (an array of two unsigned integers)";
@@ -101,6 +101,7 @@ public:
             case slot::meta: out_.metadata.emplace(); return push(frame_kind::meta, ec);
             case slot::entry: fields_ = 0; return push(frame_kind::entry_obj, ec);
             case slot::dtype: return push(frame_kind::dtype_obj, ec);
+            case slot::dtype_null: return push(frame_kind::unit_obj, ec);  // serde takes {} as unit too
             case slot::ignored: skip_ = 1; return true;
             default: return wrong_type(s, "an object", ec);
         }
@@ -279,6 +280,7 @@ private:
                                         "' dtype object must have exactly one key");
                 slot_ = slot::dtype_null;
                 return set_dtype(key, ec);
+            case frame_kind::unit_obj: return wrong_type(slot::dtype_null, "a non-empty object", ec);
             default: return fail(ec, "unexpected key");  // arrays have no keys
         }
     }
@@ -332,7 +334,7 @@ private:
     }
 
     header& out_;
-    frame stack_[3] = {};
+    frame stack_[4] = {};
     std::size_t depth_ = 0;
     std::size_t skip_ = 0;  // nesting inside an ignored value
     slot slot_ = slot::root;
