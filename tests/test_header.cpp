@@ -117,8 +117,13 @@ TEST_CASE("numbers must be plain unsigned 64-bit integers") {
     }
     // The largest u64 is a number the parser takes; the layout check then refuses it.
     CHECK(kind_of(object({f32("w", 0, 4, "[18446744073709551615,0]")}), 4) == "TensorInvalidInfo");
+    // Numbers beyond the f64 range are refused anywhere, as serde_json does.
+    CHECK(kind_of(R"({"w":{"x":[[1e400]],"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4) ==
+          "InvalidHeaderDeserialization");
+    CHECK(kind_of(R"({"w":{"x":-1e400,"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4) ==
+          "InvalidHeaderDeserialization");
     // Anything goes inside unknown fields, up to the nesting limit.
-    CHECK(parse(R"({"w":{"x":[-0,1e9,-5,true,{"a":[null]}],"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":"again"}})", 4)
+    CHECK(parse(R"({"w":{"x":[-0,1e9,1e-400,123456789012345678901234567890,-5,true,{"a":[null]}],"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":"again"}})", 4)
               .tensors.size() == 1);
 }
 

@@ -11,6 +11,7 @@
 
 #include <boost/json/basic_parser_impl.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -184,7 +185,9 @@ public:
         return take_integer(u, false, text, ec);
     }
 
-    bool on_double(double, json::string_view text, json::error_code& ec) {
+    bool on_double(double d, json::string_view text, json::error_code& ec) {
+        // serde_json refuses numbers beyond the f64 range anywhere, even in ignored fields.
+        if (!std::isfinite(d)) return fail(ec, "number " + std::string(text) + " is out of range");
         if (skip_) return true;
         slot s = next_slot();
         if (s == slot::ignored) return true;
