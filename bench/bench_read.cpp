@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "bench_checkpoint.hpp"
 #include "bench_report.hpp"
@@ -34,7 +35,35 @@ struct settings {
     unsigned reps = 5;
     std::string file = "/tmp/ringsafe-bench-read.safetensors";
     file_options engine;  // the ringsafe arms' options (library defaults unless overridden)
+    std::string cases = "hot,scattered,rows,cold,direct,small,memory";
+    double gate_s = 1;
+    bool tune = false;  // add ringsafe variants (threads, IOSQE_ASYNC, chunk) to the hot case  // before each round of arms, wait up to this long for a quiet machine
+    bool want(const std::string& c) const { return ("," + cases + ",").find("," + c + ",") != std::string::npos; }
 };
+
+// Fraction of CPU time busy over `window` seconds (from /proc/stat).
+double cpu_busy(double window) {
+    auto sample = [] {
+        std::ifstream f("/proc/stat");
+        std::string cpu;
+        unsigned long long v[8] = {}, idle = 0, all = 0;
+        f >> cpu;
+        for (auto& x : v) f >> x, all += x;
+        idle = v[3] + v[4];
+        return std::pair{idle, all};
+    };
+    auto [i0, a0] = sample();
+    std::this_thread::sleep_for(std::chrono::duration<double>(window));
+    auto [i1, a1] = sample();
+    return a1 > a0 ? 1.0 - static_cast<double>(i1 - i0) / static_cast<double>(a1 - a0) : 0;
+}
+
+// Waits (at most gate_s) until the machine is under 25 % busy for 0.2 s; shared machines are noisy.
+void wait_quiet(const settings& s) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < s.gate_s)
+        if (cpu_busy(0.2) < 0.25) return;
+}
 
 std::uint64_t parse_size(const std::string& s) {
     std::size_t used = 0;
@@ -49,10 +78,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The ringsafe arm: open (header read), plan, execute, all timed, into the
 // caller's arena at the ranges' places.
-double ringsafe_read(const settings& s, const std::vector<bench_range>& rs, std::byte* arena, bool direct) {
+double ringsafe_read(const settings& s, const std::vector<bench_range>& rs, std::byte* arena, bool direct,
+                     const file_options* engine = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
     reader_options ro;
-    ro.source.file = s.engine;
+    ro.source.file = engine ? *engine : s.engine;
     ro.source.file.direct = direct;
     reader r = reader::open(s.file, ro);
     std::vector<read_request> reqs;
@@ -107,6 +137,7 @@ std::vector<arm_result> run_case(const settings& s, const std::string& name, boo
         rows[i] = {name, arms[i].name, arms[i].dst.empty() ? pages : arms[i].dst, bytes, {}, ""};
     for (unsigned rep = 0; rep < s.reps; ++rep)
         for (std::size_t k = 0; k < arms.size(); ++k) {
+            wait_quiet(s);
             const std::size_t i = (k + rep) % arms.size();
             if (!arms[i].run) continue;
             if (cold) drop_cache(s.file);
@@ -169,10 +200,13 @@ int main(int argc, char** argv) {
         else if (a == "--qd") s.engine.queue_depth = static_cast<unsigned>(std::stoul(next()));
         else if (a == "--chunk") s.engine.chunk_size = parse_size(next());
         else if (a == "--async") s.engine.async_punt = true;
+        else if (a == "--cases") s.cases = next();
+        else if (a == "--tune") s.tune = true;
+        else if (a == "--gate") s.gate_s = std::stod(next());
         else if (a == "--probe-rss") probe = std::stoi(next());
         else {
             std::fprintf(stderr, "usage: bench_read [--quick] [--size N[K|M|G]] [--reps N] [--file PATH] "
-                                 "[--threads N] [--qd N] [--chunk N] [--async]\n");
+                                 "[--threads N] [--qd N] [--chunk N] [--async] [--cases LIST] [--gate SECONDS]\n");
             return 2;
         }
     }
@@ -191,7 +225,6 @@ int main(int argc, char** argv) {
     host_buffer thp(full_size, {page_kind::huge, true});
     host_buffer ram(ck.file_size - ck.data_start, {page_kind::huge, true});  // RAM copy for the memcpy ceiling
     pread_loop(s.file, {{ck.data_start, ram.size(), ram.data()}}, 2);      // also warms the page cache
-    const double full_bytes = static_cast<double>(total(full));
     std::vector<target> targets;
     std::printf("# destination pages: THP arena %s, ringsafe output verified per case (sampled)\n",
                 thp.pages().label().c_str());
@@ -216,6 +249,26 @@ int main(int argc, char** argv) {
                             }});
         return arms;
     };
+    // --tune: ringsafe with other engine options, as extra arms of the same case.
+    std::vector<std::pair<std::string, file_options>> variants;
+    variants.reserve(64);
+    auto add_variants = [&](std::vector<arm_spec>& arms, bool direct) {
+        if (!s.tune) return;
+        for (unsigned th : {1u, 2u})
+            for (bool async : {false, true})
+                for (std::uint64_t chunk : {std::uint64_t{1} << 20, std::uint64_t{4} << 20, std::uint64_t{16} << 20}) {
+                    if (direct && async) continue;
+                    file_options o = s.engine;
+                    o.threads = th, o.async_punt = async, o.chunk_size = chunk;
+                    variants.emplace_back("  threads " + std::to_string(th) + (async ? " async" : "") + " chunk " +
+                                              std::to_string(chunk >> 20) + "M",
+                                          o);
+                    const auto* v = &variants.back();
+                    arms.push_back({v->first, "", [&s, &full, &thp, v, direct] {
+                                        return ringsafe_read(s, full, thp.data(), direct, &v->second);
+                                    }});
+                }
+    };
     auto run = [&](const std::string& name, const std::vector<bench_range>& rs, host_buffer& dst, bool cold,
                    bool direct, std::vector<arm_spec> arms, const fio_result* fio) {
         std::memset(dst.data(), 0xEE, dst.size());
@@ -231,44 +284,61 @@ int main(int argc, char** argv) {
     };
 
     // 1. Hot page cache, whole file, huge-page destination.
-    auto fio_hot = run_fio(s.file, ck.file_size, false, true, 2);
-    auto hot = run("hot, full file, THP dst", full, thp, false, false, standard_arms(full, thp, false, false), &fio_hot);
-    const double rs_hot = median_of(hot, "ringsafe reader");
-    targets.push_back({"hot THP: ringsafe / pread 2 threads", rs_hot / median_of(hot, "pread loop 2 threads"), 0.9});
-    targets.push_back({"hot THP: ringsafe / memcpy 2 threads", rs_hot / median_of(hot, "memcpy RAM->dst 2 threads"), 0.75});
-    targets.push_back({"hot THP: ringsafe / mmap+memcpy 1 thread", rs_hot / median_of(hot, "mmap+memcpy 1 thread"), 3.0});
-
+    double rs_hot = 0;
+    if (s.want("hot")) {
+        auto fio_hot = run_fio(s.file, ck.file_size, false, true, 2);
+        auto arms = standard_arms(full, thp, false, false);
+        add_variants(arms, false);
+        auto hot = run("hot, full file, THP dst", full, thp, false, false, arms, &fio_hot);
+        rs_hot = median_of(hot, "ringsafe reader");
+        targets.push_back({"hot THP: ringsafe / pread 2 threads", rs_hot / median_of(hot, "pread loop 2 threads"), 0.9});
+        targets.push_back({"hot THP: ringsafe / memcpy 2 threads", rs_hot / median_of(hot, "memcpy RAM->dst 2 threads"), 0.75});
+        targets.push_back({"hot THP: ringsafe / mmap+memcpy 1 thread", rs_hot / median_of(hot, "mmap+memcpy 1 thread"), 3.0});
+    }
     // 2. Scattered 10 % of the tensors, and 3. row slices for 2 ranks (hot, THP).
-    auto sc = run("hot, every 10th tensor, THP dst", scat, thp, false, false, standard_arms(scat, thp, false, false), nullptr);
-    targets.push_back({"scattered 10%: per-byte GB/s / full load's", median_of(sc, "ringsafe reader") / rs_hot, 0.9});
-    auto r0 = run("hot, rows of rank 0 of 2, THP dst", rank0, thp, false, false, standard_arms(rank0, thp, false, false), nullptr);
-    auto r1 = run("hot, rows of rank 1 of 2, THP dst", rank1, thp, false, false, standard_arms(rank1, thp, false, false), nullptr);
-
+    if (s.want("scattered")) {
+        auto sc = run("hot, every 10th tensor, THP dst", scat, thp, false, false, standard_arms(scat, thp, false, false), nullptr);
+        targets.push_back({"scattered 10%: per-byte GB/s / full load's", median_of(sc, "ringsafe reader") / rs_hot, 0.9,
+                           false, rs_hot > 0});
+    }
+    if (s.want("rows")) {
+        run("hot, rows of rank 0 of 2, THP dst", rank0, thp, false, false, standard_arms(rank0, thp, false, false), nullptr);
+        run("hot, rows of rank 1 of 2, THP dst", rank1, thp, false, false, standard_arms(rank1, thp, false, false), nullptr);
+    }
     // 4. Guest-cold buffered, and 5. guest-cold O_DIRECT (THP).
-    auto fio_cold = run_fio(s.file, ck.file_size, false, false, 1);
-    run("guest-cold buffered, full file, THP dst", full, thp, true, false, standard_arms(full, thp, true, false), &fio_cold);
-    auto fio_direct = run_fio(s.file, ck.file_size, true, false, 1);
-    auto dio = run("guest-cold O_DIRECT, full file, THP dst", full, thp, true, true, standard_arms(full, thp, true, true), &fio_direct);
-    targets.push_back({"cold O_DIRECT: ringsafe / minimal liburing loop",
-                       median_of(dio, "ringsafe reader (O_DIRECT)") / median_of(dio, "liburing loop O_DIRECT fixedbufs"), 0.85});
+    if (s.want("cold")) {
+        auto fio_cold = run_fio(s.file, ck.file_size, false, false, 1);
+        auto arms = standard_arms(full, thp, true, false);
+        add_variants(arms, false);
+        run("guest-cold buffered, full file, THP dst", full, thp, true, false, arms, &fio_cold);
+    }
+    if (s.want("direct")) {
+        auto fio_direct = run_fio(s.file, ck.file_size, true, false, 1);
+        auto arms = standard_arms(full, thp, true, true);
+        add_variants(arms, true);
+        auto dio = run("guest-cold O_DIRECT, full file, THP dst", full, thp, true, true, arms, &fio_direct);
+        targets.push_back({"cold O_DIRECT: ringsafe / minimal liburing loop",
+                           median_of(dio, "ringsafe reader (O_DIRECT)") / median_of(dio, "liburing loop O_DIRECT fixedbufs"), 0.85});
+    }
     thp = host_buffer();
 
     // 6. Hot, whole file, ordinary 4 KiB destination pages.
-    host_buffer small(full_size, {page_kind::small, true});
-    pread_loop(s.file, {{ck.data_start, ram.size(), ram.data()}}, 2);  // hot again after the cold cases
-    run("hot, full file, 4KiB dst", full, small, false, false, standard_arms(full, small, false, false), nullptr);
-    small = host_buffer();
+    if (s.want("small")) {
+        host_buffer small(full_size, {page_kind::small, true});
+        pread_loop(s.file, {{ck.data_start, ram.size(), ram.data()}}, 2);  // hot again after the cold cases
+        run("hot, full file, 4KiB dst", full, small, false, false, standard_arms(full, small, false, false), nullptr);
+    }
     ram = host_buffer();
 
     // Memory beyond the caller's buffers (a child process per mode, peak RSS).
     const std::string self = argv[0];
     for (bool direct : {false, true}) {
+        if (!s.want("memory")) break;
         const double extra = probe_in_child(self, s, direct);
         std::printf("{\"peak_rss_beyond_buffers_bytes\":%.0f,\"direct\":%s}\n", extra, direct ? "true" : "false");
         targets.push_back({std::string("extra memory beyond caller buffers, MiB (") + (direct ? "O_DIRECT" : "buffered") + ")",
                            extra / 1048576.0, 64, true, extra >= 0});
     }
-    (void)full_bytes, (void)r0, (void)r1;
     print_targets(targets);
     return 0;
 }

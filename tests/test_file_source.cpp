@@ -135,6 +135,7 @@ void random_ranges_across_options(bool direct) {
                     INFO("qd " << qd << " chunk " << chunk << " threads " << threads << " dio_friendly " << friendly);
                     file_options o = opts(qd, chunk, threads, direct);
                     o.register_buffers = (round % 2) == 0;
+                    o.async_punt = (round / 2) % 2 == 0;
                     auto src = open_file(f.path, o);
                     op_set set(f.bytes.size(), 40, ++round, friendly);
                     src->execute(set.ops, set.control());

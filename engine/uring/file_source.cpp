@@ -12,6 +12,7 @@
 
 #include "ringsafe/error.hpp"
 #include "uring/dio_alignment.hpp"
+#include "uring/file_view.hpp"
 #include "uring/read_executor.hpp"
 #include "uring/worker_ring.hpp"
 
@@ -89,9 +90,11 @@ public:
         t.align = align_.offset;
         t.mem_align = align_.memory;
         t.chunk_size = chunk_size();
-        t.async_punt = opts_.async_punt;
+        t.async_punt = opts_.async_punt && !opts_.direct;
         uring::execute_reads(rings_, t, ops, ctl);
     }
+
+    uring::file_view view() const noexcept { return {fd_, size_, &path_, opts_.direct}; }
 
     source_hints hints() const noexcept override {
         source_hints h;
@@ -141,6 +144,13 @@ private:
 };
 
 }  // namespace
+
+namespace uring {
+std::optional<file_view> view_file(const source& src) noexcept {
+    if (auto* f = dynamic_cast<const file_source*>(&src)) return f->view();
+    return std::nullopt;
+}
+}  // namespace uring
 
 std::unique_ptr<source> open_file(const std::string& path, const file_options& opts) {
     return std::make_unique<file_source>(path, opts);
