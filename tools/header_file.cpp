@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
+
+#include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 
 namespace ringsafe::cli {
 namespace {
@@ -23,15 +27,22 @@ std::string to_hex(const unsigned char* md, unsigned len) {
 }  // namespace
 
 header_file::header_file(const std::string& path, const parse_options& opts) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) raise_errno(errno, "cannot open '" + path + "'");
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-        int err = errno;
-        ::close(fd_);
-        raise_errno(err, "cannot stat '" + path + "'");
+    if (is_url(path)) {
+        source_options so;
+        apply_environment_credentials(path, so.http);  // HF_TOKEN for the Hub
+        remote_ = open_source(path, so);
+        size_ = remote_->size();
+    } else {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) raise_errno(errno, "cannot open '" + path + "'");
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0) {
+            int err = errno;
+            ::close(fd_);
+            raise_errno(err, "cannot stat '" + path + "'");
+        }
+        size_ = static_cast<std::uint64_t>(st.st_size);
     }
-    size_ = static_cast<std::uint64_t>(st.st_size);
     try {
         std::byte prefix[8] = {};
         read_at(prefix, size_ < 8 ? static_cast<std::size_t>(size_) : 8, 0, "the length prefix");
@@ -40,14 +51,26 @@ header_file::header_file(const std::string& path, const parse_options& opts) : p
         read_at(json.data(), json.size(), 8, "the header");
         header_ = parse_header(json, size_, opts);
     } catch (...) {
-        ::close(fd_);
+        if (fd_ >= 0) ::close(fd_);
         throw;
     }
 }
 
-header_file::~header_file() { ::close(fd_); }
+header_file::~header_file() {
+    if (fd_ >= 0) ::close(fd_);
+}
 
 void header_file::read_at(void* buf, std::size_t len, std::uint64_t offset, const char* what) const {
+    if (remote_) {  // the source's errors name the URL and range
+        if (offset > size_ || len > size_ - offset)
+            raise(errc::Truncated, "'" + path_ + "' ended at offset " + std::to_string(size_) + " while reading " + what);
+        auto first = remote_->prefix();  // fetched by the open: a header inside it costs no request
+        if (offset <= first.size() && len <= first.size() - offset)
+            std::memcpy(buf, first.data() + offset, len);
+        else
+            remote_->read_exact(offset, {static_cast<std::byte*>(buf), len});
+        return;
+    }
     auto* p = static_cast<char*>(buf);
     while (len > 0) {
         ssize_t got = ::pread(fd_, p, len, static_cast<off_t>(offset));
@@ -65,7 +88,7 @@ std::vector<std::string> header_file::sha256_per_tensor(std::size_t chunk) const
     out.reserve(tensors.size());
     std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx) raise(errc::IoError, "cannot create a SHA-256 context");
-    ::posix_fadvise(fd_, static_cast<off_t>(header_.data_start()), 0, POSIX_FADV_SEQUENTIAL);
+    if (fd_ >= 0) ::posix_fadvise(fd_, static_cast<off_t>(header_.data_start()), 0, POSIX_FADV_SEQUENTIAL);
     std::vector<unsigned char> buf(chunk);
     // Tensors are contiguous in data order, so one front-to-back pass feeds each in turn.
     std::size_t t = 0;

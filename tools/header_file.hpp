@@ -3,16 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ringsafe/header.hpp"
+#include "ringsafe/source.hpp"
 
 namespace ringsafe::cli {
 
 class header_file {
 public:
-    // Opens `path` and parses its header, reading exactly 8 + N bytes.
+    // Opens `path` (or an http(s)/s3 URL, read through open_source) and parses
+    // its header, reading exactly 8 + N bytes.
     // Throws ringsafe::error (a format kind, or system_category naming the path).
     explicit header_file(const std::string& path, const parse_options& opts = {});
     ~header_file();
@@ -32,6 +35,7 @@ private:
 
     std::string path_;
     int fd_ = -1;
+    std::unique_ptr<source> remote_;  // set for URLs
     std::uint64_t size_ = 0;
     ringsafe::header header_;
 };
