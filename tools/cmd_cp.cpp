@@ -33,11 +33,23 @@ constexpr std::string_view help =
     "  --buffers N        pipeline buffers (default 4)\n"
     "  --no-direct        buffered writes instead of O_DIRECT\n"
     "  --no-sync          skip fsync of the file and directory\n"
-    "  --json             print {\"bytes\":...,\"seconds\":...,\"gbps\":...}\n"
+    "  --json             print {\"bytes\":...,\"seconds\":...,\"gbps\":...,\"peak_rss_kib\":...}\n"
     "  -h, --help         this text\n"
     "\n"
     "Progress goes to stderr when it is a terminal. Exit status: 0 copied,\n"
     "1 failed (nothing at OUT), 2 bad usage.\n";
+
+// VmHWM of this process (KiB), 0 when unknown.
+unsigned long long peak_rss_kib() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long v = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "VmHWM: %llu", &v) == 1) break;
+    std::fclose(f);
+    return v;
+}
 
 struct piece {
     std::uint32_t tensor;  // index in reader::tensors()
@@ -256,8 +268,8 @@ int run(const std::vector<std::string_view>& args) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (tty) std::fprintf(stderr, "\n");
         if (p.has("--json"))
-            std::printf("{\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f}\n", static_cast<unsigned long long>(pos), s,
-                        s > 0 ? pos / s / 1e9 : 0.0);
+            std::printf("{\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f,\"peak_rss_kib\":%llu}\n",
+                        static_cast<unsigned long long>(pos), s, s > 0 ? pos / s / 1e9 : 0.0, peak_rss_kib());
         else
             std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", sel.size(), human_bytes(pos).c_str(), s,
                         s > 0 ? pos / s / 1e9 : 0.0, out.c_str());

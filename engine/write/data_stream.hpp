@@ -29,6 +29,11 @@ struct stream_config {
     unsigned depth = 4;                // writes in flight
     std::uint64_t align = 4096;        // O_DIRECT offset/length/address alignment
     std::uint64_t min_zero_copy = 256u << 10;  // smaller owned buffers are copied anyway
+    // O_DIRECT: extend the file with fallocate this far ahead of the writes,
+    // so they land inside i_size (ext4 serialises size-extending direct
+    // writes; writes into allocated space run in parallel). 0 = off. The
+    // owner truncates the file to its real end afterwards.
+    std::uint64_t preallocate = 256u << 20;
 };
 
 class data_stream {
@@ -72,11 +77,14 @@ private:
     void check();
     block& current();
     void submit_current(bool pad);
+    void reserve_space(std::uint64_t end);  // fallocate ahead of a write ending at `end`
 
     stream_config cfg_;
     std::function<std::string(std::uint64_t)> describe_;
+    int fd_;
     std::uint64_t pos_;
     std::uint64_t staged_ = 0, zero_copy_ = 0;
+    std::uint64_t allocated_ = 0;  // file size fallocate has reached
     std::vector<block> blocks_;
     std::vector<std::size_t> free_;
     long cur_ = -1;  // index of the block being filled

@@ -248,8 +248,9 @@ void writer::impl::finish_new(const metadata_map* metadata) {
     if (json > opts.max_header_size)
         raise(errc::HeaderTooLarge, "the header of '" + path + "' needs " + std::to_string(json) +
                                         " bytes, above the " + std::to_string(opts.max_header_size) + "-byte limit");
-    // A zero-padded last O_DIRECT block is cut back to the real end.
-    if (written_end != logical_end && ::ftruncate(tmp->fd(), static_cast<off_t>(logical_end)) != 0)
+    // A zero-padded last O_DIRECT block, and space fallocated ahead, are cut back to the real end.
+    (void)written_end;
+    if (tmp->direct() && ::ftruncate(tmp->fd(), static_cast<off_t>(logical_end)) != 0)
         raise_errno(errno, "truncating '" + path + "' to " + std::to_string(logical_end) + " bytes");
     if (json > reserved) {
         if (opts.strict_reservation)
