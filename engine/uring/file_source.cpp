@@ -49,7 +49,7 @@ public:
         if (fd_ < 0) raise_errno(errno, path_ + ": open");
         struct stat st {};
         if (::fstat(fd_, &st) != 0) raise_errno(errno, path_ + ": fstat");
-        if (S_ISDIR(st.st_mode)) raise(errc::InvalidArgument, path_ + ": is a directory");
+        if (S_ISDIR(st.st_mode)) raise_errno(EISDIR, path_);  // an unreadable source: IoError
         size_ = static_cast<std::uint64_t>(st.st_size);
         if (opts_.direct) open_direct();
         prefix_.resize(static_cast<std::size_t>(std::min(opts_.prefetch, size_)));
