@@ -107,9 +107,14 @@ public:
     // Starts a new file destined for `path` (a temporary in the same
     // directory until finish()). Throws ringsafe::error naming the path.
     explicit writer(const std::string& path, const writer_options& opts = {});
-    // Reopens `path` to add tensors after its data; see the crash-safety notes
-    // in the README. Throws ReservationExceeded later if the header would not
-    // fit N, MetadataIncompleteBuffer for a torn file without opts.repair.
+    // Reopens `path` to add tensors after its data, in place (no temporary:
+    // the cost is the new data plus one header rewrite). add()/begin() throw
+    // ReservationExceeded, before writing, when the header would outgrow N.
+    // finish() writes the data, fdatasyncs, rewrites only the header bytes
+    // that change, fsyncs. A crash before the header rewrite leaves the old
+    // header + a tail readers refuse (MetadataIncompleteBuffer); a torn
+    // rewrite is never valid JSON; opts.repair recovers both (see
+    // append_options). abandon()/errors truncate the new data away.
     static writer open_append(const std::string& path, const append_options& opts = {});
     // Abandons the file when finish() did not succeed.
     ~writer();
@@ -177,7 +182,10 @@ struct declared_options {
 
 // Declared mode: the header is computed from `tensors` (in the given order,
 // which is the data order) and `metadata`, padded like the reference writer's.
-// Thread-safe: write() may be called from several threads at once.
+// Thread-safe: write() may be called from several threads at once; finish()
+// and abandon() must not overlap a write() still running. Files are written
+// with buffered pwrite from the callers' threads (the header's exact size
+// leaves the data unaligned, so O_DIRECT does not apply).
 class declared_writer {
 public:
     // A new file destined for `path`; bytes may arrive in any order.
