@@ -2,6 +2,7 @@
 # ringsafe developer entry points (the README's quick start uses these):
 #   bash tools/dev.sh demo    install dependencies, build, write a sample checkpoint and load it
 #   bash tools/dev.sh test    install dependencies, build, run the test suite, print "N passed, N failed"
+#                             (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, tools/ci_suites.sh)
 #   bash tools/dev.sh setup   install dependencies and build only
 #   bash tools/dev.sh bench   run every benchmark in bench/
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 BUILD=${RINGSAFE_BUILD:-build}
 DEPS=(meson ninja-build pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev
-      catch2 libssl-dev openssl nginx-light fio curl python3)
+      catch2 libssl-dev openssl nginx-light fio curl python3 clang-14 libclang-rt-14-dev)
 
 install_deps() {
     local missing=()
@@ -46,9 +47,12 @@ PY
 }
 
 run_tests() {
-    local rc=0
+    local rc=0 all=0
+    [ "${1:-}" = --all ] && { all=1; shift; }
+    [ "${CI:-}" = true ] && all=1
     meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@" || rc=$?
-    summarize || rc=1
+    # With --all (or CI=true): sanitizer, fuzz and soak stages; their last line counts every stage.
+    if ((all)); then bash tools/ci_suites.sh "$BUILD/meson-logs/testlog.json" || rc=1; else summarize || rc=1; fi
     return $rc
 }
 
@@ -57,5 +61,5 @@ case "${1:-}" in
     test) install_deps; build; shift; run_tests "$@" ;;
     demo) install_deps; build; "$BUILD/tools/ringsafe" demo ;;
     bench) install_deps; build; for b in "$BUILD"/bench/bench_*; do [ -x "$b" ] && "$b"; done ;;
-    *) sed -n '2,7p' "$0"; exit 2 ;;
+    *) sed -n '2,8p' "$0"; exit 2 ;;
 esac
