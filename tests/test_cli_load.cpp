@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "checkpoint_bytes.hpp"
 
@@ -79,6 +80,30 @@ TEST_CASE("cli load: a sharded index, errors and usage", "[cli][load]") {
     r = cli("load --help");
     CHECK(r.status == 0);
     CHECK(r.out.find("--select PATTERN") != std::string::npos);
+}
+
+TEST_CASE("cli ls/verify go through the reader: a sharded index lists and hashes every shard", "[cli][index]") {
+    temp_dir dir;
+    // s1 holds a tensor larger than verify's 8 MiB batches, so it is hashed in pieces.
+    std::vector<tensor_spec> s1 = {{"big", "U8", {9u << 20}, 9u << 20}, specs[1]};
+    write_file(dir / "s1.safetensors", build_file(s1).bytes);
+    write_file(dir / "s2.safetensors", build_file({specs[4]}).bytes);
+    write_file(dir / "m.index.json",
+               std::string(R"({"weight_map": {"big": "s1.safetensors", "layers.0.w": "s1.safetensors",)"
+                           R"( "vec": "s2.safetensors"}})"));
+    auto r = run_command(cli_path() + " verify --json " + q(dir / "m.index.json"));
+    REQUIRE(r.status == 0);
+    auto doc = boost::json::parse(r.out).as_object();
+    auto& ts = doc.at("tensors").as_array();
+    REQUIRE(ts.size() == 3);
+    std::map<std::string, std::string> sums;
+    for (auto& t : ts) sums[std::string(t.at("name").as_string())] = std::string(t.at("sha256").as_string());
+    CHECK(sums["big"] == sha256_hex(tensor_bytes("big", 9u << 20)));
+    CHECK(sums["layers.0.w"] == sha256_hex(tensor_bytes("layers.0.w", 17 * 5 * 2)));
+    CHECK(sums["vec"] == sha256_hex(tensor_bytes("vec", 72)));
+    r = run_command(cli_path() + " ls --json " + q(dir / "m.index.json"));
+    REQUIRE(r.status == 0);
+    CHECK(boost::json::parse(r.out).at("tensors").as_array().size() == 3);
 }
 
 TEST_CASE("cli get: .npy for numpy dtypes, raw .bin otherwise, sanitized names", "[cli][get]") {

@@ -7,7 +7,8 @@
 
 #include "args.hpp"
 #include "command.hpp"
-#include "header_file.hpp"
+#include "ringsafe/reader.hpp"
+#include "tensor_hashes.hpp"
 #include "tensor_listing.hpp"
 
 namespace ringsafe::cli {
@@ -37,11 +38,15 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     std::error_code ec;
     std::string message;
     try {
-        header_file file(source, opts);
+        // Through the reader, so URLs and sharded *.index.json work too.
+        reader_options ro;
+        ro.parse = opts;
+        reader file = reader::open(source, ro);
+        const header listing = listing_header(file);
         std::vector<std::string> sums;
-        if (hash_data) sums = file.sha256_per_tensor();
-        if (as_json) print_listing_json(stdout, file.header(), sums);
-        else print_listing_table(stdout, file.header(), sums);
+        if (hash_data) sums = sha256_per_tensor(file);
+        if (as_json) print_listing_json(stdout, listing, sums);
+        else print_listing_table(stdout, listing, sums);
         return std::fflush(stdout) == 0 ? exit_ok : exit_invalid;
     } catch (const error& e) {
         ec = e.code();

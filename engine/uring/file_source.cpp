@@ -45,15 +45,24 @@ class file_source final : public source {
 public:
     file_source(std::string path, const file_options& opts) : path_(std::move(path)), opts_(opts) {
         check_options(path_, opts_);
-        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        // O_NONBLOCK: open(2) of a FIFO without a writer would block forever.
+        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd_ < 0) raise_errno(errno, path_ + ": open");
-        struct stat st {};
-        if (::fstat(fd_, &st) != 0) raise_errno(errno, path_ + ": fstat");
-        if (S_ISDIR(st.st_mode)) raise_errno(EISDIR, path_);  // an unreadable source: IoError
-        size_ = static_cast<std::uint64_t>(st.st_size);
-        if (opts_.direct) open_direct();
-        prefix_.resize(static_cast<std::size_t>(std::min(opts_.prefetch, size_)));
-        read_exact(0, prefix_);
+        try {  // the destructor does not run when the constructor throws: close the fds here
+            struct stat st {};
+            if (::fstat(fd_, &st) != 0) raise_errno(errno, path_ + ": fstat");
+            if (S_ISDIR(st.st_mode)) raise_errno(EISDIR, path_);  // an unreadable source: IoError
+            if (!S_ISREG(st.st_mode)) raise(errc::InvalidArgument, path_ + ": not a regular file");
+            ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+            size_ = static_cast<std::uint64_t>(st.st_size);
+            if (opts_.direct) open_direct();
+            prefix_.resize(static_cast<std::size_t>(std::min(opts_.prefetch, size_)));
+            read_exact(0, prefix_);
+        } catch (...) {
+            if (dfd_ >= 0) ::close(dfd_);
+            ::close(fd_);
+            throw;
+        }
         threads_ = opts_.threads ? opts_.threads : std::max(1u, std::thread::hardware_concurrency());
     }
     ~file_source() override {
