@@ -210,3 +210,22 @@ TEST_CASE("RLIMIT_NOFILE exhausted while opening shards gives EMFILE naming a pa
     CHECK(r.shards().size() == 16);
     CHECK(read_all_matches(r));
 }
+
+TEST_CASE("failed opens leak no file descriptors") {
+    temp_dir dir;
+    fs::create_directory(dir / "dir.safetensors");
+    REQUIRE(::mkfifo((dir / "pipe.safetensors").c_str(), 0600) == 0);
+    write_file(dir / "short.safetensors", std::string("\x10\0\0\0\0\0\0\0{}", 10));
+    auto count = [] {
+        int n = 0;
+        for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+        return n;
+    };
+    const int before = count();
+    for (int i = 0; i < 50; ++i)
+        for (const char* name : {"dir.safetensors", "pipe.safetensors", "short.safetensors", "missing.safetensors"}) {
+            status st;
+            CHECK_FALSE(reader::open((dir / name).string(), {}, st));
+        }
+    CHECK(count() == before);
+}

@@ -61,7 +61,7 @@ for s in $STAGES; do
         stage "concurrency tests under TSan"
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
         TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
-            sanitizer_stage build-tsan thread file_source reader_files writer_declared http_faults
+            sanitizer_stage build-tsan thread file_source reader_files writer_declared http_faults read_faults
         ;;
     fuzz)
         stage "libFuzzer targets, ${FUZZ_SECONDS}s each"
