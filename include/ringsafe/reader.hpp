@@ -30,6 +30,10 @@
 
 namespace ringsafe {
 
+namespace detail {
+struct reader_access;  // engine-internal (engine/asio/reader_access.hpp)
+}
+
 // How a reader opens, plans and reads. Defaults are those of the parts.
 struct reader_options {
     source_options source;  // file (queue depth, chunk, threads, O_DIRECT) and HTTP options
@@ -146,6 +150,7 @@ public:
     struct impl;
 
 private:
+    friend struct detail::reader_access;
     explicit reader(std::unique_ptr<impl> p);
     std::unique_ptr<impl> p_;
 };

@@ -1,0 +1,12 @@
+// The process-wide thread pool that runs what cannot be asynchronous:
+// opening, the writer's calls, and sources without a ring path (engine-internal).
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+
+namespace ringsafe::asio::detail {
+
+// Two threads, created on first use, joined at exit.
+boost::asio::thread_pool& blocking_pool();
+
+}  // namespace ringsafe::asio::detail

@@ -1,0 +1,35 @@
+// One shard's part of one async read: the ops the ring executes for it and
+// how they went (engine-internal). Touched only on the engine's strand.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <system_error>
+
+#include "ringsafe/source.hpp"
+
+namespace ringsafe::asio::detail {
+
+struct file_job {
+    int fd = -1;
+    const std::string* path = nullptr;            // for messages
+    std::uint64_t size = 0;                       // file size at open
+    std::span<const read_op> ops;                 // kept alive by the owner
+    std::function<std::string(std::uint32_t tag)> describe;  // "tensor 'w' (bytes ..)"
+    // Called once, on the strand, when nothing of this job is in flight any more.
+    std::function<void(file_job&)> on_done;
+
+    std::size_t next = 0;       // next op to submit
+    unsigned in_flight = 0;     // reads (not cancels) the kernel still owns
+    std::uint64_t landed = 0;   // bytes read into caller buffers
+    bool stopping = false;      // cancelled or failed: submit nothing more
+    bool cancelled = false;
+    bool done = false;
+    std::error_code ec;         // the first error
+    std::string message;        // naming path, offset and tensor
+};
+
+}  // namespace ringsafe::asio::detail

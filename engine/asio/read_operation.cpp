@@ -1,0 +1,208 @@
+// read_operation: one async_read from initiation to the handler.
+#include "asio/read_operation.hpp"
+
+#include <mutex>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
+
+#include "asio/blocking_pool.hpp"
+#include "asio/reader_access.hpp"
+#include "read/error_context.hpp"
+#include "uring/file_view.hpp"
+
+namespace ringsafe::asio::detail {
+namespace {
+
+}  // namespace
+
+read_operation::read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, status* st,
+                               boost::asio::any_io_executor done_ex, io_handler handler)
+    : owner_(std::move(owner)), plan_(std::move(plan)), st_(st), done_ex_(std::move(done_ex)),
+      work_(done_ex_), handler_(std::move(handler)),
+      slot_(boost::asio::get_associated_cancellation_slot(handler_)) {}
+
+void read_operation::run() {
+    owner_->active.insert(shared_from_this());
+    reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
+    const ringsafe::detail::plan_data* d = plan_.data();
+    if (!d) return complete();
+    if (d->reader_id != r.id)
+        return fail_now(make_error_code(errc::InvalidArgument),
+                        "the plan was made by another reader than the one for " + r.spec);
+    if (slot_.is_connected()) {
+        slot_.assign([w = weak_from_this(), strand = owner_->strand](boost::asio::cancellation_type t) {
+            using ct = boost::asio::cancellation_type;
+            if ((t & (ct::terminal | ct::partial | ct::total)) == ct::none) return;
+            boost::asio::post(strand, [w] {
+                if (auto op = w.lock()) op->cancel();
+            });
+        });
+    }
+    pending_ = static_cast<unsigned>(d->shards.size());
+    if (pending_ == 0) return complete();
+    for (std::size_t e = 0; e < d->shards.size(); ++e) {
+        const source& src = *r.io[d->shards[e].shard]->src;
+        auto view = uring::view_file(src);
+        if (view && !view->direct)
+            start_ring_shard(e, view->fd, view->path, view->size);
+        else
+            start_pool_shard(e);
+    }
+}
+
+void read_operation::start_ring_shard(std::size_t entry, int fd, const std::string* path, std::uint64_t size) {
+    auto job = std::make_shared<file_job>();
+    job->fd = fd;
+    job->path = path;
+    job->size = size;
+    job->ops = plan_.data()->shards[entry].ops;
+    job->describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
+    job->on_done = [self = shared_from_this()](file_job& j) {
+        self->shard_done(j.ec, j.message, j.landed, j.cancelled);
+    };
+    jobs_.push_back(job);
+    owner_->ring->start(std::move(job));
+}
+
+void read_operation::start_pool_shard(std::size_t entry) {
+    if (!pool_cancel_) pool_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_);
+    boost::asio::post(blocking_pool(), [self = shared_from_this(), entry] {
+        reader::impl& r = ringsafe::detail::reader_access::of(self->owner_->rd);
+        const auto& so = self->plan_.data()->shards[entry];
+        auto& io = *r.io[so.shard];
+        std::atomic<std::uint64_t> landed{0};
+        io_control c;
+        c.cancel = self->pool_cancel_.get();
+        c.on_bytes = [&landed](std::size_t, std::uint64_t n) { landed.fetch_add(n, std::memory_order_relaxed); };
+        c.describe = [&](std::uint32_t tag) { return self->describe(entry, tag); };
+        std::error_code ec;
+        std::string msg;
+        try {
+            std::lock_guard lock(io.busy);
+            io.src->execute(so.ops, c);
+        } catch (const std::system_error& e) {
+            ec = e.code();
+            msg = ringsafe::detail::bare_message(e);
+        } catch (const std::exception& e) {
+            ec = make_error_code(errc::IoError);
+            msg = io.src->name() + ": " + e.what();
+        }
+        const bool cancelled = ec == make_error_code(errc::Cancelled);
+        boost::asio::post(self->owner_->strand, [self, ec, msg = std::move(msg), n = landed.load(), cancelled] {
+            self->shard_done(ec, msg, n, cancelled);
+        });
+    });
+}
+
+void read_operation::cancel() {
+    if (completed_ || cancelled_) return;
+    cancelled_ = true;
+    if (pool_cancel_) pool_cancel_->store(true);
+    for (auto& j : jobs_) owner_->ring->cancel(*j);
+}
+
+void read_operation::fail_now(std::error_code ec, std::string message) {
+    ec_ = ec;
+    message_ = std::move(message);
+    complete();
+}
+
+void read_operation::shard_done(std::error_code ec, std::string message, std::uint64_t landed, bool cancelled) {
+    landed_ += landed;
+    if (ec && !cancelled && !ec_) {
+        ec_ = ec;
+        message_ = std::move(message);
+        // One shard failed: stop the others (their reads drain first).
+        if (pool_cancel_) pool_cancel_->store(true);
+        for (auto& j : jobs_) owner_->ring->cancel(*j);
+    }
+    if (--pending_ == 0) complete();
+}
+
+void read_operation::complete() {
+    if (completed_) return;
+    completed_ = true;
+    error_code ec = ec_;
+    std::string msg = message_;
+    reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
+    if (cancelled_ && !ec) {
+        ec = boost::asio::error::operation_aborted;
+        msg = "reading " + r.spec + " was cancelled";
+    } else if (!ec && plan_.data() && landed_ != plan_.data()->total_bytes) {
+        ec = make_error_code(errc::IoError);
+        msg = "reading " + r.spec + ": the executor reported " + std::to_string(landed_) + " of " +
+              std::to_string(plan_.data()->total_bytes) + " bytes";
+    }
+    if (st_) {
+        st_->code = static_cast<std::error_code>(ec);
+        st_->message = ec ? msg : std::string();
+    }
+    if (slot_.is_connected()) slot_.clear();
+    auto self = shared_from_this();
+    owner_->active.erase(self);
+    --owner_->outstanding;
+    boost::asio::post(done_ex_, boost::asio::append(std::move(handler_), ec, static_cast<std::size_t>(landed_)));
+    work_.reset();
+}
+
+std::string read_operation::describe(std::size_t entry, std::uint32_t op) const {
+    const auto& d = *plan_.data();
+    const auto& so = d.shards[entry];
+    if (op >= so.ops.size()) return "op tag " + std::to_string(op);
+    const reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
+    std::string out;
+    const auto b = so.seg_begin[op], e = so.seg_begin[op + 1];
+    for (auto s = b; s < e && s < b + 3; ++s) {
+        const auto& seg = d.segments[s];
+        if (!out.empty()) out += ", ";
+        out += "tensor '" + r.tensors[d.targets[seg.target].tensor].name + "' (bytes " +
+               std::to_string(seg.target_offset) + ".." + std::to_string(seg.target_offset + seg.bytes) +
+               " of its read)";
+    }
+    if (e - b > 3) out += " and " + std::to_string(e - b - 3) + " more";
+    return out;
+}
+
+// --- entry points -----------------------------------------------------------
+
+void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, status* st,
+                boost::asio::any_io_executor done_ex, io_handler handler) {
+    if (!r) {
+        if (st) *st = status{make_error_code(errc::InvalidArgument), "async_read on an empty async_reader"};
+        boost::asio::post(done_ex, boost::asio::append(std::move(handler),
+                                                        error_code(make_error_code(errc::InvalidArgument)),
+                                                        std::size_t{0}));
+        return;
+    }
+    ++r->outstanding;
+    auto op = std::make_shared<read_operation>(r, std::move(plan), st, std::move(done_ex), std::move(handler));
+    boost::asio::post(r->strand, [op] { op->run(); });
+}
+
+void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
+                std::vector<std::span<std::byte>> dsts, status* st, boost::asio::any_io_executor done_ex,
+                io_handler handler) {
+    read_plan plan;
+    std::error_code ec;
+    std::string msg;
+    if (r) {
+        try {
+            std::vector<std::span<std::byte>> spans(dsts.begin(), dsts.end());
+            plan = r->rd.plan(sel, std::span<const std::span<std::byte>>(spans));
+        } catch (const std::system_error& e) {
+            ec = e.code();
+            msg = ringsafe::detail::bare_message(e);
+        }
+    }
+    if (!ec) return start_read(r, std::move(plan), st, std::move(done_ex), std::move(handler));
+    ++r->outstanding;
+    auto op = std::make_shared<read_operation>(r, read_plan{}, st, std::move(done_ex), std::move(handler));
+    boost::asio::post(r->strand, [op, ec, msg] {
+        op->fail_now(ec, msg);
+    });
+}
+
+}  // namespace ringsafe::asio::detail

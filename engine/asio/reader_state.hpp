@@ -1,0 +1,29 @@
+// What an async_reader holds (engine-internal): the reader, the strand that
+// serializes its engine, and the ring.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <set>
+
+#include "asio/ring_reads.hpp"
+#include "ringsafe/asio.hpp"
+
+namespace ringsafe::asio {
+
+namespace detail {
+struct read_operation;
+}
+
+struct async_reader::impl {
+    impl(executor_type ex, reader r, const async_options& opts);
+
+    reader rd;
+    detail::engine_strand strand;
+    std::shared_ptr<detail::ring_reads> ring;
+    // Outstanding operations, for async_reader::cancel(); touched on the strand.
+    std::set<std::shared_ptr<detail::read_operation>> active;
+    std::atomic<unsigned> outstanding{0};  // operations initiated and not yet completed
+};
+
+}  // namespace ringsafe::asio

@@ -1,0 +1,301 @@
+// ring_reads: submit/reap loop of the async file-read engine.
+#include "asio/ring_reads.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+
+#include "ringsafe/error.hpp"
+#include "uring/fault_injection.hpp"
+
+namespace ringsafe::asio::detail {
+namespace {
+
+constexpr std::uint64_t cancel_marker = ~std::uint64_t{0};
+constexpr std::uint64_t max_read = 1u << 30;  // a CQE result is an int
+constexpr unsigned max_retries = 10000;       // -EAGAIN/-EINTR in a row
+
+std::uint64_t user_data(unsigned id, std::uint32_t gen) { return (std::uint64_t{gen} << 32) | id; }
+
+int make_eventfd() {
+    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) raise_errno(errno, "ringsafe async reads: eventfd");
+    return fd;
+}
+
+}  // namespace
+
+ring_reads::ring_reads(engine_strand strand, unsigned depth)
+    : strand_(std::move(strand)), event_(strand_) {
+    if (depth == 0 || depth > 4096) raise(errc::InvalidArgument, "async_options: queue_depth must be 1..4096");
+    // Room for one cancel per read in flight besides the reads themselves.
+    const int r = io_uring_queue_init(depth * 2, &ring_, 0);
+    if (r < 0) raise_errno(-r, "ringsafe async reads: io_uring_queue_init");
+    ring_ok_ = true;
+    const int efd = make_eventfd();
+    event_.assign(efd);
+    const int reg = io_uring_register_eventfd(&ring_, efd);
+    if (reg < 0) {
+        io_uring_queue_exit(&ring_);
+        ring_ok_ = false;
+        raise_errno(-reg, "ringsafe async reads: io_uring_register_eventfd");
+    }
+    slots_.resize(depth);
+    for (unsigned i = depth; i-- > 0;) free_.push_back(i);
+}
+
+ring_reads::~ring_reads() {
+    if (!ring_ok_) return;
+    if (in_flight_ > 0) {
+        // The io_context went away with reads outstanding: they must not
+        // write into caller memory after this returns.
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+            io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+            io_uring_sqe_set_data64(sqe, cancel_marker);
+        }
+        io_uring_submit(&ring_);
+        while (in_flight_ > 0) {
+            io_uring_cqe* cqe = nullptr;
+            const int r = io_uring_wait_cqe(&ring_, &cqe);
+            if (r == -EINTR || r == -EAGAIN) continue;
+            if (r < 0) break;
+            if (io_uring_cqe_get_data64(cqe) != cancel_marker) --in_flight_;
+            io_uring_cqe_seen(&ring_, cqe);
+        }
+    }
+    io_uring_queue_exit(&ring_);
+}
+
+void ring_reads::start(std::shared_ptr<file_job> job) {
+    if (broken_) {
+        fail(*job, broken_, *job->path + ": the async read ring failed earlier");
+        finish_if_idle(*job);
+        return;
+    }
+    // Validate before any I/O, as the synchronous executor does.
+    for (const read_op& op : job->ops) {
+        if (op.length == 0) continue;
+        if (!op.dst || op.offset > job->size || op.length > job->size - op.offset) {
+            fail(*job, make_error_code(errc::InvalidArgument),
+                 *job->path + ": read of bytes " + std::to_string(op.offset) + ".." +
+                     std::to_string(op.offset + op.length) + " lies outside the file (size " +
+                     std::to_string(job->size) + ") or has no destination (" + job->describe(op.tag) + ")");
+            finish_if_idle(*job);
+            return;
+        }
+    }
+    queue_.push_back(std::move(job));
+    pump();
+}
+
+void ring_reads::cancel(file_job& job) {
+    if (job.done) return;
+    job.cancelled = true;
+    job.stopping = true;
+    bool queued = false;
+    for (unsigned id = 0; id < slots_.size(); ++id) {
+        slot& s = slots_[id];
+        if (s.job.get() != &job) continue;
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) {
+            flush();
+            sqe = io_uring_get_sqe(&ring_);
+        }
+        if (!sqe) break;  // the read completes by itself; the job waits for it either way
+        io_uring_prep_cancel64(sqe, user_data(id, s.generation), 0);
+        io_uring_sqe_set_data64(sqe, cancel_marker);
+        queued = true;
+    }
+    if (queued) flush();
+    finish_if_idle(job);
+}
+
+void ring_reads::pump() {
+    bool prepared = false;
+    while (!free_.empty() && !queue_.empty()) {
+        file_job& j = *queue_.front();
+        if (j.stopping || j.next >= j.ops.size()) {
+            std::shared_ptr<file_job> gone = std::move(queue_.front());
+            queue_.pop_front();
+            finish_if_idle(*gone);
+            continue;
+        }
+        const std::size_t op = j.next++;
+        if (j.ops[op].length == 0) continue;
+        const unsigned id = free_.back();
+        free_.pop_back();
+        slot& s = slots_[id];
+        s.job = queue_.front();
+        s.op = op;
+        s.pos = j.ops[op].offset;
+        s.retries = 0;
+        submit_read(id);
+        prepared = true;
+    }
+    if (prepared) flush();
+    // Jobs whose ops were all empty, or that stopped, may be finished now.
+    for (auto& j : queue_) finish_if_idle(*j);
+}
+
+void ring_reads::submit_read(unsigned id) {
+    slot& s = slots_[id];
+    const read_op& op = s.job->ops[s.op];
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+        flush();
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    const std::uint64_t done = s.pos - op.offset;
+    const auto len = static_cast<unsigned>(std::min(op.length - done, max_read));
+    io_uring_prep_read(sqe, s.job->fd, op.dst + done, len, s.pos);
+    // io-wq workers copy from the page cache; the io_context thread never does.
+    sqe->flags |= IOSQE_ASYNC;
+    io_uring_sqe_set_data64(sqe, user_data(id, ++s.generation));
+    ++s.job->in_flight;
+    ++in_flight_;
+}
+
+void ring_reads::flush() {
+    for (;;) {
+        const int r = io_uring_submit(&ring_);
+        if (r >= 0 || r == -EINTR) {
+            if (r >= 0) break;
+            continue;
+        }
+        if (r == -EAGAIN || r == -EBUSY) break;  // retried after the next completions are reaped
+        fail_everything(std::error_code(-r, std::system_category()), "io_uring_enter");
+        return;
+    }
+    arm();
+}
+
+void ring_reads::arm() {
+    if (armed_ || in_flight_ == 0) return;
+    armed_ = true;
+    event_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                      boost::asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code) {
+                          self->armed_ = false;
+                          self->on_ready();
+                      }));
+}
+
+void ring_reads::on_ready() {
+    std::uint64_t count;
+    while (::read(event_.native_handle(), &count, sizeof count) < 0 && errno == EINTR) {
+    }
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    std::vector<std::pair<unsigned, int>> results;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
+        if (ud == cancel_marker) continue;
+        const auto id = static_cast<unsigned>(ud & 0xffffffffu);
+        if (id >= slots_.size() || !slots_[id].job || slots_[id].generation != (ud >> 32)) continue;
+        results.emplace_back(id, cqe->res);
+    }
+    io_uring_cq_advance(&ring_, seen);
+    for (auto [id, res] : results) handle(id, res);
+    if (io_uring_sq_ready(&ring_) > 0) flush();  // entries an earlier -EBUSY left behind
+    pump();
+    arm();
+}
+
+void ring_reads::handle(unsigned id, int res) {
+    slot& s = slots_[id];
+    std::shared_ptr<file_job> job = std::move(s.job);
+    const read_op& op = job->ops[s.op];
+    --job->in_flight;
+    --in_flight_;
+    const std::uint64_t done = s.pos - op.offset;
+    uring::completion_event ev{s.pos, std::min(op.length - done, max_read), op.tag, op.dst + done, false};
+    res = uring::apply_completion_fault(ev, res);
+    auto release = [&] { free_.push_back(id); };
+    auto resubmit = [&] {
+        s.job = job;
+        submit_read(id);
+    };
+    const std::string where = " at file offset " + std::to_string(s.pos) + " while reading " +
+                              (job->describe ? job->describe(op.tag) : "op tag " + std::to_string(op.tag)) +
+                              " (bytes " + std::to_string(op.offset) + ".." + std::to_string(op.offset + op.length) +
+                              ")";
+    if (res == -ECANCELED && job->stopping) {
+        release();
+    } else if (res == -EAGAIN || res == -EINTR) {
+        if (job->stopping) {
+            release();
+        } else if (++s.retries > max_retries) {
+            release();
+            fail(*job, std::error_code(-res, std::system_category()),
+                 *job->path + ": read kept failing after " + std::to_string(max_retries) + " retries" + where);
+        } else {
+            resubmit();
+        }
+    } else if (res < 0) {
+        release();
+        fail(*job, std::error_code(-res, std::system_category()), *job->path + ": read failed" + where);
+    } else if (res == 0) {
+        release();
+        fail(*job, make_error_code(errc::Truncated),
+             *job->path + ": the file ended early (it shrank after open: size was " + std::to_string(job->size) +
+                 " bytes)" + where);
+    } else {
+        job->landed += static_cast<std::uint64_t>(res);
+        s.pos += static_cast<std::uint64_t>(res);
+        s.retries = 0;
+        if (s.pos < op.offset + op.length && !job->stopping) {
+            resubmit();  // short read: the remainder goes next
+        } else {
+            release();
+        }
+    }
+    finish_if_idle(*job);
+}
+
+void ring_reads::fail(file_job& job, std::error_code ec, std::string message) {
+    if (!job.ec) {
+        job.ec = ec;
+        job.message = std::move(message);
+    }
+    if (!job.stopping) {
+        // Stop the job's other reads early; it completes once they are back.
+        job.stopping = true;
+        cancel(job);
+        job.cancelled = false;  // an error, not the caller's cancellation
+    }
+}
+
+void ring_reads::finish_if_idle(file_job& job) {
+    if (job.done || job.in_flight > 0) return;
+    if (!job.stopping && job.next < job.ops.size()) return;
+    job.done = true;
+    if (job.on_done) boost::asio::post(strand_, [&job, f = std::move(job.on_done)]() mutable { f(job); });
+}
+
+// Only when io_uring_enter itself fails (ENOMEM, a broken ring): reads not
+// yet submitted will never complete, so every job is failed at once.
+void ring_reads::fail_everything(std::error_code ec, const std::string& what) {
+    broken_ = ec;
+    for (unsigned id = 0; id < slots_.size(); ++id) {
+        slot& s = slots_[id];
+        if (!s.job) continue;
+        std::shared_ptr<file_job> job = std::move(s.job);
+        --job->in_flight;
+        --in_flight_;
+        free_.push_back(id);
+        fail(*job, ec, *job->path + ": " + what);
+        finish_if_idle(*job);
+    }
+    for (auto& j : queue_) {
+        fail(*j, ec, *j->path + ": " + what);
+        finish_if_idle(*j);
+    }
+    queue_.clear();
+}
+
+}  // namespace ringsafe::asio::detail

@@ -1,0 +1,71 @@
+// The async file-read engine (engine-internal): one io_uring whose
+// completions wake the caller's io_context through an eventfd watched by an
+// Asio descriptor. Every method runs on the strand given at construction.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "asio/file_job.hpp"
+
+namespace ringsafe::asio::detail {
+
+using engine_strand = boost::asio::strand<boost::asio::any_io_executor>;
+
+class ring_reads : public std::enable_shared_from_this<ring_reads> {
+public:
+    // Creates the ring (`depth` reads in flight) and its eventfd. Throws
+    // ringsafe::error (system_category) when io_uring or eventfd fail.
+    ring_reads(engine_strand strand, unsigned depth);
+    // Cancels and waits (blocking) for reads still in flight, which only
+    // happens when the io_context was stopped with operations outstanding.
+    ~ring_reads();
+    ring_reads(const ring_reads&) = delete;
+    ring_reads& operator=(const ring_reads&) = delete;
+
+    // Queues a job's ops; they are submitted as ring slots free up.
+    void start(std::shared_ptr<file_job> job);
+    // Stops a job: nothing more is submitted, its in-flight reads get
+    // IORING_OP_ASYNC_CANCEL; on_done runs once every one of them completed.
+    void cancel(file_job& job);
+
+private:
+    struct slot {
+        std::shared_ptr<file_job> job;  // null when free
+        std::size_t op = 0;
+        std::uint64_t pos = 0;           // next file offset of this op to read
+        std::uint32_t generation = 0;    // tells reuses of the slot apart
+        unsigned retries = 0;
+    };
+
+    void pump();
+    void submit_read(unsigned id);
+    void flush();
+    void arm();
+    void on_ready();
+    void handle(unsigned id, int res);
+    void fail(file_job& job, std::error_code ec, std::string message);
+    void finish_if_idle(file_job& job);
+    void fail_everything(std::error_code ec, const std::string& what);
+
+    engine_strand strand_;
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    boost::asio::posix::stream_descriptor event_;
+    std::vector<slot> slots_;
+    std::vector<unsigned> free_;
+    std::deque<std::shared_ptr<file_job>> queue_;  // jobs with ops left to submit
+    unsigned in_flight_ = 0;  // reads owned by the kernel (cancels are not counted)
+    bool armed_ = false;
+    std::error_code broken_;  // the ring failed; later jobs fail at once
+};
+
+}  // namespace ringsafe::asio::detail

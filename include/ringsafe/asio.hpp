@@ -1,0 +1,313 @@
+// Optional Boost.Asio front end: open, read and write checkpoints from a
+// service that already runs an io_context, without blocking its threads and
+// without an event loop of ringsafe's own.
+//
+//   boost::asio::awaitable<void> load(boost::asio::any_io_executor ex) {
+//       namespace ra = ringsafe::asio;
+//       auto r = co_await ra::async_open(ex, "model.safetensors", {}, boost::asio::use_awaitable);
+//       auto sel = r.get().select_glob("model.layers.0.*");
+//       std::vector<std::byte> arena(r.get().packed_size(sel));
+//       read_plan plan = r.get().plan_packed(sel, arena);
+//       std::size_t n = co_await ra::async_read(r, plan, boost::asio::use_awaitable);
+//   }
+//
+// Every async_* function accepts any completion token (a callback,
+// use_awaitable, use_future, deferred, as_tuple(...), bind_cancellation_slot
+// ...). Completions run on the handler's associated executor (by default the
+// executor of the async_reader / async_writer / async_open call), never
+// inside the initiating call. Errors arrive as boost::system::error_code
+// wrapping ringsafe's std::error_code (ringsafe::errc kinds, system_category
+// for errno), or boost::asio::error::operation_aborted for cancellation;
+// use_awaitable and use_future throw boost::system::system_error; the overloads taking `status&` also fill in the full message
+// naming the source, offset and tensor (the status must outlive the operation).
+//
+// How bytes move:
+//  * Local files (open_file sources, page cache): one io_uring per
+//    async_reader. Its completions wake the caller's io_context through an
+//    eventfd registered with the ring and watched by an Asio descriptor (no
+//    polling, no thread per request). Reads are submitted with IOSQE_ASYNC,
+//    so the kernel's io-wq workers do the page-cache copies; the io_context
+//    thread only submits and reaps. Up to async_options::queue_depth reads are
+//    kept in flight across all operations; short reads are resubmitted.
+//  * O_DIRECT file sources, HTTP(S)/S3 sources and custom sources: the
+//    source's blocking execute() runs on a small internal thread pool (two
+//    threads, shared by the process); the HTTP engine keeps its own private
+//    io_context inside execute() and cannot yet run on the caller's executor.
+//    Cancellation raises the source's cancel flag: in-flight range requests /
+//    reads are drained before the operation completes.
+//  * async_open: opening and header parsing run on that thread pool (opening
+//    is rare; it blocks one pool thread for the open, the fstat and the first
+//    read of each file, or the first request of each URL).
+//  * async_writer: the writer is blocking; each async_write / async_finish
+//    runs, in submission order, on a strand of that thread pool.
+//
+// Cancellation (async_read): the handler's cancellation slot accepts
+// terminal, partial and total cancellation alike. In-flight ring reads get
+// IORING_OP_ASYNC_CANCEL, and the operation then waits for the completion of
+// every read it issued before completing with operation_aborted, so no I/O
+// targets the caller's buffers once the handler runs. The buffers may hold
+// partial data (hence total cancellation, too, leaves side effects).
+// async_open and the writer operations are not cancellable.
+//
+// Threads:
+//  * async_reader: async_read may be called from any thread, concurrently
+//    (the reader's own state is serialized on an internal strand of its
+//    executor). Moving, assigning or destroying an async_reader must not race
+//    with calls on it. Destroying it cancels its outstanding reads (they
+//    complete with operation_aborted); its ring lives until they have.
+//    get() gives the reader: listing and planning are thread-safe.
+//  * async_writer: its calls may come from any thread; operations run one at
+//    a time in the order they were initiated. Do not use get() while
+//    operations are outstanding.
+//  * The io_context may run on one thread or several.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "ringsafe/error.hpp"
+#include "ringsafe/reader.hpp"
+#include "ringsafe/writer.hpp"
+
+namespace ringsafe::asio {
+
+// Completion signature of reads and writes: the error, and bytes moved (for
+// reads: all of the plan's bytes on success, those landed so far otherwise).
+// The error is a boost::system::error_code because that is what Asio's
+// use_awaitable / use_future turn into exceptions; it wraps ringsafe's
+// std::error_code losslessly (compare with == make_error_code(errc::...), or
+// convert with static_cast<std::error_code>(ec)).
+using error_code = boost::system::error_code;
+using io_signature = void(error_code, std::size_t);
+using io_handler = boost::asio::any_completion_handler<io_signature>;
+
+// How an async_reader drives its ring.
+struct async_options {
+    // Reads in flight on the ring, over all operations (1..4096). Page-cache
+    // copies run on io-wq workers, so this is also how many copies may run at once.
+    unsigned queue_depth = 32;
+};
+
+// A reader bound to an executor: the target of async_read. Movable; an
+// async_reader made by the default constructor (or moved from) is empty.
+class async_reader {
+public:
+    using executor_type = boost::asio::any_io_executor;
+    struct impl;
+
+    async_reader() = default;
+    // Takes `r` over and binds it to `ex` (normally an io_context's executor),
+    // creating the ring and its eventfd. Throws ringsafe::error
+    // (system_category) when io_uring is unavailable.
+    async_reader(executor_type ex, reader r, const async_options& opts = {});
+    async_reader(async_reader&&) noexcept;
+    async_reader& operator=(async_reader&&) noexcept;
+    ~async_reader();  // cancels outstanding reads (see the threading notes)
+
+    bool valid() const noexcept { return impl_ != nullptr; }
+    const executor_type& get_executor() const noexcept { return ex_; }
+    // The reader (listing, selections, plans). Precondition: valid().
+    reader& get() noexcept;
+    const reader& get() const noexcept;
+    // Requests cancellation of every outstanding read (operation_aborted).
+    void cancel();
+
+    const std::shared_ptr<impl>& state() const noexcept { return impl_; }  // for the templates below
+
+private:
+    executor_type ex_;
+    std::shared_ptr<impl> impl_;
+};
+
+// A streaming writer bound to an executor: the target of async_write and
+// async_finish. The writer's calls run on an internal thread pool, one at a time.
+class async_writer {
+public:
+    using executor_type = boost::asio::any_io_executor;
+    struct impl;
+
+    async_writer() = default;
+    // Takes `w` over. Operations complete on `ex` (or the handler's executor).
+    async_writer(executor_type ex, writer w);
+    async_writer(async_writer&&) noexcept;
+    async_writer& operator=(async_writer&&) noexcept;
+    // Without a successful async_finish the file is abandoned (nothing at the
+    // target path) once outstanding operations have run.
+    ~async_writer();
+
+    bool valid() const noexcept { return impl_ != nullptr; }
+    const executor_type& get_executor() const noexcept { return ex_; }
+    writer& get() noexcept;  // stats() etc.; not while operations are outstanding
+
+    const std::shared_ptr<impl>& state() const noexcept { return impl_; }
+
+private:
+    executor_type ex_;
+    std::shared_ptr<impl> impl_;
+};
+
+using open_signature = void(error_code, async_reader);
+using open_handler = boost::asio::any_completion_handler<open_signature>;
+
+// The compiled engine behind the templates (engine/asio). `done_ex` is the
+// executor the handler's completion is posted to; `st` may be null.
+namespace detail {
+void start_open(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
+                status* st, boost::asio::any_io_executor done_ex, open_handler handler);
+void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, status* st,
+                boost::asio::any_io_executor done_ex, io_handler handler);
+void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
+                std::vector<std::span<std::byte>> dsts, status* st, boost::asio::any_io_executor done_ex,
+                io_handler handler);
+struct write_args {
+    std::string name;
+    dtype type{};
+    std::vector<std::uint64_t> shape;
+    std::span<const std::byte> bytes;
+};
+void start_write(const std::shared_ptr<async_writer::impl>& w, write_args args, status* st,
+                 boost::asio::any_io_executor done_ex, io_handler handler);
+void start_finish(const std::shared_ptr<async_writer::impl>& w, std::optional<metadata_map> metadata,
+                  status* st, boost::asio::any_io_executor done_ex, io_handler handler);
+
+template <typename Handler, typename Executor>
+boost::asio::any_io_executor completion_executor(const Handler& h, const Executor& fallback) {
+    return boost::asio::get_associated_executor(h, fallback);
+}
+}  // namespace detail
+
+// Opens `spec` (path, URL or sharded index, as reader::open) on the internal
+// thread pool and binds the reader to `ex`. Completes with the async_reader,
+// or an error and an empty one (st gets the message naming the path/URL).
+template <typename Token>
+auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, Token&& token,
+                async_options aopts = {}) {
+    return boost::asio::async_initiate<Token, open_signature>(
+        [](auto handler, async_reader::executor_type ex, std::string spec, reader_options ropts,
+           async_options aopts, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_open(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done),
+                               open_handler(std::move(handler)));
+        },
+        token, std::move(ex), std::move(spec), std::move(ropts), aopts, static_cast<status*>(nullptr));
+}
+template <typename Token>
+auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, status& st,
+                Token&& token, async_options aopts = {}) {
+    return boost::asio::async_initiate<Token, open_signature>(
+        [](auto handler, async_reader::executor_type ex, std::string spec, reader_options ropts,
+           async_options aopts, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_open(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done),
+                               open_handler(std::move(handler)));
+        },
+        token, std::move(ex), std::move(spec), std::move(ropts), aopts, &st);
+}
+
+// Executes `plan` (made by r.get()) into its caller buffers, which must stay
+// valid and untouched until the handler runs. Completes with the plan's byte
+// count, or the error: InvalidArgument (another reader's plan), Truncated, an
+// errno (system_category), operation_aborted (cancelled). `r` must outlive
+// the initiation (the operation itself keeps the engine alive).
+template <typename Token>
+auto async_read(async_reader& r, read_plan plan, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
+           status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_read(s, std::move(plan), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(plan), static_cast<status*>(nullptr));
+}
+template <typename Token>
+auto async_read(async_reader& r, read_plan plan, status& st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
+           status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_read(s, std::move(plan), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(plan), &st);
+}
+
+// Reads each selected tensor into its buffer (one per tensor, in selection
+// order; sizes checked as reader::plan before any I/O, errors delivered to the
+// handler). The buffers must stay valid until the handler runs.
+template <typename Token>
+auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
+           std::vector<std::span<std::byte>> dsts, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_read(s, std::move(sel), std::move(dsts), st, std::move(done),
+                               io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), static_cast<status*>(nullptr));
+}
+
+// Adds a whole tensor (writer::add) after the operations initiated before it.
+// `bytes` must stay valid until the handler runs. Completes with bytes.size();
+// errors as writer::add (an I/O error abandons the file).
+template <typename Token>
+auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
+                 std::span<const std::byte> bytes, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
+           detail::write_args a, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_write(s, std::move(a), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), detail::write_args{std::string(name), type, std::move(shape), bytes},
+        static_cast<status*>(nullptr));
+}
+template <typename Token>
+auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
+                 std::span<const std::byte> bytes, status& st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
+           detail::write_args a, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_write(s, std::move(a), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), detail::write_args{std::string(name), type, std::move(shape), bytes},
+        &st);
+}
+
+// Publishes the file (writer::finish with `metadata`, copied) after the
+// operations initiated before it. Completes with the published file's size.
+template <typename Token>
+auto async_finish(async_writer& w, std::optional<metadata_map> metadata, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
+           std::optional<metadata_map> m, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_finish(s, std::move(m), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), std::move(metadata), static_cast<status*>(nullptr));
+}
+template <typename Token>
+auto async_finish(async_writer& w, std::optional<metadata_map> metadata, status& st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
+           std::optional<metadata_map> m, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_finish(s, std::move(m), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), std::move(metadata), &st);
+}
+
+}  // namespace ringsafe::asio
