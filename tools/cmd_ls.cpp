@@ -8,6 +8,8 @@ constexpr std::string_view help =
     "usage: ringsafe ls [--json] [--max-header-size BYTES] SOURCE\n"
     "Lists the tensors of a safetensors file in data order, reading only the\n"
     "8-byte length prefix and the header; the header is fully validated.\n"
+    "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json\n"
+    "(every shard's header is read, in parallel, and checked against the index).\n"
     "\n"
     "  --json                  print one JSON object on stdout:\n"
     "                          {\"ok\":true,\"tensors\":[{\"name\",\"dtype\",\"shape\",\"data_offsets\"}...],\n"
