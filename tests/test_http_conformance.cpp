@@ -53,3 +53,38 @@ TEST_CASE("ringsafe verify --json over HTTP matches the local file for every con
     CHECK(ls.status == 0);
     CHECK(ng.access_log().size() == before + 1);
 }
+
+TEST_CASE("ringsafe get and load take URLs; HF_TOKEN reaches the Hub (HF_ENDPOINT) only") {
+    temp_dir tmp;
+    fs::path root = tmp / "www";
+    fs::create_directories(root / "private");
+    const fs::path local = conformance_dir() / "valid" / "all_dtypes.safetensors";
+    if (!fs::exists(local)) std::exit(77);
+    fs::copy(local, root / "private" / "m.safetensors");
+    std::string conf = "    location /private/ { if ($http_authorization != 'Bearer hf_test') { return 401; } }\n";
+    nginx_server ng(tmp / "nginx", {root, conf, "", nullptr, 1, 0});
+    const std::string url = ng.base_url() + "/private/m.safetensors";
+    const std::string cli = "'" + cli_path() + "'";
+
+    auto denied = run_command("env -u HF_TOKEN " + cli + " verify --json '" + url + "' 2>&1");
+    CHECK(denied.status == 1);
+    CHECK(denied.out.find("401") != std::string::npos);
+    // HF_TOKEN is not sent to hosts that are not the Hub.
+    auto other = run_command("HF_TOKEN=hf_test env -u HF_ENDPOINT " + cli + " verify '" + url + "' 2>&1");
+    CHECK(other.status == 1);
+    const std::string hub = "HF_TOKEN=hf_test HF_ENDPOINT=" + ng.base_url() + " ";
+    auto want = run_command(cli + " verify --json '" + local.string() + "'");
+    auto got = run_command(hub + cli + " verify --json '" + url + "'");
+    CHECK(got.status == 0);
+    CHECK(got.out == want.out);
+
+    auto a = run_command(cli + " get '" + local.string() + "' t_u64 t_f64 -o '" + (tmp / "a").string() + "' 2>&1");
+    auto b = run_command(hub + cli + " get '" + url + "' t_u64 t_f64 -o '" + (tmp / "b").string() + "' 2>&1");
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    CHECK(read_file(tmp / "a" / "t_u64.npy") == read_file(tmp / "b" / "t_u64.npy"));
+    CHECK(read_file(tmp / "a" / "t_f64.npy") == read_file(tmp / "b" / "t_f64.npy"));
+    auto load = run_command(hub + cli + " load --json '" + url + "' 2>&1");
+    CHECK(load.status == 0);
+    CHECK(load.out.find("\"bytes\":480") != std::string::npos);
+}

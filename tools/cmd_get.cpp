@@ -12,6 +12,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "npy_output.hpp"
+#include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace {
@@ -98,7 +99,9 @@ int run(const std::vector<std::string_view>& args) {
         return exit_usage;
     }
     try {
-        reader r = reader::open(spec);
+        reader_options opts;
+        apply_environment_credentials(spec, opts.source.http);  // HF_TOKEN for the Hub
+        reader r = reader::open(spec, opts);
         selection sel = r.select(names);
         std::map<std::string, std::string> files;  // file name -> tensor
         std::vector<std::string> targets;

@@ -8,6 +8,7 @@
 #include "command.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
+#include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace {
@@ -80,6 +81,7 @@ int run(const std::vector<std::string_view>& args) {
         }
         if (ap.positional().size() != 1) throw usage_error{"expected exactly one SOURCE"};
         spec = ap.positional()[0];
+        apply_environment_credentials(spec, opts.source.http);  // HF_TOKEN for the Hub
         json = ap.has("--json");
         patterns = ap.values("--select");
         auto& f = opts.source.file;

@@ -7,6 +7,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 #include "tensor_hashes.hpp"
 #include "tensor_listing.hpp"
@@ -41,6 +42,7 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         // Through the reader, so URLs and sharded *.index.json work too.
         reader_options ro;
         ro.parse = opts;
+        apply_environment_credentials(source, ro.source.http);  // HF_TOKEN for the Hub
         reader file = reader::open(source, ro);
         const header listing = listing_header(file);
         std::vector<std::string> sums;
