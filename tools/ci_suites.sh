@@ -78,7 +78,7 @@ for s in $STAGES; do
             *) cp tests/fuzz/seeds/"$t"/* "$corpus"/ ;;
             esac
             if ninja -C build-fuzz -j"$JOBS" "tests/fuzz/fuzz_$t" >/dev/null &&
-                build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -max_len=65536 \
+                build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$FUZZ_SECONDS" -timeout=30 -max_len=65536 \
                     -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/"$t"- "$corpus" \
                     >build-fuzz/fuzz_"$t".log 2>&1; then
                 echo "fuzz_$t: $(grep -o 'stat::number_of_executed_units: [0-9]*' build-fuzz/fuzz_"$t".log | grep -o '[0-9]*$') executions, no crash" >&2
