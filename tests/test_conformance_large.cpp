@@ -115,7 +115,9 @@ TEST_CASE("three 64 MiB F32 tensors back to back") {
     std::vector<std::byte> chunk(4 << 20);
     for (int k = 0; k < count; ++k) {
         const tensor_info& t = h.tensors[static_cast<std::size_t>(k)];
-        CHECK(t.name == "w" + std::to_string(k));
+        std::string name = "w";
+        name += std::to_string(k);
+        CHECK(t.name == name);
         CHECK(t.dtype == dtype::F32);
         CHECK(t.shape == std::vector<std::uint64_t>{4096, 4096});
         CHECK(t.begin == k * size);
