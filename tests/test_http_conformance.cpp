@@ -3,7 +3,10 @@
 // checkpoint whose header fits the prefetch takes exactly one request.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "http_harness.hpp"
 #include "test_support.hpp"
@@ -31,20 +34,32 @@ TEST_CASE("ringsafe verify --json over HTTP matches the local file for every con
     fs::create_directories(root);
     fs::copy(conf, root, fs::copy_options::recursive);
     nginx_server ng(tmp / "nginx", {root, "", "", nullptr, 1, 0});
-    std::size_t files = 0;
-    for (const char* group : {"valid", "invalid"}) {
-        for (auto& e : fs::directory_iterator(root / group)) {
-            if (e.path().extension() != ".safetensors") continue;
-            ++files;
-            const std::string local = e.path().string();
-            const std::string url = ng.base_url() + "/" + group + "/" + e.path().filename().string();
-            auto want = run_command("'" + cli_path() + "' verify --json '" + local + "' 2>/dev/null");
-            auto got = run_command("'" + cli_path() + "' verify --json '" + url + "' 2>/dev/null");
-            INFO(url);
-            CHECK(got.status == want.status);
-            CHECK(got.out == replace_all(want.out, local, url));
-        }
+    struct job {
+        std::string local, url;
+        run_result want, got;
+    };
+    std::vector<job> jobs;
+    for (const char* group : {"valid", "invalid"})
+        for (auto& e : fs::directory_iterator(root / group))
+            if (e.path().extension() == ".safetensors")
+                jobs.push_back({e.path().string(), ng.base_url() + "/" + group + "/" + e.path().filename().string(), {}, {}});
+    // Four CLI runs at a time: the suite stays fast.
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 4; ++t)
+        pool.emplace_back([&] {
+            for (std::size_t i; (i = next++) < jobs.size();) {
+                jobs[i].want = run_command("'" + cli_path() + "' verify --json '" + jobs[i].local + "' 2>/dev/null");
+                jobs[i].got = run_command("'" + cli_path() + "' verify --json '" + jobs[i].url + "' 2>/dev/null");
+            }
+        });
+    for (auto& t : pool) t.join();
+    for (auto& j : jobs) {
+        INFO(j.url);
+        CHECK(j.got.status == j.want.status);
+        CHECK(j.got.out == replace_all(j.want.out, j.local, j.url));
     }
+    const std::size_t files = jobs.size();
     CHECK(files > 100);
 
     // ls of a remote file whose header fits the first request: exactly one request.
