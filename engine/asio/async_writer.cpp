@@ -80,7 +80,7 @@ void start_finish(const std::shared_ptr<async_writer::impl>& w, std::optional<me
                   boost::asio::any_io_executor done_ex, io_handler handler) {
     run_on_writer(w, st, std::move(done_ex), std::move(handler), [m = std::move(metadata)](writer& wr) {
         wr.finish(m ? &*m : nullptr);
-        return static_cast<std::size_t>(wr.stats().file_size);
+        return static_cast<std::size_t>(wr.stats().data_bytes);
     });
 }
 

@@ -190,6 +190,12 @@ boost::asio::any_io_executor completion_executor(const Handler& h, const Executo
 }
 }  // namespace detail
 
+// async_open with the default reader_options. (With GCC 12, avoid braced
+// temporaries such as `{}` as arguments inside a co_await expression: GCC 12
+// destroys them twice. Name the object instead.)
+template <typename Token>
+auto async_open(async_reader::executor_type ex, std::string spec, Token&& token);
+
 // Opens `spec` (path, URL or sharded index, as reader::open) on the internal
 // thread pool and binds the reader to `ex`. Completes with the async_reader,
 // or an error and an empty one (st gets the message naming the path/URL).
@@ -216,6 +222,11 @@ auto async_open(async_reader::executor_type ex, std::string spec, reader_options
                                open_handler(std::move(handler)));
         },
         token, std::move(ex), std::move(spec), std::move(ropts), aopts, &st);
+}
+
+template <typename Token>
+auto async_open(async_reader::executor_type ex, std::string spec, Token&& token) {
+    return async_open(std::move(ex), std::move(spec), reader_options{}, std::forward<Token>(token));
 }
 
 // Executes `plan` (made by r.get()) into its caller buffers, which must stay
@@ -288,7 +299,8 @@ auto async_write(async_writer& w, std::string_view name, dtype type, std::vector
 }
 
 // Publishes the file (writer::finish with `metadata`, copied) after the
-// operations initiated before it. Completes with the published file's size.
+// operations initiated before it. Completes with the tensor bytes written
+// (writer_stats::data_bytes); get().stats() has the rest once it completed.
 template <typename Token>
 auto async_finish(async_writer& w, std::optional<metadata_map> metadata, Token&& token) {
     return boost::asio::async_initiate<Token, io_signature>(
