@@ -22,12 +22,14 @@ find "$tmp/dest" -name 'libringsafe.a' | grep -q . || fail "static library not i
 cli=$(find "$tmp/dest" -path '*/bin/ringsafe' | head -n 1)
 [ -n "$cli" ] || fail "CLI not installed"
 
-# pkgconf's --define-prefix relocates the .pc's prefix to where it now lies.
+# The .pc names the configured prefix; point it at where DESTDIR put it.
 export PKG_CONFIG_PATH="$(dirname "$pc")"
-cflags=$(pkg-config --define-prefix --cflags ringsafe) || fail "pkg-config --cflags failed"
-libs=$(pkg-config --define-prefix --libs ringsafe) || fail "pkg-config --libs failed"
-slibs=$(pkg-config --define-prefix --static --libs ringsafe) || fail "pkg-config --static --libs failed"
-libdir=$(pkg-config --define-prefix --variable=libdir ringsafe)
+orig=$(pkg-config --variable=prefix ringsafe) || fail "pkg-config cannot read $pc"
+pc_() { pkg-config --define-variable=prefix="$tmp/dest$orig" "$@" ringsafe; }
+cflags=$(pc_ --cflags) || fail "pkg-config --cflags failed"
+libs=$(pc_ --libs) || fail "pkg-config --libs failed"
+slibs=$(pc_ --static --libs) || fail "pkg-config --static --libs failed"
+libdir=$(pc_ --variable=libdir)
 case "$cflags" in *"$tmp/dest"*) ;; *) fail "cflags do not point into the install: $cflags" ;; esac
 
 cat >"$tmp/consumer.cpp" <<'CPP'
