@@ -98,8 +98,11 @@ using io_handler = boost::asio::any_completion_handler<io_signature>;
 // How an async_reader drives its ring.
 struct async_options {
     // Reads in flight on the ring, over all operations (1..4096). Page-cache
-    // copies run on io-wq workers, so this is also how many copies may run at once.
-    unsigned queue_depth = 32;
+    // copies run on io-wq workers, so this is also how many copies may run at
+    // once. 8: on the 2-core test VM, bench_asio medians were 3.5 GB/s at 8
+    // vs 3.8 at 32 with a wider spread (noisy), in line with fio's qd8
+    // IOSQE_ASYNC being the best hot-cache row; raise it for cold/NVMe reads.
+    unsigned queue_depth = 8;
 };
 
 // A reader bound to an executor: the target of async_read. Movable; an
