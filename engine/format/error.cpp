@@ -2,6 +2,7 @@
 #include "ringsafe/error.hpp"
 
 #include <array>
+#include <cstring>
 
 namespace ringsafe {
 namespace {
@@ -69,7 +70,7 @@ void raise(std::error_code ec, const std::string& message) { throw error(ec, mes
 void raise(errc e, const std::string& message) { throw error(e, message); }
 
 void raise_errno(int err, const std::string& what) {
-    throw error(std::error_code(err, std::system_category()), what);  // what() appends strerror
+    throw error(std::error_code(err, std::system_category()), what + ": " + std::strerror(err));
 }
 
 }  // namespace ringsafe

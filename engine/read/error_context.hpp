@@ -7,9 +7,10 @@
 
 namespace ringsafe::detail {
 
-// The message an error was built with: what() without the ": <kind>" that
-// std::system_error appends.
+// The message an error was built with: ringsafe::error's what() as is; for
+// other std::system_errors, what() without the ": <category message>" they append.
 inline std::string bare_message(const std::system_error& e) {
+    if (dynamic_cast<const ringsafe::error*>(&e)) return e.what();
     std::string what = e.what();
     std::string suffix = ": " + e.code().message();
     if (what.size() >= suffix.size() && what.ends_with(suffix)) what.resize(what.size() - suffix.size());

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "plan/plan_data.hpp"
+#include "read/error_context.hpp"
 #include "read/reader_impl.hpp"
 
 namespace ringsafe {
@@ -191,9 +192,7 @@ bool reader::execute(const read_plan& plan, const read_control& ctl, status& st)
         return true;
     } catch (const std::system_error& e) {
         st.code = e.code();
-        std::string what = e.what(), suffix = ": " + e.code().message();
-        if (what.ends_with(suffix)) what.resize(what.size() - suffix.size());
-        st.message = what;
+        st.message = detail::bare_message(e);
     } catch (const std::exception& e) {
         st.code = make_error_code(errc::IoError);
         st.message = p_->spec + ": " + e.what();

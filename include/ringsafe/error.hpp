@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace ringsafe {
 
@@ -60,10 +61,16 @@ std::string_view error_kind(const std::error_code& ec) noexcept;
 // the full message (which names the tensor/offset/path/URL).
 class error : public std::system_error {
 public:
-    error(std::error_code ec, const std::string& message) : std::system_error(ec, message) {}
-    error(errc e, const std::string& message) : std::system_error(make_error_code(e), message) {}
+    error(std::error_code ec, std::string message)
+        : std::system_error(ec), message_(std::move(message)) {}
+    error(errc e, std::string message) : error(make_error_code(e), std::move(message)) {}
+    // The message alone (std::system_error would append the category's text).
+    const char* what() const noexcept override { return message_.c_str(); }
     // The reference-style kind name of code().
     std::string_view kind() const noexcept { return error_kind(code()); }
+
+private:
+    std::string message_;
 };
 
 // The outcome of a non-throwing call: empty code() means success.
@@ -78,7 +85,7 @@ struct status {
 // Throws ringsafe::error(ec, message).
 [[noreturn]] void raise(std::error_code ec, const std::string& message);
 [[noreturn]] void raise(errc e, const std::string& message);
-// Throws a system_category error for errno value `err`, with `what` and strerror in the message.
+// Throws a system_category error for errno value `err`; the message is "`what`: strerror(err)".
 [[noreturn]] void raise_errno(int err, const std::string& what);
 
 }  // namespace ringsafe
