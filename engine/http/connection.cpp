@@ -45,7 +45,6 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     co_await c->lowest().async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) throw transport_failure("cannot connect to " + where + ": " + ec.message());
     c->lowest().socket().set_option(asio::ip::tcp::no_delay(true), ec);
-    ++opened_;
     if (c->tls) {
         if (!target.ipv6 && target.host.find_first_not_of("0123456789.") != std::string::npos)
             SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str());  // SNI

@@ -54,15 +54,12 @@ public:
     asio::awaitable<std::unique_ptr<connection>> acquire(const url& target);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
-    // Connections opened since the pool was made (each TCP connect counts).
-    std::size_t opened() const noexcept { return opened_; }
 
 private:
     asio::any_io_executor ex_;
     asio::ssl::context* tls_;
     std::chrono::milliseconds connect_timeout_;
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
-    std::size_t opened_ = 0;
 };
 
 }  // namespace ringsafe::http_engine

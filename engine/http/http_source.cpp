@@ -8,7 +8,6 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "http/connection.hpp"
-#include "http/range_exchange.hpp"
 #include "http/range_fetch.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
@@ -114,9 +113,6 @@ public:
         if (first_error) std::rethrow_exception(first_error);
         if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "reading " + name_ + " was cancelled");
     }
-
-    // Connections opened so far (tests and benchmarks).
-    std::size_t connections_opened() const noexcept { return pool_->opened(); }
 
 private:
     fetch_context context() { return {object_, *pool_, opts_, rng_}; }
