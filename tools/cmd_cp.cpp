@@ -29,7 +29,7 @@ constexpr std::string_view help =
     "path, URL or sharded index) into a new file, reading and writing at once.\n"
     "\n"
     "  --select PATTERN   glob over tensor names (*, ?, [...]); repeatable\n"
-    "  --buffer SIZE      bytes per pipeline buffer (default 32M)\n"
+    "  --buffer SIZE      bytes per pipeline buffer (default 64M)\n"
     "  --buffers N        pipeline buffers (default 4)\n"
     "  --no-direct        buffered writes instead of O_DIRECT\n"
     "  --no-sync          skip fsync of the file and directory\n"
@@ -112,7 +112,7 @@ int run(const std::vector<std::string_view>& args) {
             return exit_ok;
         }
         if (p.positional().size() != 2) throw usage_error{"expected SOURCE and OUT.safetensors"};
-        buf_size = p.size_or("--buffer", 32u << 20);
+        buf_size = p.size_or("--buffer", 64u << 20);
         nbufs = p.uint_or("--buffers", 4);
         if (buf_size < (1u << 20) || nbufs < 2) throw usage_error{"--buffer must be >= 1M and --buffers >= 2"};
     } catch (const usage_error& e) {
