@@ -54,10 +54,11 @@ void one_operation(reader& r, std::mt19937_64& rng, load_counters& c) {
     if (kind == 2) {  // rows of one tensor
         const auto& t = r.tensors()[rng() % n];
         std::uint64_t rows = t.shape.at(0), b = rng() % rows, e = b + 1 + rng() % (rows - b);
-        std::vector<std::byte> dst(e - b);
+        const std::uint64_t row_bytes = t.size() / rows;
+        std::vector<std::byte> dst((e - b) * row_bytes);
         r.read_rows(t.name, b, e, dst);
         auto want = tensor_bytes(t.name, t.size());
-        if (!std::equal(dst.begin(), dst.end(), want.begin() + static_cast<std::ptrdiff_t>(b))) ++c.mismatches;
+        if (!std::equal(dst.begin(), dst.end(), want.begin() + static_cast<std::ptrdiff_t>(b * row_bytes))) ++c.mismatches;
         c.bytes += dst.size();
     } else {
         auto sel = r.select_if([&](const tensor_info&) { return rng() % 2 == 0; });
