@@ -137,6 +137,8 @@ void random_ranges_across_options(bool direct) {
                     o.register_buffers = (round % 2) == 0;
                     o.async_punt = (round / 2) % 2 == 0;
                     auto src = open_file(f.path, o);
+                    const auto align = src->hints().alignment;
+                    CHECK((direct ? align >= 512 && (align & (align - 1)) == 0 : align == 1));
                     op_set set(f.bytes.size(), 40, ++round, friendly);
                     src->execute(set.ops, set.control());
                     set.check(f.bytes);
