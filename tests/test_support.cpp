@@ -55,7 +55,7 @@ std::vector<std::byte> read_file(const std::filesystem::path& p) {
     if (!f) throw std::runtime_error("cannot open " + p.string());
     std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::vector<std::byte> out(raw.size());
-    std::memcpy(out.data(), raw.data(), raw.size());
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
     return out;
 }
 

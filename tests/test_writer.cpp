@@ -130,7 +130,7 @@ TEST_CASE("zero-copy adds write from caller memory and hold it until completion"
         std::weak_ptr<void> watch;
         for (int k = 0; k < 4; ++k) {
             std::uint64_t n = (4u << 20) + (k == 3 ? 100 : 0);  // page-sized tensors keep offsets aligned
-            auto mem = std::shared_ptr<std::byte>(static_cast<std::byte*>(std::aligned_alloc(4096, n + 4096)), std::free);
+            auto mem = std::shared_ptr<std::byte>(static_cast<std::byte*>(std::aligned_alloc(4096, (n + 2 * 4096 - 1) / 4096 * 4096)), std::free);
             fill_pattern(std::span(mem.get(), n), 20 + k);
             sample s{"z" + std::to_string(k), dtype::U8, {n}, std::vector<std::byte>(mem.get(), mem.get() + n)};
             w.add(s.name, s.t, s.shape, std::span<const std::byte>(mem.get(), n), mem);
