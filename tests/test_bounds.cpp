@@ -47,7 +47,7 @@ std::string many_tensors_json(std::size_t n) {
     return j + "}";
 }
 
-std::string kind_of(const std::function<void()>& f) {
+std::string refusal_kind(const std::function<void()>& f) {
     try {
         f();
     } catch (const error& e) {
@@ -88,7 +88,7 @@ TEST_CASE("huge claimed shapes and offsets are refused without allocating for th
         INFO(c.json);
         auto file = make_file(c.json, 8);
         allocation_meter m;
-        std::string k = kind_of([&] { (void)parse_file(file); });
+        std::string k = refusal_kind([&] { (void)parse_file(file); });
         CHECK(k != "no error");
         CHECK(m.peak() <= per_header_byte * file.size() + fixed_slack);
         (void)c.kind;  // the exact kind is the conformance suite's business; here: refused, cheaply
@@ -112,7 +112,7 @@ TEST_CASE("nesting a million levels deep is refused, without exhausting the stac
         for (int i = 0; i < 1'000'000; ++i) j += open;
         auto file = make_file(j);
         allocation_meter m;
-        CHECK(kind_of([&] { (void)parse_file(file); }) == "InvalidHeaderDeserialization");
+        CHECK(refusal_kind([&] { (void)parse_file(file); }) == "InvalidHeaderDeserialization");
         CHECK(m.peak() <= per_header_byte * file.size() + fixed_slack);
     }
 }
@@ -123,7 +123,7 @@ TEST_CASE("a length prefix claiming 99 MB in a small file is refused before allo
     encode_length_prefix(99'999'999, f.data());
     write_file(dir / "claim.safetensors", f);
     allocation_meter m;
-    CHECK(kind_of([&] { (void)reader::open((dir / "claim.safetensors").string()); }) == "InvalidHeaderLength");
+    CHECK(refusal_kind([&] { (void)reader::open((dir / "claim.safetensors").string()); }) == "InvalidHeaderLength");
     CHECK(m.peak() < (8u << 20));
 }
 
@@ -137,7 +137,7 @@ TEST_CASE("max_header_size bounds what a large real header may cost") {
     reader_options opts;
     opts.parse.max_header_size = 1'000'000;
     allocation_meter m;
-    CHECK(kind_of([&] { (void)reader::open(path.string(), opts); }) == "HeaderTooLarge");
+    CHECK(refusal_kind([&] { (void)reader::open(path.string(), opts); }) == "HeaderTooLarge");
     CHECK(m.peak() < (8u << 20));
 }
 
@@ -231,7 +231,7 @@ TEST_CASE("a server streaming an endless response header cannot make the reader 
         while (sent < (256u << 20) && send_all(fd, field)) sent += field.size();
     });
     allocation_meter m;
-    CHECK(kind_of([&] { (void)reader::open(srv.url("/endless.safetensors"), quick_http()); }) != "no error");
+    CHECK(refusal_kind([&] { (void)reader::open(srv.url("/endless.safetensors"), quick_http()); }) != "no error");
     INFO("server sent " << sent.load() << " header bytes; peak " << m.peak());
     CHECK(sent.load() < (32u << 20));  // the client stopped reading (kernel buffers hold a few MiB)
     CHECK(m.peak() < (4u << 20));
@@ -254,6 +254,6 @@ TEST_CASE("a server claiming an exabyte object and a 99 MB header is held to max
     auto opts = quick_http();
     opts.parse.max_header_size = 1'000'000;
     allocation_meter m;
-    CHECK(kind_of([&] { (void)reader::open(srv.url("/huge.safetensors"), opts); }) == "HeaderTooLarge");
+    CHECK(refusal_kind([&] { (void)reader::open(srv.url("/huge.safetensors"), opts); }) == "HeaderTooLarge");
     CHECK(m.peak() < (8u << 20));
 }

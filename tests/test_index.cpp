@@ -17,15 +17,6 @@ using namespace ringsafe::test;
 
 namespace {
 
-std::string kind_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return std::string(e.kind()) + ": " + e.what();
-    }
-    return "no error";
-}
-
 std::vector<std::byte> bytes_of(const std::string& s) {
     std::vector<std::byte> v(s.size());
     std::memcpy(v.data(), s.data(), s.size());

@@ -76,15 +76,6 @@ bool same_bytes(const std::byte* p, const std::vector<std::byte>& want) {
     return want.empty() || std::memcmp(p, want.data(), want.size()) == 0;
 }
 
-std::string kind_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return std::string(e.kind()) + ": " + e.what();
-    }
-    return "no error";
-}
-
 }  // namespace
 
 TEST_CASE("reader: lists tensors in data order, finds them, one read for the header", "[reader]") {

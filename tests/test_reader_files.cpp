@@ -20,15 +20,6 @@ using namespace ringsafe::test;
 
 namespace {
 
-std::string kind_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const error& e) {
-        return std::string(e.kind()) + ": " + e.what();
-    }
-    return "no error";
-}
-
 // Mixed sizes with offsets that are not multiples of 4096.
 const std::vector<tensor_spec> mixed = {
     {"a", "U8", {4099}, 4099},

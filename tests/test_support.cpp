@@ -11,6 +11,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "ringsafe/error.hpp"
+
 namespace ringsafe::test {
 
 std::filesystem::path shared_dir() {
@@ -79,6 +81,15 @@ std::byte pattern_byte(std::uint64_t seed, std::uint64_t i) {
 
 void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t first_index) {
     for (std::size_t k = 0; k < out.size(); ++k) out[k] = pattern_byte(seed, first_index + k);
+}
+
+std::string kind_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const ringsafe::error& e) {
+        return std::string(e.kind()) + ": " + e.what();
+    }
+    return "no error";
 }
 
 run_result run_command(const std::string& cmd) {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ void write_file(const std::filesystem::path& p, const std::string& data);
 // Deterministic bytes: byte i of stream `seed` (a cheap hash of seed and i).
 std::byte pattern_byte(std::uint64_t seed, std::uint64_t i);
 void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t first_index = 0);
+
+// Runs f and returns "<kind>: <message>" of the ringsafe::error it throws, or "no error".
+std::string kind_of(const std::function<void()>& f);
 
 // Runs a shell command; returns its exit status and captures stdout.
 struct run_result {
