@@ -11,6 +11,7 @@
 #include "asio/blocking_pool.hpp"
 #include "asio/reader_access.hpp"
 #include "read/error_context.hpp"
+#include "read/op_description.hpp"
 #include "uring/file_view.hpp"
 
 namespace ringsafe::asio::detail {
@@ -149,21 +150,9 @@ void read_operation::complete() {
 }
 
 std::string read_operation::describe(std::size_t entry, std::uint32_t op) const {
-    const auto& d = *plan_.data();
-    const auto& so = d.shards[entry];
-    if (op >= so.ops.size()) return "op tag " + std::to_string(op);
     const reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
-    std::string out;
-    const auto b = so.seg_begin[op], e = so.seg_begin[op + 1];
-    for (auto s = b; s < e && s < b + 3; ++s) {
-        const auto& seg = d.segments[s];
-        if (!out.empty()) out += ", ";
-        out += "tensor '" + r.tensors[d.targets[seg.target].tensor].name + "' (bytes " +
-               std::to_string(seg.target_offset) + ".." + std::to_string(seg.target_offset + seg.bytes) +
-               " of its read)";
-    }
-    if (e - b > 3) out += " and " + std::to_string(e - b - 3) + " more";
-    return out;
+    std::string out = ringsafe::detail::describe_op(*plan_.data(), r.tensors, entry, op);
+    return out.empty() ? "op tag " + std::to_string(op) : out;
 }
 
 // --- entry points -----------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "plan/plan_data.hpp"
 #include "read/error_context.hpp"
+#include "read/op_description.hpp"
 #include "read/reader_impl.hpp"
 
 namespace ringsafe {
@@ -61,19 +62,7 @@ struct run_state {
     }
 
     std::string describe(std::size_t shard_entry, std::uint32_t op) const {
-        const shard_ops& so = d.shards[shard_entry];
-        if (op >= so.ops.size()) return {};
-        std::string out;
-        const auto b = so.seg_begin[op], e = so.seg_begin[op + 1];
-        for (auto s = b; s < e && s < b + 3; ++s) {
-            const auto& seg = d.segments[s];
-            if (!out.empty()) out += ", ";
-            out += "tensor '" + r.tensors[d.targets[seg.target].tensor].name + "' (bytes " +
-                   std::to_string(seg.target_offset) + ".." +
-                   std::to_string(seg.target_offset + seg.bytes) + " of its read)";
-        }
-        if (e - b > 3) out += " and " + std::to_string(e - b - 3) + " more";
-        return out;
+        return detail::describe_op(d, r.tensors, shard_entry, op);
     }
 
     void run_shard(std::size_t entry, const std::atomic<bool>* cancel) {
