@@ -84,4 +84,13 @@ inline built_file build_file(const std::vector<tensor_spec>& ts, std::uint64_t p
     return f;
 }
 
+// Five tensors of mixed dtypes and sizes whose offsets are not multiples of 4096.
+inline const std::vector<tensor_spec> mixed = {
+    {"a", "U8", {4099}, 4099},
+    {"b", "F32", {1000, 300}, 1'200'000},
+    {"c", "F16", {3, 5}, 30},
+    {"d", "I64", {70000}, 560'000},
+    {"e", "BF16", {2, 4096}, 16384},
+};
+
 }  // namespace ringsafe::test

@@ -33,14 +33,6 @@ namespace ra = ringsafe::asio;
 
 namespace {
 
-const std::vector<tensor_spec> mixed = {
-    {"a", "U8", {4099}, 4099},
-    {"b", "F32", {1000, 300}, 1'200'000},
-    {"c", "F16", {3, 5}, 30},
-    {"d", "I64", {70000}, 560'000},
-    {"e", "BF16", {2, 4096}, 16384},
-};
-
 std::string write_checkpoint(const temp_dir& dir, const std::string& name, const std::vector<tensor_spec>& ts) {
     auto f = build_file(ts);
     write_file(dir / name, f.bytes);

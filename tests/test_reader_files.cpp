@@ -20,15 +20,6 @@ using namespace ringsafe::test;
 
 namespace {
 
-// Mixed sizes with offsets that are not multiples of 4096.
-const std::vector<tensor_spec> mixed = {
-    {"a", "U8", {4099}, 4099},
-    {"b", "F32", {1000, 300}, 1'200'000},
-    {"c", "F16", {3, 5}, 30},
-    {"d", "I64", {70000}, 560'000},
-    {"e", "BF16", {2, 4096}, 16384},
-};
-
 // Reads every tensor of `r` into its own buffer and checks it against the pattern.
 void check_all_tensors(reader& r) {
     auto sel = r.all();
