@@ -19,6 +19,8 @@ struct file_job {
     std::uint64_t size = 0;                       // file size at open
     std::span<const read_op> ops;                 // kept alive by the owner
     std::function<std::string(std::uint32_t tag)> describe;  // "tensor 'w' (bytes ..)"
+    // Called on the strand as bytes of ops[op] land (optional).
+    std::function<void(std::size_t op, std::uint64_t bytes)> on_bytes;
     // Called once, on the strand, when nothing of this job is in flight any more.
     std::function<void(file_job&)> on_done;
 

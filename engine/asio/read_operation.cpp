@@ -19,11 +19,13 @@ namespace {
 
 }  // namespace
 
-read_operation::read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, status* st,
-                               boost::asio::any_io_executor done_ex, io_handler handler)
-    : owner_(std::move(owner)), plan_(std::move(plan)), st_(st), done_ex_(std::move(done_ex)),
+read_operation::read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, read_callbacks cb,
+                               status* st, boost::asio::any_io_executor done_ex, io_handler handler)
+    : owner_(std::move(owner)), plan_(std::move(plan)), cb_(std::move(cb)), st_(st), done_ex_(std::move(done_ex)),
       work_(done_ex_), handler_(std::move(handler)),
-      slot_(boost::asio::get_associated_cancellation_slot(handler_)) {}
+      slot_(boost::asio::get_associated_cancellation_slot(handler_)) {
+    progress_wanted_ = cb_.on_progress || cb_.on_tensor_done;
+}
 
 void read_operation::run() {
     owner_->active.insert(shared_from_this());
@@ -42,13 +44,17 @@ void read_operation::run() {
             });
         });
     }
+    progress_.emplace(*d, r.tensors, std::move(cb_));
+    progress_->start();
     pending_ = static_cast<unsigned>(d->shards.size());
     if (pending_ == 0) return complete();
     for (std::size_t e = 0; e < d->shards.size(); ++e) {
-        const source& src = *r.io[d->shards[e].shard]->src;
+        source& src = *r.io[d->shards[e].shard]->src;
         auto view = uring::view_file(src);
         if (view && !view->direct)
             start_ring_shard(e, view->fd, view->path, view->size);
+        else if (auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src))
+            start_async_shard(e, *async);
         else
             start_pool_shard(e);
     }
@@ -61,11 +67,28 @@ void read_operation::start_ring_shard(std::size_t entry, int fd, const std::stri
     job->size = size;
     job->ops = plan_.data()->shards[entry].ops;
     job->describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
+    job->on_bytes = [this, entry](std::size_t op, std::uint64_t n) { progress_->landed(entry, op, n); };
     job->on_done = [self = shared_from_this()](file_job& j) {
         self->shard_done(j.ec, j.message, j.landed, j.cancelled);
     };
     jobs_.push_back(job);
     owner_->ring->start(std::move(job));
+}
+
+void read_operation::start_async_shard(std::size_t entry, ringsafe::detail::async_source& src) {
+    ringsafe::detail::async_callbacks c;
+    // The run (kept by runs_ until completion) holds only on_done's reference
+    // to the operation, so that the two do not keep each other alive.
+    auto landed = std::make_shared<std::uint64_t>(0);
+    c.on_bytes = [this, entry, landed](std::size_t op, std::uint64_t n) {
+        *landed += n;
+        progress_->landed(entry, op, n);
+    };
+    c.describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
+    c.on_done = [self = shared_from_this(), landed](std::error_code ec, std::string msg, bool cancelled) {
+        self->shard_done(ec, std::move(msg), *landed, cancelled);
+    };
+    runs_.push_back(src.start_async(owner_->strand, plan_.data()->shards[entry].ops, std::move(c)));
 }
 
 void read_operation::start_pool_shard(std::size_t entry) {
@@ -77,7 +100,12 @@ void read_operation::start_pool_shard(std::size_t entry) {
         std::atomic<std::uint64_t> landed{0};
         io_control c;
         c.cancel = self->pool_cancel_.get();
-        c.on_bytes = [&landed](std::size_t, std::uint64_t n) { landed.fetch_add(n, std::memory_order_relaxed); };
+        c.on_bytes = [&landed, self, entry](std::size_t op, std::uint64_t n) {
+            landed.fetch_add(n, std::memory_order_relaxed);
+            // Progress is reported on the strand, in order, before shard_done.
+            if (self->progress_wanted_)
+                boost::asio::post(self->owner_->strand, [self, entry, op, n] { self->progress_->landed(entry, op, n); });
+        };
         c.describe = [&](std::uint32_t tag) { return self->describe(entry, tag); };
         std::error_code ec;
         std::string msg;
@@ -101,8 +129,15 @@ void read_operation::start_pool_shard(std::size_t entry) {
 void read_operation::cancel() {
     if (completed_ || cancelled_) return;
     cancelled_ = true;
+    stop_shards();
+}
+
+void read_operation::stop_shards() {
+    if (progress_) progress_->stop();
     if (pool_cancel_) pool_cancel_->store(true);
     for (auto& j : jobs_) owner_->ring->cancel(*j);
+    auto runs = runs_;  // a run's cancel may complete it
+    for (auto& r : runs) r->cancel();
 }
 
 void read_operation::fail_now(std::error_code ec, std::string message) {
@@ -117,8 +152,7 @@ void read_operation::shard_done(std::error_code ec, std::string message, std::ui
         ec_ = ec;
         message_ = std::move(message);
         // One shard failed: stop the others (their reads drain first).
-        if (pool_cancel_) pool_cancel_->store(true);
-        for (auto& j : jobs_) owner_->ring->cancel(*j);
+        stop_shards();
     }
     if (--pending_ == 0) complete();
 }
@@ -142,6 +176,8 @@ void read_operation::complete() {
         st_->message = ec ? msg : std::string();
     }
     if (slot_.is_connected()) slot_.clear();
+    runs_.clear();
+    jobs_.clear();
     auto self = shared_from_this();
     owner_->active.erase(self);
     --owner_->outstanding;
@@ -157,7 +193,7 @@ std::string read_operation::describe(std::size_t entry, std::uint32_t op) const 
 
 // --- entry points -----------------------------------------------------------
 
-void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, status* st,
+void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, read_callbacks cb, status* st,
                 boost::asio::any_io_executor done_ex, io_handler handler) {
     if (!r) {
         if (st) *st = status{make_error_code(errc::InvalidArgument), "async_read on an empty async_reader"};
@@ -167,13 +203,14 @@ void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, st
         return;
     }
     ++r->outstanding;
-    auto op = std::make_shared<read_operation>(r, std::move(plan), st, std::move(done_ex), std::move(handler));
+    auto op = std::make_shared<read_operation>(r, std::move(plan), std::move(cb), st, std::move(done_ex),
+                                               std::move(handler));
     boost::asio::post(r->strand, [op] { op->run(); });
 }
 
 void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
-                std::vector<std::span<std::byte>> dsts, status* st, boost::asio::any_io_executor done_ex,
-                io_handler handler) {
+                std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st,
+                boost::asio::any_io_executor done_ex, io_handler handler) {
     read_plan plan;
     std::error_code ec;
     std::string msg;
@@ -186,9 +223,10 @@ void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
             msg = ringsafe::detail::bare_message(e);
         }
     }
-    if (!ec) return start_read(r, std::move(plan), st, std::move(done_ex), std::move(handler));
+    if (!ec) return start_read(r, std::move(plan), std::move(cb), st, std::move(done_ex), std::move(handler));
     ++r->outstanding;
-    auto op = std::make_shared<read_operation>(r, read_plan{}, st, std::move(done_ex), std::move(handler));
+    auto op = std::make_shared<read_operation>(r, read_plan{}, read_callbacks{}, st, std::move(done_ex),
+                                               std::move(handler));
     boost::asio::post(r->strand, [op, ec, msg] {
         op->fail_now(ec, msg);
     });

@@ -1,6 +1,8 @@
 // One async_read in progress (engine-internal): its shards, run on the ring
-// (page-cache file sources) or on the blocking pool (everything else), and
-// the completion of the caller's handler once all of them are back.
+// (page-cache file sources), as coroutines on the reader's strand (sources
+// with an async executor: HTTP) or on the blocking pool (O_DIRECT files,
+// custom sources), and the completion of the caller's handler once all of
+// them are back.
 #pragma once
 
 #include <atomic>
@@ -12,14 +14,18 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <optional>
+
+#include "asio/async_source.hpp"
 #include "asio/file_job.hpp"
+#include "asio/read_progress.hpp"
 #include "asio/reader_state.hpp"
 #include "plan/plan_data.hpp"
 
 namespace ringsafe::asio::detail {
 
 struct read_operation : std::enable_shared_from_this<read_operation> {
-    read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, status* st,
+    read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, read_callbacks cb, status* st,
                    boost::asio::any_io_executor done_ex, io_handler handler);
 
     // Starts every shard (on the strand).
@@ -31,13 +37,18 @@ struct read_operation : std::enable_shared_from_this<read_operation> {
 
 private:
     void start_ring_shard(std::size_t entry, int fd, const std::string* path, std::uint64_t size);
+    void start_async_shard(std::size_t entry, ringsafe::detail::async_source& src);
     void start_pool_shard(std::size_t entry);
+    void stop_shards();
     void shard_done(std::error_code ec, std::string message, std::uint64_t landed, bool cancelled);
     void complete();
     std::string describe(std::size_t entry, std::uint32_t op) const;
 
     std::shared_ptr<async_reader::impl> owner_;
     read_plan plan_;
+    read_callbacks cb_;
+    bool progress_wanted_ = false;           // cb_ has a callback (read by pool threads, set before)
+    std::optional<read_progress> progress_;  // made in run(), once the plan is known valid
     status* st_;
     boost::asio::any_io_executor done_ex_;
     boost::asio::executor_work_guard<boost::asio::any_io_executor> work_;
@@ -45,6 +56,7 @@ private:
     boost::asio::cancellation_slot slot_;
 
     std::vector<std::shared_ptr<file_job>> jobs_;        // ring shards
+    std::vector<std::shared_ptr<ringsafe::detail::async_run>> runs_;  // async-source shards
     std::shared_ptr<std::atomic<bool>> pool_cancel_;      // pool shards' flag
     unsigned pending_ = 0;
     bool cancelled_ = false;

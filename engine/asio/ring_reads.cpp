@@ -246,6 +246,7 @@ void ring_reads::handle(unsigned id, int res) {
                  " bytes)" + where);
     } else {
         job->landed += static_cast<std::uint64_t>(res);
+        if (job->on_bytes && !job->stopping) job->on_bytes(s.op, static_cast<std::uint64_t>(res));
         s.pos += static_cast<std::uint64_t>(res);
         s.retries = 0;
         if (s.pos < op.offset + op.length && !job->stopping) {

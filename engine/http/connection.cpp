@@ -20,7 +20,7 @@ void connection::close() noexcept {
 connection_pool::connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout)
     : ex_(std::move(ex)), tls_(tls), connect_timeout_(connect_timeout) {}
 
-asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target) {
+asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
     if (!idle.empty()) {
         auto c = std::move(idle.back());
@@ -37,12 +37,26 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
         c->tcp = std::make_unique<beast::tcp_stream>(ex_);
     }
     boost::system::error_code ec;
-    asio::ip::tcp::resolver resolver(ex_);
-    auto endpoints = co_await resolver.async_resolve(target.host, std::to_string(target.port),
-                                                     asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) raise(errc::HttpError, "cannot resolve host of " + where + ": " + ec.message());
-    c->lowest().expires_after(connect_timeout_);
-    co_await c->lowest().async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    const abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
+    if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
+    // An IP literal needs no resolver (whose first use starts a thread per io_context).
+    const auto literal = asio::ip::make_address(target.host, ec);
+    if (!ec) {
+        c->lowest().expires_after(connect_timeout_);
+        co_await c->lowest().async_connect(asio::ip::tcp::endpoint(literal, target.port),
+                                           asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+        ec = {};
+        asio::ip::tcp::resolver resolver(ex_);
+        const abandon_list::entry resolving(abandon, [&resolver] { resolver.cancel(); });
+        auto endpoints = co_await resolver.async_resolve(target.host, std::to_string(target.port),
+                                                         asio::redirect_error(asio::use_awaitable, ec));
+        if (abandon && abandon->abandoned()) throw transport_failure("resolving " + where + " was abandoned");
+        if (ec) raise(errc::HttpError, "cannot resolve host of " + where + ": " + ec.message());
+        c->lowest().expires_after(connect_timeout_);
+        co_await c->lowest().async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
     if (ec) throw transport_failure("cannot connect to " + where + ": " + ec.message());
     c->lowest().socket().set_option(asio::ip::tcp::no_delay(true), ec);
     if (c->tls) {

@@ -17,6 +17,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "http/abandon_list.hpp"
 #include "http/url.hpp"
 
 namespace ringsafe::http_engine {
@@ -49,9 +50,12 @@ public:
     // `tls` is used for https origins (null: https is refused); it must outlive the pool.
     connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout);
 
-    // An idle connection to `target`'s origin, or a newly connected one.
-    // Throws transport_failure (refused, timeout) or ringsafe::error (TLS verification, unknown host).
-    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target);
+    // An idle connection to `target`'s origin, or a newly connected one
+    // (IP literals are used as they are; host names go through the resolver).
+    // Throws transport_failure (refused, timeout) or ringsafe::error (TLS
+    // verification, unknown host). When `abandon` is abandoned while a new
+    // connection is being made, its socket is closed and this throws transport_failure.
+    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target, abandon_list* abandon = nullptr);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 

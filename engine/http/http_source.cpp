@@ -2,12 +2,18 @@
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include "asio/async_source.hpp"
 #include "http/connection.hpp"
+#include "http/fetch_pieces.hpp"
+#include "http/fetch_run.hpp"
 #include "http/range_fetch.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
@@ -31,14 +37,10 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const http_options& o) {
     return ctx;
 }
 
-// One piece of work: a chunk of one op.
-struct piece {
-    std::size_t op_index;
-    std::uint64_t offset, length;
-    std::byte* dst;
-};
-
-class http_source final : public source {
+// A remote object: the blocking executor (execute) runs a private event loop
+// on the calling thread; the asynchronous one (start_async) runs on the
+// caller's executor with a connection pool bound to it.
+class http_source final : public source, public detail::async_source {
 public:
     http_source(const std::string& spec, const http_options& opts) : name_(spec), opts_(opts), rng_(std::random_device{}()) {
         if (opts_.connections_per_origin == 0) raise(errc::InvalidArgument, "connections_per_origin must be at least 1 for " + spec);
@@ -71,21 +73,9 @@ public:
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
-        std::deque<piece> work;
-        // Requests of chunk_size, smaller when that would leave connections idle.
-        std::uint64_t total = 0;
-        for (const auto& op : ops) total += op.length;
-        const std::uint64_t per_connection = (total + opts_.connections_per_origin - 1) / opts_.connections_per_origin;
-        const std::uint64_t chunk = std::max<std::uint64_t>(std::min(opts_.chunk_size, per_connection), std::min<std::uint64_t>(opts_.chunk_size, 256u << 10));
-        for (std::size_t i = 0; i < ops.size(); ++i) {
-            const auto& op = ops[i];
-            if (op.offset > size_ || op.length > size_ - op.offset)
-                raise(errc::Truncated, label(ctl, op) + "bytes " + std::to_string(op.offset) + "+" +
-                                           std::to_string(op.length) + " lie beyond the end of " + name_ + " (" +
-                                           std::to_string(size_) + " bytes)");
-            for (std::uint64_t at = 0; at < op.length; at += chunk)
-                work.push_back({i, op.offset + at, std::min(chunk, op.length - at), op.dst + at});
-        }
+        std::deque<piece> work = split_into_pieces(ops, size_, name_, opts_, ctl.describe);
+        // This call's copy of the object's state (an async run may read it meanwhile).
+        remote_object object = snapshot();
         std::exception_ptr first_error;
         bool failed = false;
         auto stop = [&] { return failed || (ctl.cancel && ctl.cancel->load(std::memory_order_relaxed)); };
@@ -96,9 +86,10 @@ public:
                 std::function<void(std::uint64_t)> progress;
                 if (ctl.on_bytes) progress = [&ctl, i = p.op_index](std::uint64_t n) { ctl.on_bytes(i, n); };
                 try {
-                    co_await fetch_range(context(), p.offset, p.length, p.dst, progress, stop);
+                    co_await fetch_range(fetch_context{object, *pool_, opts_, rng_}, p.offset, p.length, p.dst,
+                                         progress, stop);
                 } catch (const error& e) {
-                    throw error(e.code(), label(ctl, ops[p.op_index]) + e.what());
+                    throw error(e.code(), op_label(ctl.describe, ops[p.op_index]) + e.what());
                 }
             }
         };
@@ -110,15 +101,40 @@ public:
             });
         io_.restart();
         io_.run();
+        {
+            std::lock_guard lock(state_mutex_);
+            object_.location = object.location;  // a redirect learned here serves later reads
+        }
         if (first_error) std::rethrow_exception(first_error);
         if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "reading " + name_ + " was cancelled");
+    }
+
+    std::shared_ptr<detail::async_run> start_async(asio::any_io_executor ex, std::span<const read_op> ops,
+                                                   detail::async_callbacks cb) override {
+        connection_pool* pool = nullptr;
+        remote_object object;
+        {
+            std::lock_guard lock(state_mutex_);
+            object = object_;
+            for (auto& [pool_ex, p] : async_pools_)
+                if (pool_ex == ex) pool = p.get();
+            if (!pool) {
+                async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_.get(), opts_.connect_timeout));
+                pool = async_pools_.back().second.get();
+            }
+        }
+        auto run = std::make_shared<fetch_run>(std::move(object), *pool, opts_, std::random_device{}(), ops,
+                                               std::move(cb));
+        run->start(std::move(ex), size_, name_);
+        return run;
     }
 
 private:
     fetch_context context() { return {object_, *pool_, opts_, rng_}; }
 
-    static std::string label(const io_control& ctl, const read_op& op) {
-        return ctl.describe ? ctl.describe(op.tag) + ": " : std::string();
+    remote_object snapshot() {
+        std::lock_guard lock(state_mutex_);
+        return object_;
     }
 
     // Runs one coroutine to completion on the source's event loop.
@@ -136,7 +152,11 @@ private:
     asio::io_context io_{1};
     std::unique_ptr<asio::ssl::context> tls_;
     std::unique_ptr<connection_pool> pool_;
+    std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
+    // Connection pools of the asynchronous executor, one per executor (each
+    // used only on its executor); destroyed before tls_.
+    std::vector<std::pair<asio::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
     std::vector<std::byte> prefix_;
     std::uint64_t size_ = 0;
 };

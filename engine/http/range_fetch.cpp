@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -85,14 +86,15 @@ asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t firs
         std::unique_ptr<connection> c;
         bool reused = false;
         try {
-            c = co_await ctx.pool.acquire(rq.target);
+            c = co_await ctx.pool.acquire(rq.target, ctx.abandon);
             reused = c->requests > 0;
+            const abandon_list::entry closing(ctx.abandon, [conn = c.get()] { conn->close(); });
             co_await exchange_range(*c, rq, rs);
         } catch (const transport_failure& e) {
             failure = e.what();
         }
         done += rs.received;
-        if (rs.stopped) co_return done;
+        if (rs.stopped || (!failure.empty() && stop && stop())) co_return done;
 
         if (failure.empty()) {
             const unsigned s = rs.status;
@@ -136,12 +138,15 @@ asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t firs
                 continue;
             }
         }
+        if (stop && stop()) co_return done;
         if (rs.received > 0) failures = 0;
         if (++failures >= max_attempts)
             raise(errc::HttpError, "giving up after " + std::to_string(failures) + " attempts without progress: " + failure);
         asio::steady_timer timer(co_await asio::this_coro::executor);
         timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
-        co_await timer.async_wait(asio::use_awaitable);
+        const abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });
+        boost::system::error_code waited;
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, waited));  // cancelled: `stop` ends the loop
     }
     co_return done;
 }

@@ -64,6 +64,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -103,6 +104,20 @@ struct async_options {
     // vs 3.8 at 32 with a wider spread (noisy), in line with fio's qd8
     // IOSQE_ASYNC being the best hot-cache row; raise it for cold/NVMe reads.
     unsigned queue_depth = 8;
+};
+
+// Progress of one async_read (optional). The callbacks run on the
+// async_reader's executor, inside its internal strand: one at a time, never
+// concurrently with another callback of the same async_reader, and all of
+// them before the read's completion handler runs. They must be cheap and must
+// not block or throw. A cancelled or failed read stops calling them.
+struct read_callbacks {
+    // Bytes landed so far across the whole plan, and the plan's total.
+    std::function<void(std::uint64_t done, std::uint64_t total)> on_progress;
+    // Once per request (target: selection order for tensor reads) when all of
+    // its bytes have landed; `tensor` is the tensor it reads. Zero-byte
+    // targets complete first, before any I/O.
+    std::function<void(std::size_t target, const tensor_info& tensor)> on_tensor_done;
 };
 
 // A reader bound to an executor: the target of async_read. Movable; an
@@ -171,11 +186,11 @@ using open_handler = boost::asio::any_completion_handler<open_signature>;
 namespace detail {
 void start_open(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
                 status* st, boost::asio::any_io_executor done_ex, open_handler handler);
-void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, status* st,
+void start_read(const std::shared_ptr<async_reader::impl>& r, read_plan plan, read_callbacks cb, status* st,
                 boost::asio::any_io_executor done_ex, io_handler handler);
 void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
-                std::vector<std::span<std::byte>> dsts, status* st, boost::asio::any_io_executor done_ex,
-                io_handler handler);
+                std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st,
+                boost::asio::any_io_executor done_ex, io_handler handler);
 struct write_args {
     std::string name;
     dtype type{};
@@ -235,27 +250,39 @@ auto async_open(async_reader::executor_type ex, std::string spec, Token&& token)
 // Executes `plan` (made by r.get()) into its caller buffers, which must stay
 // valid and untouched until the handler runs. Completes with the plan's byte
 // count, or the error: InvalidArgument (another reader's plan), Truncated, an
-// errno (system_category), operation_aborted (cancelled). `r` must outlive
-// the initiation (the operation itself keeps the engine alive).
+// errno (system_category), HttpError / ObjectChanged / RangeNotSupported
+// (remote sources), operation_aborted (cancelled). `r` must outlive the
+// initiation (the operation itself keeps the engine alive).
 template <typename Token>
 auto async_read(async_reader& r, read_plan plan, Token&& token) {
+    return async_read(r, std::move(plan), read_callbacks{}, std::forward<Token>(token));
+}
+// The same, reporting progress through `cb` (see read_callbacks).
+template <typename Token>
+auto async_read(async_reader& r, read_plan plan, read_callbacks cb, Token&& token) {
     return boost::asio::async_initiate<Token, io_signature>(
         [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
-           status* st) {
+           read_callbacks cb, status* st) {
             auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(plan), st, std::move(done), io_handler(std::move(handler)));
+            detail::start_read(s, std::move(plan), std::move(cb), st, std::move(done), io_handler(std::move(handler)));
         },
-        token, r.state(), r.get_executor(), std::move(plan), static_cast<status*>(nullptr));
+        token, r.state(), r.get_executor(), std::move(plan), std::move(cb), static_cast<status*>(nullptr));
 }
+// The same; `st` (which must outlive the operation) gets the full message
+// naming the source, offset or URL and range, and the tensor.
 template <typename Token>
 auto async_read(async_reader& r, read_plan plan, status& st, Token&& token) {
+    return async_read(r, std::move(plan), read_callbacks{}, st, std::forward<Token>(token));
+}
+template <typename Token>
+auto async_read(async_reader& r, read_plan plan, read_callbacks cb, status& st, Token&& token) {
     return boost::asio::async_initiate<Token, io_signature>(
         [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
-           status* st) {
+           read_callbacks cb, status* st) {
             auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(plan), st, std::move(done), io_handler(std::move(handler)));
+            detail::start_read(s, std::move(plan), std::move(cb), st, std::move(done), io_handler(std::move(handler)));
         },
-        token, r.state(), r.get_executor(), std::move(plan), &st);
+        token, r.state(), r.get_executor(), std::move(plan), std::move(cb), &st);
 }
 
 // Reads each selected tensor into its buffer (one per tensor, in selection
@@ -263,14 +290,21 @@ auto async_read(async_reader& r, read_plan plan, status& st, Token&& token) {
 // handler). The buffers must stay valid until the handler runs.
 template <typename Token>
 auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, Token&& token) {
+    return async_read(r, std::move(sel), std::move(dsts), read_callbacks{}, std::forward<Token>(token));
+}
+// The same, reporting progress through `cb` (see read_callbacks).
+template <typename Token>
+auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, read_callbacks cb,
+                Token&& token) {
     return boost::asio::async_initiate<Token, io_signature>(
         [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
-           std::vector<std::span<std::byte>> dsts, status* st) {
+           std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st) {
             auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(sel), std::move(dsts), st, std::move(done),
+            detail::start_read(s, std::move(sel), std::move(dsts), std::move(cb), st, std::move(done),
                                io_handler(std::move(handler)));
         },
-        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), static_cast<status*>(nullptr));
+        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb),
+        static_cast<status*>(nullptr));
 }
 
 // Adds a whole tensor (writer::add) after the operations initiated before it.

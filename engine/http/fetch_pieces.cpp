@@ -1,0 +1,33 @@
+#include "http/fetch_pieces.hpp"
+
+#include <algorithm>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::http_engine {
+
+std::string op_label(const std::function<std::string(std::uint32_t)>& describe, const read_op& op) {
+    return describe ? describe(op.tag) + ": " : std::string();
+}
+
+std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
+                                    const http_options& o, const std::function<std::string(std::uint32_t)>& describe) {
+    std::deque<piece> work;
+    std::uint64_t total = 0;
+    for (const auto& op : ops) total += op.length;
+    const std::uint64_t per_connection = (total + o.connections_per_origin - 1) / o.connections_per_origin;
+    const std::uint64_t chunk = std::max<std::uint64_t>(std::min(o.chunk_size, per_connection),
+                                                        std::min<std::uint64_t>(o.chunk_size, 256u << 10));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const auto& op = ops[i];
+        if (op.offset > size || op.length > size - op.offset)
+            raise(errc::Truncated, op_label(describe, op) + "bytes " + std::to_string(op.offset) + "+" +
+                                       std::to_string(op.length) + " lie beyond the end of " + name + " (" +
+                                       std::to_string(size) + " bytes)");
+        for (std::uint64_t at = 0; at < op.length; at += chunk)
+            work.push_back({i, op.offset + at, std::min(chunk, op.length - at), op.dst + at});
+    }
+    return work;
+}
+
+}  // namespace ringsafe::http_engine

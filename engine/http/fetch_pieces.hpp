@@ -1,0 +1,32 @@
+// How a remote source splits a batch of read_ops into Range requests
+// (pieces), shared by its blocking and its asynchronous executor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "ringsafe/http.hpp"
+
+namespace ringsafe::http_engine {
+
+// One request's worth of one op.
+struct piece {
+    std::size_t op_index;
+    std::uint64_t offset, length;
+    std::byte* dst;
+};
+
+// "tensor 'w' (bytes ..): " for an op, or "" without `describe`.
+std::string op_label(const std::function<std::string(std::uint32_t)>& describe, const read_op& op);
+
+// Splits `ops` into requests of o.chunk_size, smaller when that would leave
+// connections idle. Throws ringsafe::error(Truncated) naming the op, range and
+// `name` when an op lies beyond `size` (before any request is made).
+std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
+                                    const http_options& o, const std::function<std::string(std::uint32_t)>& describe);
+
+}  // namespace ringsafe::http_engine
