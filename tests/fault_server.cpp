@@ -4,7 +4,8 @@
 //
 // GET /<anything>?size=N[&fault=F][&after=B][&skip=K][&fail=M][&id=I]
 //                 [&retry_after=S][&delay_ms=D][&rate=BYTES_PER_S]
-// serves N bytes of fault_byte(i) with Range support and ETag "\"v1\"".
+// serves N bytes of fault_byte(i) with Range support and ETag "\"v1\"";
+// with &file=PATH (absolute) it serves that file's bytes instead (N = its size).
 // Requests number k = 1, 2, ... per id; fault F applies to requests
 // skip < k <= skip + fail (fail defaults to unlimited):
 //   close     send B body bytes, then close            reset   B bytes, then RST
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -70,8 +72,11 @@ std::string header_value(const std::string& head, const std::string& name) {
 
 void write_all(tcp::socket& s, const std::string& data) { asio::write(s, asio::buffer(data)); }
 
-// Sends body bytes [from, to) of the pattern, at most `rate` bytes/s when rate > 0.
-void send_body(tcp::socket& s, std::uint64_t from, std::uint64_t to, std::uint64_t rate, const std::string& id) {
+// Sends body bytes [from, to) of the pattern (or of `file`), at most `rate` bytes/s when rate > 0.
+void send_body(tcp::socket& s, std::uint64_t from, std::uint64_t to, std::uint64_t rate, const std::string& id,
+               const std::string& file) {
+    std::ifstream in;
+    if (!file.empty()) in.open(file, std::ios::binary);
     std::vector<std::byte> buf(256 << 10);
     const std::uint64_t slice = rate ? std::max<std::uint64_t>(rate / 100, 1) : buf.size();
     auto start = std::chrono::steady_clock::now();
@@ -79,7 +84,11 @@ void send_body(tcp::socket& s, std::uint64_t from, std::uint64_t to, std::uint64
     while (from < to) {
         std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>({to - from, buf.size(), slice}));
         const auto& table = ringsafe::test::fault_table();
-        for (std::size_t i = 0; i < n;) {  // per 64 KiB block: table xor one key
+        if (in.is_open()) {
+            in.seekg(static_cast<std::streamoff>(from));
+            in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(n));
+        }
+        for (std::size_t i = 0; i < n && !in.is_open();) {  // per 64 KiB block: table xor one key
             const std::uint64_t at = from + i;
             const std::size_t run = std::min<std::size_t>(n - i, 65536 - (at & 0xFFFF));
             const std::uint8_t key = ringsafe::test::fault_block_key(at);
@@ -123,7 +132,14 @@ bool serve(tcp::socket& s, const std::string& head) {
     }
     auto q = parse_query(target);
     auto num = [&](const char* k, std::uint64_t def) { return q.count(k) ? std::stoull(q[k]) : def; };
-    const std::uint64_t size = num("size", 1 << 20), after = num("after", 0), skip = num("skip", 0);
+    const std::string file = q["file"];
+    std::ifstream probe(file, std::ios::binary | std::ios::ate);
+    if (!file.empty() && !probe) {
+        write_all(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        return true;
+    }
+    const std::uint64_t size = file.empty() ? num("size", 1 << 20) : static_cast<std::uint64_t>(probe.tellg());
+    const std::uint64_t after = num("after", 0), skip = num("skip", 0);
     const std::uint64_t fail = num("fail", ~0ull), rate = num("rate", 0), delay = num("delay_ms", 0);
     unsigned k;
     {
@@ -166,12 +182,12 @@ bool serve(tcp::socket& s, const std::string& head) {
     if (ranged) h += "Content-Range: bytes " + std::to_string(cr_first) + "-" + std::to_string(cr_last) + "/" + std::to_string(total) + "\r\n";
     write_all(s, h + "\r\n");
     if (fault == "close" || fault == "reset" || fault == "stall") {
-        send_body(s, first, first + std::min(after, len), rate, q["id"]);
+        send_body(s, first, first + std::min(after, len), rate, q["id"], file);
         if (fault == "stall") wait_for_close(s);
         if (fault == "reset") s.set_option(asio::socket_base::linger(true, 0));
         return false;
     }
-    send_body(s, first, first + body_len, rate, q["id"]);
+    send_body(s, first, first + body_len, rate, q["id"], file);
     return true;
 }
 

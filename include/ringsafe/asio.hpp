@@ -29,12 +29,19 @@
 //    so the kernel's io-wq workers do the page-cache copies; the io_context
 //    thread only submits and reaps. Up to async_options::queue_depth reads are
 //    kept in flight across all operations; short reads are resubmitted.
-//  * O_DIRECT file sources, HTTP(S)/S3 sources and custom sources: the
-//    source's blocking execute() runs on a small internal thread pool (two
-//    threads, shared by the process); the HTTP engine keeps its own private
-//    io_context inside execute() and cannot yet run on the caller's executor.
-//    Cancellation raises the source's cancel flag: in-flight range requests /
-//    reads are drained before the operation completes.
+//  * HTTP(S)/S3 sources: the Range requests run as coroutines on the
+//    async_reader's executor (its internal strand), over keep-alive
+//    connections from a pool bound to that executor (one per async_reader,
+//    kept across reads; the blocking reader API keeps a separate one). No
+//    thread and no event loop of ringsafe's own: bodies are read from the
+//    socket straight into the caller's buffers by the io_context's threads.
+//    Hosts given as IP literals connect directly; host names go through
+//    Asio's resolver, which runs getaddrinfo on one internal thread per
+//    io_context (Asio's own, started on first use).
+//  * O_DIRECT file sources and custom sources (reader_options::open): the
+//    source's blocking execute() still runs on a small internal thread pool
+//    (two threads, shared by the process). Cancellation raises the source's
+//    cancel flag: in-flight reads are drained before the operation completes.
 //  * async_open: opening and header parsing run on that thread pool (opening
 //    is rare; it blocks one pool thread for the open, the fstat and the first
 //    read of each file, or the first request of each URL).
@@ -43,9 +50,12 @@
 //
 // Cancellation (async_read): the handler's cancellation slot accepts
 // terminal, partial and total cancellation alike. In-flight ring reads get
-// IORING_OP_ASYNC_CANCEL, and the operation then waits for the completion of
-// every read it issued before completing with operation_aborted, so no I/O
-// targets the caller's buffers once the handler runs. The buffers may hold
+// IORING_OP_ASYNC_CANCEL; in-flight HTTP requests are abandoned at once (the
+// operation's connections are closed, never returned to the pool, and its
+// retry timers cancelled), so a stalled server does not delay it. The
+// operation waits for the completion of every read it issued before
+// completing with operation_aborted, so no I/O targets the caller's buffers
+// once the handler runs. The buffers may hold
 // partial data (hence total cancellation, too, leaves side effects).
 // async_open and the writer operations are not cancellable.
 //
@@ -59,7 +69,10 @@
 //  * async_writer: its calls may come from any thread; operations run one at
 //    a time in the order they were initiated. Do not use get() while
 //    operations are outstanding.
-//  * The io_context may run on one thread or several.
+//  * read_callbacks run inside the async_reader's strand (see there).
+//  * The io_context may run on one thread or several. It must outlive the
+//    async_readers bound to it (their ring descriptor and HTTP connections
+//    belong to it).
 #pragma once
 
 #include <cstddef>
@@ -305,6 +318,24 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
         },
         token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb),
         static_cast<status*>(nullptr));
+}
+// The same; `st` (which must outlive the operation) gets the full message.
+template <typename Token>
+auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, status& st,
+                Token&& token) {
+    return async_read(r, std::move(sel), std::move(dsts), read_callbacks{}, st, std::forward<Token>(token));
+}
+template <typename Token>
+auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, read_callbacks cb,
+                status& st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
+           std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st) {
+            auto done = detail::completion_executor(handler, ex);
+            detail::start_read(s, std::move(sel), std::move(dsts), std::move(cb), st, std::move(done),
+                               io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb), &st);
 }
 
 // Adds a whole tensor (writer::add) after the operations initiated before it.

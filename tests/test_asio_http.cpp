@@ -1,0 +1,343 @@
+// include/ringsafe/asio.hpp over HTTP (nginx and tests/fault_server.cpp):
+// async_read of a remote checkpoint runs on the caller's io_context (no
+// thread of its own; progress, per-tensor completion and the handler on the
+// thread running it; a timer keeps ticking), cancellation abandons stalled
+// requests at once without later writes, and errors name URL and tensor.
+// The [threads] cases count the process's threads: run them in a process of
+// their own (meson test asio_http_threads).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "checkpoint_bytes.hpp"
+#include "http_harness.hpp"
+#include "ringsafe/asio.hpp"
+
+using namespace ringsafe;
+using namespace ringsafe::test;
+namespace fs = std::filesystem;
+namespace net = boost::asio;
+namespace ra = ringsafe::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::size_t thread_count() {
+    std::size_t n = 0;
+    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+    return n;
+}
+
+reader_options http_reader(unsigned connections, std::uint64_t chunk = 256u << 10) {
+    reader_options ro;
+    auto& h = ro.source.http;
+    h.prefetch = 4096;
+    h.connections_per_origin = connections;
+    h.chunk_size = chunk;
+    h.retry_base_delay = 1ms;
+    h.retry_max_delay = 5ms;
+    return ro;
+}
+
+// A checkpoint written to <tmp>/www/m.safetensors (served by nginx or the fault server).
+struct site {
+    temp_dir tmp;
+    fs::path root = tmp / "www";
+    fs::path file = root / "m.safetensors";
+    explicit site(const std::vector<tensor_spec>& ts) {
+        fs::create_directories(root);
+        write_file(file, build_file(ts).bytes);
+    }
+};
+
+// One zero-filled buffer per tensor of `sel`.
+struct buffers {
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::span<std::byte>> spans;
+    buffers(const reader& r, const selection& sel) {
+        for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size(), std::byte{0});
+        for (auto& b : bufs) spans.emplace_back(b);
+    }
+    bool holds(const reader& r, const selection& sel, std::size_t k) const {
+        const auto& t = r.tensors()[sel.indices()[k]];
+        return bufs[k] == tensor_bytes(t.name, t.size());
+    }
+};
+
+const ra::error_code aborted = net::error::operation_aborted;
+
+}  // namespace
+
+TEST_CASE("asio http: a read runs on the io_context's thread and starts no thread", "[asio][http][threads]") {
+    std::vector<tensor_spec> ts = mixed;
+    ts.push_back({"z", "U8", {0}, 0});
+    site s(ts);
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    net::io_context io;
+    ra::async_reader r(io.get_executor(), reader::open(ng.base_url() + "/m.safetensors", http_reader(4)));
+    const std::size_t threads = thread_count();
+    const auto me = std::this_thread::get_id();
+    auto sel = r.get().all();
+    buffers b(r.get(), sel);
+
+    bool elsewhere = false;
+    std::size_t most_threads = threads;
+    std::uint64_t last_done = 0, total_seen = 0;
+    unsigned progress_calls = 0;
+    std::vector<unsigned> done_count(sel.size(), 0);
+    std::vector<bool> complete_when_reported(sel.size(), false);
+    ra::read_callbacks cb;
+    cb.on_progress = [&](std::uint64_t done, std::uint64_t total) {
+        elsewhere |= std::this_thread::get_id() != me;
+        most_threads = std::max(most_threads, thread_count());
+        CHECK(done > last_done);
+        last_done = done;
+        total_seen = total;
+        ++progress_calls;
+    };
+    cb.on_tensor_done = [&](std::size_t target, const tensor_info& t) {
+        elsewhere |= std::this_thread::get_id() != me;
+        REQUIRE(target < sel.size());
+        CHECK(t.name == r.get().tensors()[sel.indices()[target]].name);
+        ++done_count[target];
+        complete_when_reported[target] = b.holds(r.get(), sel, target);
+        if (t.size() == 0) CHECK(progress_calls == 0);  // zero-byte targets come first
+    };
+    ra::error_code got = make_error_code(errc::IoError);
+    std::size_t n = 0;
+    ra::async_read(r, sel, b.spans, cb, [&](ra::error_code ec, std::size_t bytes) {
+        elsewhere |= std::this_thread::get_id() != me;
+        most_threads = std::max(most_threads, thread_count());
+        got = ec;
+        n = bytes;
+    });
+    io.run();
+    REQUIRE_FALSE(got);
+    CHECK(n == r.get().plan(sel, b.spans).total_bytes());
+    CHECK_FALSE(elsewhere);
+    CHECK(most_threads == threads);  // no pool thread, no resolver thread, no second event loop
+    CHECK(thread_count() == threads);
+    CHECK(progress_calls >= 2);
+    CHECK(last_done == n);
+    CHECK(total_seen == n);
+    for (std::size_t k = 0; k < sel.size(); ++k) {
+        INFO(r.get().tensors()[sel.indices()[k]].name);
+        CHECK(done_count[k] == 1);
+        CHECK(complete_when_reported[k]);
+        CHECK(b.holds(r.get(), sel, k));
+    }
+}
+
+TEST_CASE("asio http: concurrent reads overlap while a timer keeps ticking on the same thread",
+          "[asio][http][threads]") {
+    // Eight 128 KiB tensors from a server sending 1 MiB/s per response: each
+    // read takes about 125 ms, so a blocked loop would miss many ticks.
+    std::vector<tensor_spec> ts;
+    for (int i = 0; i < 8; ++i) ts.push_back({"t" + std::to_string(i), "U8", {128u << 10}, 128u << 10});
+    site s(ts);
+    fault_server server{s.tmp.path()};
+    net::io_context io;
+    const std::string url = server.base_url() + "/m?rate=1048576&file=" + fs::absolute(s.file).string();
+    ra::async_reader r(io.get_executor(), reader::open(url, http_reader(8)));
+    const std::size_t threads = thread_count();
+    const auto me = std::this_thread::get_id();
+    const auto& tensors = r.get().tensors();
+    std::vector<std::vector<std::byte>> bufs(tensors.size());
+    std::vector<bool> active(tensors.size(), false);
+    unsigned outstanding = 0, most_active = 0, ticks = 0, ok = 0;
+    bool elsewhere = false;
+    std::size_t most_threads = threads;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        bufs[i].resize(tensors[i].size());
+        ra::read_callbacks cb;
+        cb.on_progress = [&, i](std::uint64_t, std::uint64_t) {
+            active[i] = true;
+            most_active = std::max<unsigned>(most_active, static_cast<unsigned>(std::count(active.begin(), active.end(), true)));
+        };
+        ++outstanding;
+        ra::async_read(r, r.get().select({tensors[i].name}), {std::span<std::byte>(bufs[i])}, cb,
+                       [&, i](ra::error_code ec, std::size_t n) {
+                           elsewhere |= std::this_thread::get_id() != me;
+                           active[i] = false;
+                           --outstanding;
+                           if (!ec && n == bufs[i].size()) ++ok;
+                       });
+    }
+    net::steady_timer timer(io);
+    std::function<void()> tick = [&] {
+        timer.expires_after(5ms);
+        timer.async_wait([&](boost::system::error_code) {
+            elsewhere |= std::this_thread::get_id() != me;
+            most_threads = std::max(most_threads, thread_count());
+            if (outstanding == 0) return;
+            ++ticks;
+            tick();
+        });
+    };
+    tick();
+    io.run();
+    CHECK(ok == tensors.size());
+    CHECK(ticks >= 5);
+    CHECK(most_active >= 2);  // the reads ran at the same time, not one after another
+    CHECK_FALSE(elsewhere);
+    CHECK(most_threads == threads);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        INFO(tensors[i].name);
+        CHECK(bufs[i] == tensor_bytes(tensors[i].name, tensors[i].size()));
+    }
+}
+
+TEST_CASE("asio http: cancellation abandons stalled requests at once, with no later writes", "[asio][http][cancel]") {
+    site s({{"small", "U8", {1024}, 1024}, {"big", "U8", {4u << 20}, 4u << 20}});
+    fault_server server{s.tmp.path()};
+    // stall: after the open, two requests send 64 KiB each and then nothing
+    // (until the client closes); trickle: every response at 256 KiB/s.
+    const std::string mode = GENERATE(as<std::string>{}, "fault=stall&after=65536&skip=1&fail=2", "rate=262144");
+    const auto type = GENERATE(net::cancellation_type::terminal, net::cancellation_type::partial,
+                               net::cancellation_type::total);
+    static int id = 0;
+    const std::string url = server.base_url() + "/m?id=" + std::to_string(++id) + "&" + mode +
+                            "&file=" + fs::absolute(s.file).string();
+    reader_options ro = http_reader(2, 1u << 20);
+    ro.source.http.stall_timeout = 600s;  // only closing the sockets can end the stalled requests
+    ro.source.http.first_byte_timeout = 600s;
+    net::io_context io;
+    ra::async_reader r(io.get_executor(), reader::open(url, ro));
+    std::vector<std::byte> buf(4u << 20, std::byte{0xAB});  // guard pattern
+    net::cancellation_signal signal;
+    ra::read_callbacks cb;
+    bool emitted = false;
+    cb.on_progress = [&](std::uint64_t done, std::uint64_t) {
+        // Cancel mid-read once both requests have delivered their 64 KiB
+        // (stall: both are now waiting for bytes that never come).
+        if (!emitted && done >= (128u << 10)) signal.emit(type);
+        emitted = emitted || done >= (128u << 10);
+    };
+    // Guards against a hang only: the cancelled read completes in milliseconds.
+    net::steady_timer watchdog(io);
+    bool hung = false;
+    watchdog.expires_after(60s);
+    watchdog.async_wait([&](boost::system::error_code ec) {
+        if (ec) return;
+        hung = true;
+        io.stop();
+    });
+    ra::error_code got;
+    std::size_t landed = 0;
+    bool ran = false;
+    std::vector<std::byte> at_completion;
+    ra::async_read(r, r.get().select({"big"}), {std::span<std::byte>(buf)}, cb,
+                   net::bind_cancellation_slot(signal.slot(), [&](ra::error_code ec, std::size_t n) {
+                       got = ec;
+                       landed = n;
+                       at_completion = buf;
+                       ran = true;
+                       watchdog.cancel();
+                   }));
+    io.run();
+    REQUIRE_FALSE(hung);
+    REQUIRE(ran);
+    CHECK(got == aborted);
+    CHECK(landed > 0);
+    CHECK(landed < buf.size());
+    CHECK(std::count(buf.begin(), buf.end(), std::byte{0xAB}) > 0);
+    // The server keeps sending (trickle) or waits for the close (stall): no
+    // byte may reach the buffer after the handler ran.
+    std::this_thread::sleep_for(100ms);
+    io.restart();
+    io.poll();
+    CHECK(buf == at_completion);
+    // The reader stays usable: a later read gets fresh connections and the right bytes.
+    std::vector<std::byte> small(1024);
+    ra::error_code again = make_error_code(errc::IoError);
+    ra::async_read(r, r.get().select({"small"}), {std::span<std::byte>(small)},
+                   [&](ra::error_code ec, std::size_t) { again = ec; });
+    io.restart();
+    io.run();
+    CHECK_FALSE(again);
+    CHECK(small == tensor_bytes("small", 1024));
+}
+
+TEST_CASE("asio http: errors arrive as error codes with the sync path's message", "[asio][http][errors]") {
+    site s(mixed);
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    const std::string url = ng.base_url() + "/m.safetensors";
+    net::io_context io;
+    // One connection: the first failing range is the same for both paths.
+    ra::async_reader r(io.get_executor(), reader::open(url, http_reader(1)));
+    auto sel = r.get().select({"d"});
+    buffers b(r.get(), sel);
+    errc expected{};
+    SECTION("the object disappeared (404)") {
+        fs::remove(s.file);
+        expected = errc::HttpError;
+    }
+    SECTION("the object changed (new ETag: the conditional request fails)") {
+        auto bytes = build_file(mixed).bytes;
+        std::reverse(bytes.end() - 1000, bytes.end());
+        write_file(s.file, bytes);
+        fs::last_write_time(s.file, fs::last_write_time(s.file) + 1h);
+        expected = errc::ObjectChanged;
+    }
+    status st;
+    ra::error_code got;
+    std::thread::id ran_on;
+    ra::async_read(r, sel, b.spans, st, [&](ra::error_code ec, std::size_t) {
+        got = ec;
+        ran_on = std::this_thread::get_id();
+    });
+    io.run();
+    CHECK(got == make_error_code(expected));
+    CHECK(ran_on == std::this_thread::get_id());
+    CHECK(st.code == static_cast<std::error_code>(got));
+    CHECK(st.message.find(url) != std::string::npos);
+    CHECK(st.message.find("tensor 'd'") != std::string::npos);
+    CHECK(st.message.find("bytes ") != std::string::npos);
+    if (expected == errc::HttpError) CHECK(st.message.find("404") != std::string::npos);
+    // The blocking reader reports the same failure in the same words.
+    const std::string sync = kind_of([&] { r.get().read(sel, b.spans); });
+    REQUIRE(sync != "no error");
+    CHECK(sync.substr(sync.find(": ") + 2) == st.message);
+}
+
+TEST_CASE("asio http: many concurrent reads, io_context on two threads", "[asio][http][concurrent]") {
+    std::vector<tensor_spec> ts;
+    for (int i = 0; i < 24; ++i)
+        ts.push_back({"t" + std::to_string(i), "U8", {std::uint64_t(20000 + 7919 * i)}, std::uint64_t(20000 + 7919 * i)});
+    site s(ts);
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 2, 0});
+    net::io_context io;
+    ra::async_reader r(io.get_executor(), reader::open(ng.base_url() + "/m.safetensors", http_reader(4, 64u << 10)));
+    const auto& tensors = r.get().tensors();
+    std::vector<std::vector<std::byte>> bufs(tensors.size());
+    std::atomic<unsigned> ok{0};
+    std::atomic<std::uint64_t> progressed{0};
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        bufs[i].resize(tensors[i].size());
+        ra::read_callbacks cb;
+        // Runs inside the reader's strand: a plain counter would do; the atomic is for the final read.
+        cb.on_progress = [&](std::uint64_t, std::uint64_t) { progressed.fetch_add(1, std::memory_order_relaxed); };
+        ra::async_read(r, r.get().select({tensors[i].name}), {std::span<std::byte>(bufs[i])}, cb,
+                       [&, i](ra::error_code ec, std::size_t n) {
+                           if (!ec && n == bufs[i].size()) ++ok;
+                       });
+    }
+    std::thread second([&] { io.run(); });
+    io.run();
+    second.join();
+    CHECK(ok == tensors.size());
+    CHECK(progressed >= tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        INFO(tensors[i].name);
+        CHECK(bufs[i] == tensor_bytes(tensors[i].name, tensors[i].size()));
+    }
+}
