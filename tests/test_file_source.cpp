@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -136,6 +137,10 @@ void random_ranges_across_options(bool direct) {
                     file_options o = opts(qd, chunk, threads, direct);
                     o.register_buffers = (round % 2) == 0;
                     o.async_punt = (round / 2) % 2 == 0;
+                    // Buffered: every read shape (the file is cached, so automatic picks hot).
+                    o.mode = std::array{file_options::buffered_mode::automatic, file_options::buffered_mode::hot,
+                                        file_options::buffered_mode::cold}[(round / 4) % 3];
+                    INFO("mode " << static_cast<int>(o.mode) << " async_punt " << o.async_punt);
                     auto src = open_file(f.path, o);
                     const auto align = src->hints().alignment;
                     CHECK((direct ? align >= 512 && (align & (align - 1)) == 0 : align == 1));
@@ -297,12 +302,16 @@ void injected_short_and_retried(bool direct) {
         }
         return res;
     });
-    for (unsigned threads : {1u, 2u}) {
-        auto src = open_file(f.path, opts(8, 65536, threads, direct));
-        op_set set(f.bytes.size(), 30, 99 + threads, false);
-        src->execute(set.ops, set.control());
-        set.check(f.bytes);
-    }
+    for (auto mode : {file_options::buffered_mode::hot, file_options::buffered_mode::cold})
+        for (unsigned threads : {1u, 2u}) {
+            INFO("mode " << static_cast<int>(mode) << " threads " << threads);
+            file_options o = opts(8, 65536, threads, direct);
+            o.mode = mode;
+            auto src = open_file(f.path, o);
+            op_set set(f.bytes.size(), 30, 99 + threads, false);
+            src->execute(set.ops, set.control());
+            set.check(f.bytes);
+        }
     CHECK(retried == 60);
     CHECK(shortened > 10);
 }
@@ -336,10 +345,12 @@ void injected_eio_names_tensor_and_offset(bool direct) {
     CHECK(msg.find("op tag 21") != std::string::npos);
 }
 
-void truncated_after_open(bool direct) {
+void truncated_after_open(bool direct, file_options::buffered_mode mode = file_options::buffered_mode::automatic) {
     pattern_file f(4u << 20);
     if (direct) require_direct(f.path);
-    auto src = open_file(f.path, opts(8, 65536, 2, direct));
+    file_options o = opts(8, 65536, 2, direct);
+    o.mode = mode;
+    auto src = open_file(f.path, o);
     REQUIRE(::truncate(f.path.c_str(), (1u << 20) + 100) == 0);
     host_buffer buf(4u << 20);
     std::vector<read_op> ops{{0, 4u << 20, buf.data(), 0}};
@@ -368,7 +379,10 @@ TEST_CASE("an injected -EIO names the path, the file offset and the tensor") {
 TEST_CASE("O_DIRECT: an injected -EIO names the path, the file offset and the tensor", "[direct]") {
     injected_eio_names_tensor_and_offset(true);
 }
-TEST_CASE("a file truncated after open gives Truncated, not a hang") { truncated_after_open(false); }
+TEST_CASE("a file truncated after open gives Truncated, not a hang") {
+    truncated_after_open(false);
+    truncated_after_open(false, file_options::buffered_mode::cold);
+}
 TEST_CASE("O_DIRECT: a file truncated after open gives Truncated, not a hang", "[direct]") {
     truncated_after_open(true);
 }

@@ -23,6 +23,8 @@ struct completion_event {
     std::uint32_t tag = 0;          // the read_op's tag
     std::byte* buffer = nullptr;    // where this read's bytes landed (caller or bounce memory)
     bool direct = false;            // an O_DIRECT read (a shortened count should stay aligned)
+    unsigned ring = 0;              // which worker ring read it (0 = the calling thread's)
+    bool punted = false;            // it was submitted with IOSQE_ASYNC
 };
 
 // Given the event and the kernel's result, returns the result to act on.

@@ -13,6 +13,7 @@
 #include "ringsafe/error.hpp"
 #include "uring/dio_alignment.hpp"
 #include "uring/file_view.hpp"
+#include "uring/page_cache_probe.hpp"
 #include "uring/read_executor.hpp"
 #include "uring/worker_ring.hpp"
 
@@ -67,6 +68,7 @@ public:
     }
     ~file_source() override {
         rings_.clear();
+        for (int fd : ring_fds_) ::close(fd);
         if (dfd_ >= 0) ::close(dfd_);
         if (fd_ >= 0) ::close(fd_);
     }
@@ -91,7 +93,6 @@ public:
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::lock_guard lock(execute_mutex_);
-        if (rings_.empty()) make_rings();
         uring::read_target t;
         t.path = &path_;
         t.size = size_;
@@ -99,8 +100,17 @@ public:
         t.align = align_.offset;
         t.mem_align = align_.memory;
         t.chunk_size = chunk_size();
-        t.async_punt = opts_.async_punt && !opts_.direct;
-        uring::execute_reads(rings_, t, ops, ctl);
+        if (!opts_.direct) {
+            using mode = file_options::buffered_mode;
+            t.streams = opts_.mode == mode::cold ||
+                        (opts_.mode == mode::automatic && uring::cached_fraction(fd_, ops) < hot_fraction);
+            t.async_punt = opts_.async_punt && !t.streams;
+        }
+        uring::ring_pool pool;
+        pool.count = threads_;
+        pool.depth = opts_.queue_depth;
+        pool.get = [this](std::size_t i) -> uring::worker_ring& { return ring(i); };
+        uring::execute_reads(pool, t, ops, ctl);
     }
 
     uring::file_view view() const noexcept { return {fd_, size_, &path_, opts_.direct}; }
@@ -127,9 +137,14 @@ private:
         return (opts_.chunk_size + a - 1) / a * a;
     }
 
-    void make_rings() {
+    // Ring i, made on first use and kept for later execute() calls. Buffered
+    // rings after the first read through their own open file description, so
+    // that each sequential stream has its own readahead state.
+    uring::worker_ring& ring(std::size_t i) {
+        if (i < rings_.size()) return *rings_[i];
         uring::ring_setup rs;
         rs.fd = opts_.direct ? dfd_ : fd_;
+        if (!opts_.direct && i > 0) rs.fd = own_description();
         rs.depth = opts_.queue_depth;
         rs.register_file = opts_.register_buffers;
         rs.bounce = opts_.direct;
@@ -137,8 +152,27 @@ private:
         rs.edge_size = align_.offset;
         rs.mem_align = std::max<std::uint32_t>(align_.memory, 64);
         rs.big_size = std::min<std::uint64_t>(1u << 20, chunk_size());
-        for (unsigned i = 0; i < threads_; ++i) rings_.push_back(std::make_unique<uring::worker_ring>(rs));
+        rings_.push_back(std::make_unique<uring::worker_ring>(rs));
+        return *rings_.back();
     }
+
+    // A new open file description of the same file (reopened through
+    // /proc/self/fd, checked to be the same inode), or fd_ when that fails.
+    int own_description() {
+        const std::string link = "/proc/self/fd/" + std::to_string(fd_);
+        const int fd = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return fd_;
+        struct stat a {}, b {};
+        if (::fstat(fd, &a) != 0 || ::fstat(fd_, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+            ::close(fd);
+            return fd_;
+        }
+        ring_fds_.push_back(fd);
+        return fd;
+    }
+
+    // automatic mode: at least this fraction of the planned bytes cached = hot.
+    static constexpr double hot_fraction = 0.9;
 
     std::string path_;
     file_options opts_;
@@ -149,7 +183,8 @@ private:
     unsigned threads_ = 1;
     std::vector<std::byte> prefix_;
     std::mutex execute_mutex_;
-    std::vector<std::unique_ptr<uring::worker_ring>> rings_;
+    std::vector<std::unique_ptr<uring::worker_ring>> rings_;  // created on first use, kept
+    std::vector<int> ring_fds_;  // descriptors owned by rings_ beyond the first
 };
 
 }  // namespace

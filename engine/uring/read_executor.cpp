@@ -1,6 +1,7 @@
 // execute_reads: validation, chunking, and one thread per worker ring.
 #include "uring/read_executor.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -10,16 +11,26 @@
 namespace ringsafe::uring {
 namespace {
 
-// Splits each op at multiples of chunk_size (in file offsets), so chunk
-// boundaries fall on aligned offsets and only an op's own ends are unaligned.
+// Splits each op longer than chunk_size at multiples of chunk_size (in file
+// offsets), so chunk boundaries fall on aligned offsets and only an op's own
+// ends are unaligned. An op that already fits (the planner cut it) stays
+// whole, and no cut leaves a sliver under a quarter chunk: tiny reads between
+// big ones make the kernel's readahead treat the stream as random (order-0
+// page-cache folios, several times slower when the file is not cached).
 std::vector<read_chunk> split(std::span<const read_op> ops, std::uint64_t chunk_size) {
     std::vector<read_chunk> chunks;
+    const std::uint64_t sliver = chunk_size / 4;
     for (std::size_t i = 0; i < ops.size(); ++i) {
         const read_op& op = ops[i];
         std::uint64_t pos = op.offset;
         const std::uint64_t end = op.offset + op.length;
         while (pos < end) {
-            const std::uint64_t next = std::min(end, (pos / chunk_size + 1) * chunk_size);
+            std::uint64_t next = end;
+            if (end - pos > chunk_size) {
+                next = (pos / chunk_size + 1) * chunk_size;
+                if (next - pos < sliver) next += chunk_size;
+                if (next >= end || end - next < sliver) next = end;
+            }
             chunks.push_back({pos, next - pos, op.dst + (pos - op.offset), i});
             pos = next;
         }
@@ -44,8 +55,8 @@ void validate(const read_target& t, std::span<const read_op> ops, const io_contr
 
 }  // namespace
 
-void execute_reads(std::span<const std::unique_ptr<worker_ring>> rings, const read_target& target,
-                   std::span<const read_op> ops, const io_control& ctl) {
+void execute_reads(const ring_pool& pool, const read_target& target, std::span<const read_op> ops,
+                   const io_control& ctl) {
     validate(target, ops, ctl);
     read_job job;
     job.target = &target;
@@ -59,16 +70,31 @@ void execute_reads(std::span<const std::unique_ptr<worker_ring>> rings, const re
         return;
     }
 
-    const std::size_t n = std::min<std::size_t>(rings.size(), job.chunks.size());
+    std::size_t useful = job.chunks.size();
+    if (!target.direct && !target.streams && target.async_punt)
+        useful = (useful + pool.depth - 1) / std::max(1u, pool.depth);
+    std::vector<worker_ring*> rings;
+    rings.push_back(&pool.get(0));
+    for (std::size_t i = 1; i < std::min(pool.count, useful); ++i) {
+        try {
+            rings.push_back(&pool.get(i));
+        } catch (...) {
+            break;  // fewer workers, same result
+        }
+    }
+    const std::size_t n = rings.size();
+    if (target.streams) job.queue.split(job.chunks, n);
+    else job.queue.share(job.chunks.size());
     std::vector<read_worker> workers;
     workers.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) workers.emplace_back(*rings[i], job);
+    for (std::size_t i = 0; i < n; ++i) workers.emplace_back(*rings[i], job, static_cast<unsigned>(i));
     std::vector<std::thread> threads;
     threads.reserve(n - 1);
     try {
         for (std::size_t i = 1; i < n; ++i) threads.emplace_back([&w = workers[i]] { w.run(); });
     } catch (...) {
-        // Could not start a thread: the started ones and this one still finish the job.
+        // Could not start a thread: the started ones and this one still finish
+        // the job (an unstarted worker's share is taken over by the others).
     }
     workers[0].run();
     for (auto& th : threads) th.join();

@@ -1,8 +1,9 @@
 // The io_uring read executor behind file sources (engine-internal).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -20,16 +21,34 @@ struct read_target {
     std::uint32_t mem_align = 1;        // buffer address alignment (direct)
     std::uint64_t chunk_size = 4u << 20;  // split at multiples of this file offset
     bool async_punt = false;            // IOSQE_ASYNC on every read
+    // Sequential streams (cold buffered reads): each ring reads its own
+    // contiguous share in file order with at most `stream_depth` reads in
+    // flight (see chunk_queue); otherwise rings share one cursor. Two reads
+    // of 4 MiB stay inside the kernel's readahead window here (8 MiB), so it
+    // keeps reading ahead into large folios; 4 measured 2-4x more folios.
+    bool streams = false;
+    unsigned stream_depth = 2;
 };
 
-// Reads every op into its dst using `rings` (one thread per ring; the calling
-// thread runs rings[0]). Validates all ops before any I/O (InvalidArgument
+// The worker rings an execution may use: get(i) returns ring i (0 <= i <
+// count), creating it on first use, on the calling thread. get(0) may throw
+// (the execution fails); a later ring that cannot be made just means fewer workers.
+struct ring_pool {
+    std::size_t count = 1;
+    unsigned depth = 32;  // reads each ring keeps in flight
+    std::function<worker_ring&(std::size_t)> get;
+};
+
+// Reads every op into its dst using rings from `pool` (one thread per ring;
+// the calling thread runs ring 0), no more than the plan can use: shared-cursor
+// reads punted to io-wq start one ring per `depth` chunks (io-wq spreads the
+// copies; a small plan needs no second thread), others one per chunk. Validates all ops before any I/O (InvalidArgument
 // for a null dst or a range past target.size). On the first failure it stops
 // submitting, waits for all in-flight reads, then throws: system_category for
 // -errno results, Truncated when the file ended early, Cancelled when
 // ctl.cancel was set; messages name the path, the file offset and
 // ctl.describe(tag).
-void execute_reads(std::span<const std::unique_ptr<worker_ring>> rings, const read_target& target,
-                   std::span<const read_op> ops, const io_control& ctl);
+void execute_reads(const ring_pool& pool, const read_target& target, std::span<const read_op> ops,
+                   const io_control& ctl);
 
 }  // namespace ringsafe::uring

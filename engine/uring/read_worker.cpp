@@ -40,7 +40,11 @@ std::string read_job::describe(std::size_t op) const {
     return "op tag " + std::to_string(tag);
 }
 
-read_worker::read_worker(worker_ring& ring, read_job& job) : ring_(ring), job_(job) {
+read_worker::read_worker(worker_ring& ring, read_job& job, unsigned index)
+    : ring_(ring), job_(job), index_(index) {
+    // Streams: one read at a time keeps the kernel's readahead sequential.
+    max_in_flight_ = job.target->streams ? std::max(1u, std::min(job.target->stream_depth, ring.depth()))
+                                         : ring.depth();
     slots_.resize(ring.depth());
     for (unsigned i = ring.depth(); i-- > 0;) free_ids_.push_back(i);
     for (unsigned i = ring.edge_count(); i-- > 0;) free_edge_.push_back(i);
@@ -63,7 +67,7 @@ void read_worker::loop() {
             !job_.stop.load(std::memory_order_relaxed))
             job_.fail(std::make_exception_ptr(
                 error(errc::Cancelled, *job_.target->path + ": read cancelled by the caller")));
-        while (!job_.stop.load(std::memory_order_relaxed) && !free_ids_.empty()) {
+        while (!job_.stop.load(std::memory_order_relaxed) && !free_ids_.empty() && in_flight_ < max_in_flight_) {
             if (ready_.empty() && !claim()) break;
             if (!acquire_slot(ready_.front())) break;  // wait for a bounce slot to come back
             const unsigned id = free_ids_.back();
@@ -100,8 +104,8 @@ void read_worker::loop() {
 }
 
 bool read_worker::claim() {
-    const std::size_t i = job_.cursor.fetch_add(1, std::memory_order_relaxed);
-    if (i >= job_.chunks.size()) return false;
+    const std::size_t i = job_.queue.claim(index_);
+    if (i == chunk_queue::none) return false;
     const read_chunk& c = job_.chunks[i];
     if (!job_.target->direct) {
         request r;
@@ -211,7 +215,7 @@ void read_worker::handle(unsigned id, int res) {
     request& r = slots_[id];
     const read_target& t = *job_.target;
     completion_event ev{r.pos, r.end - r.pos, job_.ops[job_.chunks[r.chunk].op].tag,
-                        r.base + (r.pos - r.start), t.direct};
+                        r.base + (r.pos - r.start), t.direct, index_, t.async_punt};
     res = apply_completion_fault(ev, res);
     const bool stopping = job_.stop.load(std::memory_order_relaxed);
     if (res == -EAGAIN || res == -EINTR) {

@@ -1,5 +1,5 @@
-// One worker of the io_uring read executor: claims chunks from a shared
-// cursor and keeps its ring's queue full (engine-internal).
+// One worker of the io_uring read executor: claims chunks from the job's
+// chunk_queue and keeps its ring's queue full (engine-internal).
 #pragma once
 
 #include <atomic>
@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "ringsafe/source.hpp"
+#include "uring/chunk_queue.hpp"
 #include "uring/read_executor.hpp"
 #include "uring/worker_ring.hpp"
 
 namespace ringsafe::uring {
 
-// A piece of one op, never crossing a multiple of chunk_size in file offsets.
+// A piece of one op: the whole op, or (for an op longer than chunk_size) a
+// piece cut at multiples of chunk_size in file offsets.
 struct read_chunk {
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
@@ -33,7 +35,7 @@ struct read_job {
     const io_control* ctl = nullptr;
     std::vector<read_chunk> chunks;
     std::vector<std::uint32_t> parts;  // reads left per chunk; touched only by the worker that claimed it
-    std::atomic<std::size_t> cursor{0};
+    chunk_queue queue;
     std::atomic<bool> stop{false};
 
     // Records the first failure and stops every worker's submissions.
@@ -49,7 +51,8 @@ private:
 
 class read_worker {
 public:
-    read_worker(worker_ring& ring, read_job& job);
+    // Worker `index` of the job (its stream in streams mode).
+    read_worker(worker_ring& ring, read_job& job, unsigned index);
     // Runs until every claimable chunk is done or the job stopped, and no read is in flight.
     void run() noexcept;
 
@@ -83,6 +86,8 @@ private:
 
     worker_ring& ring_;
     read_job& job_;
+    unsigned index_ = 0;
+    unsigned max_in_flight_ = 0;
     std::vector<request> slots_;  // by SQE user_data
     std::vector<unsigned> free_ids_;
     std::vector<unsigned> free_edge_, free_big_;
