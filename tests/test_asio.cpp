@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -390,6 +391,72 @@ TEST_CASE("asio: O_DIRECT sources run on the blocking pool with the same bytes",
     ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
     io.run();
     CHECK_FALSE(got);
+    b.check(r.get(), sel);
+}
+
+TEST_CASE("asio: read_callbacks report bytes and finished tensors on the io_context's thread", "[asio][progress]") {
+    temp_dir dir;
+    std::vector<tensor_spec> ts = mixed;
+    ts.push_back({"z", "U8", {0}, 0});
+    auto path = write_checkpoint(dir, "m.safetensors", ts);
+    const bool direct = GENERATE(false, true);  // the ring, or the blocking pool (O_DIRECT)
+    reader_options ro;
+    ro.plan.chunk_size = 64u << 10;
+    ro.source.file.direct = direct;
+    std::optional<reader> rd;
+    try {
+        rd.emplace(reader::open(path, ro));
+    } catch (const error& e) {
+        if (!direct || e.code() != make_error_code(errc::InvalidArgument)) throw;
+        WARN("no O_DIRECT here: " << e.what());
+        return;
+    }
+    net::io_context io;
+    ra::async_reader r(io.get_executor(), std::move(*rd));
+    auto sel = r.get().select({"b", "z", "a", "d"});
+    buffers b(r.get(), sel);
+    const auto me = std::this_thread::get_id();
+    bool elsewhere = false;
+    std::uint64_t last = 0, total = 0;
+    unsigned calls = 0;
+    std::vector<unsigned> finished(sel.size(), 0);
+    std::vector<bool> complete_then(sel.size(), false);
+    ra::read_callbacks cb;
+    cb.on_progress = [&](std::uint64_t done, std::uint64_t all) {
+        elsewhere |= std::this_thread::get_id() != me;
+        CHECK(done > last);
+        last = done;
+        total = all;
+        ++calls;
+    };
+    cb.on_tensor_done = [&](std::size_t target, const tensor_info& t) {
+        elsewhere |= std::this_thread::get_id() != me;
+        REQUIRE(target < sel.size());
+        CHECK(t.name == r.get().tensors()[sel.indices()[target]].name);
+        ++finished[target];
+        complete_then[target] = b.bufs[target] == tensor_bytes(t.name, t.size());
+        if (t.size() == 0) CHECK(calls == 0);  // zero-byte targets first
+    };
+    ra::error_code got = make_error_code(errc::IoError);
+    std::size_t n = 0;
+    bool progress_before_handler = false;
+    ra::async_read(r, sel, b.spans, cb, [&](ra::error_code ec, std::size_t m) {
+        got = ec;
+        n = m;
+        progress_before_handler = last == m;
+    });
+    io.run();
+    REQUIRE_FALSE(got);
+    CHECK(n == total_of(r.get(), sel));
+    CHECK(progress_before_handler);
+    CHECK(total == n);
+    CHECK(calls >= 10);  // 64 KiB chunks: many reports, not one at the end
+    CHECK_FALSE(elsewhere);
+    for (std::size_t k = 0; k < sel.size(); ++k) {
+        INFO(r.get().tensors()[sel.indices()[k]].name);
+        CHECK(finished[k] == 1);
+        CHECK(complete_then[k]);
+    }
     b.check(r.get(), sel);
 }
 

@@ -1,10 +1,12 @@
 // Example: a coroutine service that loads selected tensors of a sharded
 // checkpoint concurrently on its own io_context while a 1 ms steady timer
 // keeps ticking, then checks that the ticks kept coming during the load (the
-// io_context thread was never blocked) and that every byte is right.
+// io_context thread was never blocked), that progress callbacks reported every
+// byte and every tensor, and that every byte is right.
 //
 //   coroutine_loader            generate a 3-shard checkpoint in a temp dir
-//   coroutine_loader INDEX GLOB load an existing one (no byte check)
+//   coroutine_loader INDEX GLOB load an existing one (no byte check); INDEX
+//                               may be a path or an http(s):// or s3:// URL
 //
 // Exit status 0 on success, 1 on a failure (with the reason on stderr).
 #include <unistd.h>
@@ -66,6 +68,8 @@ void write_shard(const std::filesystem::path& p, unsigned s, unsigned tensors, s
 
 struct stats {
     unsigned ticks_while_loading = 0;
+    std::uint64_t bytes_landed = 0;  // summed from the reads' progress callbacks
+    std::size_t tensors_done = 0;    // from their per-tensor callbacks
     std::chrono::microseconds max_gap{0};
     bool loading = false;        // reads in flight (set by the service)
     bool finished = false;       // the service ended: the ticker stops
@@ -88,12 +92,19 @@ net::awaitable<void> ticker(stats& st) {
     }
 }
 
-// Reads one tensor into its buffer.
-net::awaitable<void> load_one(ra::async_reader& r, std::string name, std::vector<std::byte>& dst) {
+// Reads one tensor into its buffer, reporting progress into `st` (the
+// callbacks run on this io_context's thread, so plain counters do).
+net::awaitable<void> load_one(ra::async_reader& r, std::string name, std::vector<std::byte>& dst, stats& st) {
     std::vector<std::string> names{name};
     auto sel = r.get().select(names);
     std::vector<std::span<std::byte>> dsts{std::span<std::byte>(dst)};
-    co_await ra::async_read(r, sel, dsts, net::use_awaitable);
+    ra::read_callbacks cb;
+    cb.on_progress = [&st, last = std::uint64_t{0}](std::uint64_t done, std::uint64_t) mutable {
+        st.bytes_landed += done - last;
+        last = done;
+    };
+    cb.on_tensor_done = [&st](std::size_t, const ringsafe::tensor_info&) { ++st.tensors_done; };
+    co_await ra::async_read(r, sel, dsts, cb, net::use_awaitable);
 }
 
 net::awaitable<int> service(std::string index, std::string glob, bool check, stats& st) {
@@ -114,7 +125,7 @@ net::awaitable<int> service(std::string index, std::string glob, bool check, sta
     st.loading = true;
     for (std::size_t k = 0; k < sel.size(); ++k) {
         const std::string name = r.get().tensors()[sel.indices()[k]].name;
-        net::co_spawn(ex, load_one(r, name, bufs[k]), [&](std::exception_ptr e) {
+        net::co_spawn(ex, load_one(r, name, bufs[k], st), [&](std::exception_ptr e) {
             if (e && !first_error) first_error = e;
             if (--pending == 0) done.cancel();
         });
@@ -140,6 +151,12 @@ net::awaitable<int> service(std::string index, std::string glob, bool check, sta
                     co_return 1;
                 }
         }
+    }
+    if (st.bytes_landed != bytes || st.tensors_done != sel.size()) {
+        std::fprintf(stderr, "progress reported %llu bytes and %zu tensors, expected %llu and %zu\n",
+                     static_cast<unsigned long long>(st.bytes_landed), st.tensors_done,
+                     static_cast<unsigned long long>(bytes), sel.size());
+        co_return 1;
     }
     if (st.ticks_while_loading == 0) {
         std::fprintf(stderr, "the timer never ticked while tensors were loading: the io_context was blocked\n");
