@@ -181,11 +181,25 @@ std::string nginx_server::base_url() const {
     return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_);
 }
 
-std::vector<std::string> nginx_server::access_log() const {
-    std::vector<std::string> lines;
-    std::ifstream in(prefix_ / "logs" / "access.log");
-    for (std::string l; std::getline(in, l);) lines.push_back(l);
-    return lines;
+std::vector<std::string> nginx_server::access_log(std::size_t at_least) const {
+    auto read = [this] {
+        std::vector<std::string> lines;
+        std::ifstream in(prefix_ / "logs" / "access.log");
+        for (std::string l; std::getline(in, l);) lines.push_back(l);
+        return lines;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto lines = read();
+    while (lines.size() < at_least && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        lines = read();
+    }
+    for (;;) {  // settled: nothing new for 50 ms
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        auto again = read();
+        if (again.size() == lines.size()) return again;
+        lines = std::move(again);
+    }
 }
 
 std::size_t nginx_server::connections_logged() const {

@@ -63,9 +63,11 @@ public:
     std::uint16_t port() const { return port_; }
     // "http://127.0.0.1:<port>" (https when tls).
     std::string base_url() const;
-    // Lines of the access log so far (each request once it has completed).
-    std::vector<std::string> access_log() const;
-    // Distinct connections seen in the access log.
+    // Lines of the access log once it holds at least `at_least` of them (nginx writes a line
+    // after sending the response, so it can lag the client; waits up to 5 s) and no line
+    // arrived for 50 ms.
+    std::vector<std::string> access_log(std::size_t at_least = 0) const;
+    // Distinct connections seen in the (settled) access log.
     std::size_t connections_logged() const;
 
 private:
