@@ -4,7 +4,8 @@
 // compared; every row says what pages back its destination.
 //
 //   bench_read [--quick] [--size BYTES[K|M|G]] [--reps N] [--file PATH]
-//              [--threads N] [--qd N] [--chunk BYTES] [--async]
+//              [--threads N] [--qd N] [--chunk BYTES] [--async] [--mode auto|hot|cold]
+//              [--cases hot,scattered,rows,cold,direct,small,memory] [--gate SECONDS] [--tune]
 //
 // The checkpoint is generated once at --file (default
 // /tmp/ringsafe-bench-read.safetensors) and reused by later runs.
@@ -36,8 +37,8 @@ struct settings {
     std::string file = "/tmp/ringsafe-bench-read.safetensors";
     file_options engine;  // the ringsafe arms' options (library defaults unless overridden)
     std::string cases = "hot,scattered,rows,cold,direct,small,memory";
-    double gate_s = 1;
-    bool tune = false;  // add ringsafe variants (threads, IOSQE_ASYNC, chunk) to the hot case  // before each round of arms, wait up to this long for a quiet machine
+    double gate_s = 1;  // before each arm, wait up to this long for a quiet machine
+    bool tune = false;  // add ringsafe variants (mode, threads, IOSQE_ASYNC, chunk) to the hot and cold cases
     bool want(const std::string& c) const { return ("," + cases + ",").find("," + c + ",") != std::string::npos; }
 };
 
@@ -200,13 +201,20 @@ int main(int argc, char** argv) {
         else if (a == "--qd") s.engine.queue_depth = static_cast<unsigned>(std::stoul(next()));
         else if (a == "--chunk") s.engine.chunk_size = parse_size(next());
         else if (a == "--async") s.engine.async_punt = true;
+        else if (a == "--mode") {
+            const std::string m = next();
+            s.engine.mode = m == "hot"    ? file_options::buffered_mode::hot
+                            : m == "cold" ? file_options::buffered_mode::cold
+                                          : file_options::buffered_mode::automatic;
+        }
         else if (a == "--cases") s.cases = next();
         else if (a == "--tune") s.tune = true;
         else if (a == "--gate") s.gate_s = std::stod(next());
         else if (a == "--probe-rss") probe = std::stoi(next());
         else {
             std::fprintf(stderr, "usage: bench_read [--quick] [--size N[K|M|G]] [--reps N] [--file PATH] "
-                                 "[--threads N] [--qd N] [--chunk N] [--async] [--cases LIST] [--gate SECONDS]\n");
+                                 "[--threads N] [--qd N] [--chunk N] [--async] [--mode auto|hot|cold] [--cases LIST] "
+                                 "[--gate SECONDS] [--tune]\n");
             return 2;
         }
     }
@@ -218,9 +226,12 @@ int main(int argc, char** argv) {
     const std::uint64_t full_size = place_congruent(full);
     place_congruent(scat), place_congruent(rank0), place_congruent(rank1);
     std::printf("# bench_read: %s, %.2f GB, %zu tensors (offsets not 4 KiB-aligned), %u reps, engine: "
-                "threads %u qd %u chunk %llu async %d\n",
+                "threads %u qd %u chunk %llu async %d mode %s\n",
                 s.file.c_str(), ck.file_size / 1e9, ck.tensors.size(), s.reps, s.engine.threads, s.engine.queue_depth,
-                static_cast<unsigned long long>(s.engine.chunk_size), s.engine.async_punt ? 1 : 0);
+                static_cast<unsigned long long>(s.engine.chunk_size), s.engine.async_punt ? 1 : 0,
+                s.engine.mode == file_options::buffered_mode::hot    ? "hot"
+                : s.engine.mode == file_options::buffered_mode::cold ? "cold"
+                                                                     : "auto");
 
     host_buffer thp(full_size, {page_kind::huge, true});
     host_buffer ram(ck.file_size - ck.data_start, {page_kind::huge, true});  // RAM copy for the memcpy ceiling
@@ -254,6 +265,18 @@ int main(int argc, char** argv) {
     variants.reserve(64);
     auto add_variants = [&](std::vector<arm_spec>& arms, bool direct) {
         if (!s.tune) return;
+        if (!direct)
+            for (auto m : {file_options::buffered_mode::hot, file_options::buffered_mode::cold}) {
+                file_options o = s.engine;
+                o.mode = m;
+                variants.emplace_back(m == file_options::buffered_mode::hot ? "  mode hot (shared cursor, io-wq)"
+                                                                            : "  mode cold (sequential streams)",
+                                      o);
+                const auto* v = &variants.back();
+                arms.push_back({v->first, "", [&s, &full, &thp, v] {
+                                    return ringsafe_read(s, full, thp.data(), false, &v->second);
+                                }});
+            }
         for (unsigned th : {1u, 2u})
             for (bool async : {false, true})
                 for (std::uint64_t chunk : {std::uint64_t{1} << 20, std::uint64_t{4} << 20, std::uint64_t{16} << 20}) {
@@ -285,11 +308,13 @@ int main(int argc, char** argv) {
 
     // 1. Hot page cache, whole file, huge-page destination.
     double rs_hot = 0;
+    std::vector<arm_result> hot_rows;
     if (s.want("hot")) {
         auto fio_hot = run_fio(s.file, ck.file_size, false, true, 2);
         auto arms = standard_arms(full, thp, false, false);
         add_variants(arms, false);
         auto hot = run("hot, full file, THP dst", full, thp, false, false, arms, &fio_hot);
+        hot_rows = hot;
         rs_hot = median_of(hot, "ringsafe reader");
         targets.push_back({"hot THP: ringsafe / pread 2 threads", rs_hot / median_of(hot, "pread loop 2 threads"), 0.9});
         targets.push_back({"hot THP: ringsafe / memcpy 2 threads", rs_hot / median_of(hot, "memcpy RAM->dst 2 threads"), 0.75});
@@ -300,6 +325,16 @@ int main(int argc, char** argv) {
         auto sc = run("hot, every 10th tensor, THP dst", scat, thp, false, false, standard_arms(scat, thp, false, false), nullptr);
         targets.push_back({"scattered 10%: per-byte GB/s / full load's", median_of(sc, "ringsafe reader") / rs_hot, 0.9,
                            false, rs_hot > 0});
+        // Context: what every arm keeps of its full-load GB/s on the small selection.
+        if (rs_hot > 0) {
+            std::printf("\n## scattered 10%%: each arm's per-byte GB/s / its own full load's\n");
+            for (const auto& r : sc) {
+                const double f = median_of(hot_rows, r.arm);
+                if (f <= 0 || r.gbps.empty()) continue;
+                std::printf("| %-34s | %6.3f |\n", r.arm.c_str(), r.median() / f);
+                std::printf("{\"scattered_over_full\":%.4f,\"arm\":\"%s\"}\n", r.median() / f, r.arm.c_str());
+            }
+        }
     }
     if (s.want("rows")) {
         run("hot, rows of rank 0 of 2, THP dst", rank0, thp, false, false, standard_arms(rank0, thp, false, false), nullptr);
