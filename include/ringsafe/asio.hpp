@@ -8,7 +8,9 @@
 //       auto sel = r.get().select_glob("model.layers.0.*");
 //       std::vector<std::byte> arena(r.get().packed_size(sel));
 //       read_plan plan = r.get().plan_packed(sel, arena);
-//       std::size_t n = co_await ra::async_read(r, plan, boost::asio::use_awaitable);
+//       ra::read_callbacks progress;  // optional; runs on ex's thread(s), one call at a time
+//       progress.on_progress = [](std::uint64_t done, std::uint64_t total) { /* update a gauge */ };
+//       std::size_t n = co_await ra::async_read(r, plan, progress, boost::asio::use_awaitable);
 //   }
 //
 // Every async_* function accepts any completion token (a callback,
