@@ -23,11 +23,14 @@ struct read_target {
     bool async_punt = false;            // IOSQE_ASYNC on every read
     // Sequential streams (cold buffered reads): each ring reads its own
     // contiguous share in file order with at most `stream_depth` reads in
-    // flight (see chunk_queue); otherwise rings share one cursor. Two reads
-    // of 4 MiB stay inside the kernel's readahead window here (8 MiB), so it
-    // keeps reading ahead into large folios; 4 measured 2-4x more folios.
+    // flight (see chunk_queue); otherwise rings share one cursor. With one
+    // read in flight per stream the kernel's readahead (which keeps the next
+    // window in flight itself) reads into large folios every time: 7.7k
+    // page-cache insertions for 538 MB with two streams, against 9.8k-34k
+    // (varying run to run) with two reads in flight and 131k (all 4 KiB)
+    // with a shared cursor or io-wq reads.
     bool streams = false;
-    unsigned stream_depth = 2;
+    unsigned stream_depth = 1;
 };
 
 // The worker rings an execution may use: get(i) returns ring i (0 <= i <
