@@ -43,9 +43,9 @@ struct ring_pool {
 };
 
 // Reads every op into its dst using rings from `pool` (one thread per ring;
-// the calling thread runs ring 0), no more than the plan can use: shared-cursor
-// reads punted to io-wq start one ring per `depth` chunks (io-wq spreads the
-// copies; a small plan needs no second thread), others one per chunk. Validates all ops before any I/O (InvalidArgument
+// the calling thread runs ring 0), no more than the plan can use: hot reads
+// punted to io-wq run on ring 0 alone (io-wq spreads the copies), others on
+// up to one ring per chunk, each starting on its own share of the bytes. Validates all ops before any I/O (InvalidArgument
 // for a null dst or a range past target.size). On the first failure it stops
 // submitting, waits for all in-flight reads, then throws: system_category for
 // -errno results, Truncated when the file ended early, Cancelled when
