@@ -221,6 +221,62 @@ template <typename Handler, typename Executor>
 boost::asio::any_io_executor completion_executor(const Handler& h, const Executor& fallback) {
     return boost::asio::get_associated_executor(h, fallback);
 }
+
+// The initiations behind the public overloads below (`st` may be null).
+template <typename Token>
+auto initiate_open(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
+                   status* st, Token&& token) {
+    return boost::asio::async_initiate<Token, open_signature>(
+        [](auto handler, async_reader::executor_type ex, std::string spec, reader_options ropts,
+           async_options aopts, status* st) {
+            auto done = completion_executor(handler, ex);
+            start_open(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done),
+                       open_handler(std::move(handler)));
+        },
+        token, std::move(ex), std::move(spec), std::move(ropts), aopts, st);
+}
+template <typename Token>
+auto initiate_read(async_reader& r, read_plan plan, read_callbacks cb, status* st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
+           read_callbacks cb, status* st) {
+            auto done = completion_executor(handler, ex);
+            start_read(s, std::move(plan), std::move(cb), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(plan), std::move(cb), st);
+}
+template <typename Token>
+auto initiate_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, read_callbacks cb,
+                   status* st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
+           std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st) {
+            auto done = completion_executor(handler, ex);
+            start_read(s, std::move(sel), std::move(dsts), std::move(cb), st, std::move(done),
+                       io_handler(std::move(handler)));
+        },
+        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb), st);
+}
+template <typename Token>
+auto initiate_write(async_writer& w, write_args args, status* st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex, write_args a,
+           status* st) {
+            auto done = completion_executor(handler, ex);
+            start_write(s, std::move(a), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), std::move(args), st);
+}
+template <typename Token>
+auto initiate_finish(async_writer& w, std::optional<metadata_map> metadata, status* st, Token&& token) {
+    return boost::asio::async_initiate<Token, io_signature>(
+        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
+           std::optional<metadata_map> m, status* st) {
+            auto done = completion_executor(handler, ex);
+            start_finish(s, std::move(m), st, std::move(done), io_handler(std::move(handler)));
+        },
+        token, w.state(), w.get_executor(), std::move(metadata), st);
+}
 }  // namespace detail
 
 // async_open with the default reader_options. (With GCC 12, avoid braced
@@ -235,26 +291,12 @@ auto async_open(async_reader::executor_type ex, std::string spec, Token&& token)
 template <typename Token>
 auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, Token&& token,
                 async_options aopts = {}) {
-    return boost::asio::async_initiate<Token, open_signature>(
-        [](auto handler, async_reader::executor_type ex, std::string spec, reader_options ropts,
-           async_options aopts, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_open(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done),
-                               open_handler(std::move(handler)));
-        },
-        token, std::move(ex), std::move(spec), std::move(ropts), aopts, static_cast<status*>(nullptr));
+    return detail::initiate_open(std::move(ex), std::move(spec), std::move(ropts), aopts, nullptr, std::forward<Token>(token));
 }
 template <typename Token>
 auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, status& st,
                 Token&& token, async_options aopts = {}) {
-    return boost::asio::async_initiate<Token, open_signature>(
-        [](auto handler, async_reader::executor_type ex, std::string spec, reader_options ropts,
-           async_options aopts, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_open(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done),
-                               open_handler(std::move(handler)));
-        },
-        token, std::move(ex), std::move(spec), std::move(ropts), aopts, &st);
+    return detail::initiate_open(std::move(ex), std::move(spec), std::move(ropts), aopts, &st, std::forward<Token>(token));
 }
 
 template <typename Token>
@@ -275,13 +317,7 @@ auto async_read(async_reader& r, read_plan plan, Token&& token) {
 // The same, reporting progress through `cb` (see read_callbacks).
 template <typename Token>
 auto async_read(async_reader& r, read_plan plan, read_callbacks cb, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
-           read_callbacks cb, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(plan), std::move(cb), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, r.state(), r.get_executor(), std::move(plan), std::move(cb), static_cast<status*>(nullptr));
+    return detail::initiate_read(r, std::move(plan), std::move(cb), nullptr, std::forward<Token>(token));
 }
 // The same; `st` (which must outlive the operation) gets the full message
 // naming the source, offset or URL and range, and the tensor.
@@ -291,13 +327,7 @@ auto async_read(async_reader& r, read_plan plan, status& st, Token&& token) {
 }
 template <typename Token>
 auto async_read(async_reader& r, read_plan plan, read_callbacks cb, status& st, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, read_plan plan,
-           read_callbacks cb, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(plan), std::move(cb), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, r.state(), r.get_executor(), std::move(plan), std::move(cb), &st);
+    return detail::initiate_read(r, std::move(plan), std::move(cb), &st, std::forward<Token>(token));
 }
 
 // Reads each selected tensor into its buffer (one per tensor, in selection
@@ -311,15 +341,7 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
 template <typename Token>
 auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, read_callbacks cb,
                 Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
-           std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(sel), std::move(dsts), std::move(cb), st, std::move(done),
-                               io_handler(std::move(handler)));
-        },
-        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb),
-        static_cast<status*>(nullptr));
+    return detail::initiate_read(r, std::move(sel), std::move(dsts), std::move(cb), nullptr, std::forward<Token>(token));
 }
 // The same; `st` (which must outlive the operation) gets the full message.
 template <typename Token>
@@ -330,14 +352,7 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
 template <typename Token>
 auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>> dsts, read_callbacks cb,
                 status& st, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_reader::impl> s, async_reader::executor_type ex, selection sel,
-           std::vector<std::span<std::byte>> dsts, read_callbacks cb, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_read(s, std::move(sel), std::move(dsts), std::move(cb), st, std::move(done),
-                               io_handler(std::move(handler)));
-        },
-        token, r.state(), r.get_executor(), std::move(sel), std::move(dsts), std::move(cb), &st);
+    return detail::initiate_read(r, std::move(sel), std::move(dsts), std::move(cb), &st, std::forward<Token>(token));
 }
 
 // Adds a whole tensor (writer::add) after the operations initiated before it.
@@ -346,26 +361,14 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
 template <typename Token>
 auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
                  std::span<const std::byte> bytes, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
-           detail::write_args a, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_write(s, std::move(a), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, w.state(), w.get_executor(), detail::write_args{std::string(name), type, std::move(shape), bytes},
-        static_cast<status*>(nullptr));
+    return detail::initiate_write(w, {std::string(name), type, std::move(shape), bytes}, nullptr,
+                                  std::forward<Token>(token));
 }
 template <typename Token>
 auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
                  std::span<const std::byte> bytes, status& st, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
-           detail::write_args a, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_write(s, std::move(a), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, w.state(), w.get_executor(), detail::write_args{std::string(name), type, std::move(shape), bytes},
-        &st);
+    return detail::initiate_write(w, {std::string(name), type, std::move(shape), bytes}, &st,
+                                  std::forward<Token>(token));
 }
 
 // Publishes the file (writer::finish with `metadata`, copied) after the
@@ -373,23 +376,11 @@ auto async_write(async_writer& w, std::string_view name, dtype type, std::vector
 // (writer_stats::data_bytes); get().stats() has the rest once it completed.
 template <typename Token>
 auto async_finish(async_writer& w, std::optional<metadata_map> metadata, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
-           std::optional<metadata_map> m, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_finish(s, std::move(m), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, w.state(), w.get_executor(), std::move(metadata), static_cast<status*>(nullptr));
+    return detail::initiate_finish(w, std::move(metadata), nullptr, std::forward<Token>(token));
 }
 template <typename Token>
 auto async_finish(async_writer& w, std::optional<metadata_map> metadata, status& st, Token&& token) {
-    return boost::asio::async_initiate<Token, io_signature>(
-        [](auto handler, std::shared_ptr<async_writer::impl> s, async_writer::executor_type ex,
-           std::optional<metadata_map> m, status* st) {
-            auto done = detail::completion_executor(handler, ex);
-            detail::start_finish(s, std::move(m), st, std::move(done), io_handler(std::move(handler)));
-        },
-        token, w.state(), w.get_executor(), std::move(metadata), &st);
+    return detail::initiate_finish(w, std::move(metadata), &st, std::forward<Token>(token));
 }
 
 }  // namespace ringsafe::asio
