@@ -1,7 +1,8 @@
 // include/ringsafe/asio.hpp: every completion token style, errors with their
 // messages, short reads, cancellation (the buffer is never written after the
-// handler), many concurrent reads, sharded checkpoints, the blocking-pool path
-// (O_DIRECT), several io_context threads, and the async writer.
+// handler), many concurrent reads, sharded checkpoints, O_DIRECT sources
+// (more in test_asio_direct.cpp), several io_context threads, and the async
+// writer.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -368,7 +369,7 @@ TEST_CASE("asio: a sharded checkpoint reads its shards concurrently", "[asio][sh
     CHECK_FALSE(got);
 }
 
-TEST_CASE("asio: O_DIRECT sources run on the blocking pool with the same bytes", "[asio][direct]") {
+TEST_CASE("asio: O_DIRECT sources read the same bytes", "[asio][direct]") {
     temp_dir dir;
     auto path = write_checkpoint(dir, "m.safetensors", mixed);
     reader_options ro;
@@ -399,7 +400,7 @@ TEST_CASE("asio: read_callbacks report bytes and finished tensors on the io_cont
     std::vector<tensor_spec> ts = mixed;
     ts.push_back({"z", "U8", {0}, 0});
     auto path = write_checkpoint(dir, "m.safetensors", ts);
-    const bool direct = GENERATE(false, true);  // the ring, or the blocking pool (O_DIRECT)
+    const bool direct = GENERATE(false, true);  // the ring, buffered or O_DIRECT
     reader_options ro;
     ro.plan.chunk_size = 64u << 10;
     ro.source.file.direct = direct;

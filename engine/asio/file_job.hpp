@@ -17,6 +17,12 @@ struct file_job {
     int fd = -1;
     const std::string* path = nullptr;            // for messages
     std::uint64_t size = 0;                       // file size at open
+    // O_DIRECT (fd opened with it): offsets, lengths and buffer addresses of
+    // every read are rounded to these; pieces that cannot land in the
+    // caller's buffer go through the slot's aligned bounce buffer.
+    bool direct = false;
+    std::uint32_t align = 1;
+    std::uint32_t mem_align = 1;
     std::span<const read_op> ops;                 // kept alive by the owner
     std::function<std::string(std::uint32_t tag)> describe;  // "tensor 'w' (bytes ..)"
     // Called on the strand as bytes of ops[op] land (optional).

@@ -51,8 +51,8 @@ void read_operation::run() {
     for (std::size_t e = 0; e < d->shards.size(); ++e) {
         source& src = *r.io[d->shards[e].shard]->src;
         auto view = uring::view_file(src);
-        if (view && !view->direct)
-            start_ring_shard(e, view->fd, view->path, view->size);
+        if (view && (!view->direct || (view->direct_fd >= 0 && ring_reads::fits_direct(view->align, view->mem_align))))
+            start_ring_shard(e, *view);
         else if (auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src))
             start_async_shard(e, *async);
         else
@@ -60,11 +60,14 @@ void read_operation::run() {
     }
 }
 
-void read_operation::start_ring_shard(std::size_t entry, int fd, const std::string* path, std::uint64_t size) {
+void read_operation::start_ring_shard(std::size_t entry, const uring::file_view& view) {
     auto job = std::make_shared<file_job>();
-    job->fd = fd;
-    job->path = path;
-    job->size = size;
+    job->fd = view.direct ? view.direct_fd : view.fd;
+    job->path = view.path;
+    job->size = view.size;
+    job->direct = view.direct;
+    job->align = view.direct ? view.align : 1;
+    job->mem_align = view.direct ? view.mem_align : 1;
     job->ops = plan_.data()->shards[entry].ops;
     job->describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
     job->on_bytes = [this, entry](std::size_t op, std::uint64_t n) { progress_->landed(entry, op, n); };

@@ -1,8 +1,9 @@
 // One async_read in progress (engine-internal): its shards, run on the ring
-// (page-cache file sources), as coroutines on the reader's strand (sources
-// with an async executor: HTTP) or on the blocking pool (O_DIRECT files,
-// custom sources), and the completion of the caller's handler once all of
-// them are back.
+// (local file sources, buffered or O_DIRECT), as coroutines on the reader's
+// strand (sources with an async executor: HTTP) or on the blocking pool
+// (custom sources, and O_DIRECT files whose alignment the ring's bounce
+// buffers cannot serve), and the completion of the caller's handler once all
+// of them are back.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "asio/read_progress.hpp"
 #include "asio/reader_state.hpp"
 #include "plan/plan_data.hpp"
+#include "uring/file_view.hpp"
 
 namespace ringsafe::asio::detail {
 
@@ -36,7 +38,7 @@ struct read_operation : std::enable_shared_from_this<read_operation> {
     void fail_now(std::error_code ec, std::string message);
 
 private:
-    void start_ring_shard(std::size_t entry, int fd, const std::string* path, std::uint64_t size);
+    void start_ring_shard(std::size_t entry, const uring::file_view& view);
     void start_async_shard(std::size_t entry, ringsafe::detail::async_source& src);
     void start_pool_shard(std::size_t entry);
     void stop_shards();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
@@ -19,6 +20,9 @@ namespace {
 constexpr std::uint64_t cancel_marker = ~std::uint64_t{0};
 constexpr std::uint64_t max_read = 1u << 30;  // a CQE result is an int
 constexpr unsigned max_retries = 10000;       // -EAGAIN/-EINTR in a row
+
+std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 std::uint64_t user_data(unsigned id, std::uint32_t gen) { return (std::uint64_t{gen} << 32) | id; }
 
@@ -46,6 +50,7 @@ ring_reads::ring_reads(engine_strand strand, unsigned depth)
         raise_errno(-reg, "ringsafe async reads: io_uring_register_eventfd");
     }
     slots_.resize(depth);
+    bounces_.resize(depth);
     for (unsigned i = depth; i-- > 0;) free_.push_back(i);
 }
 
@@ -69,6 +74,11 @@ ring_reads::~ring_reads() {
         }
     }
     io_uring_queue_exit(&ring_);
+}
+
+bool ring_reads::fits_direct(std::uint32_t align, std::uint32_t mem_align) noexcept {
+    return align > 0 && mem_align > 0 && align <= bounce_size && bounce_size % align == 0 &&
+           bounce_align % mem_align == 0;
 }
 
 void ring_reads::start(std::shared_ptr<file_job> job) {
@@ -128,6 +138,14 @@ void ring_reads::pump() {
         const std::size_t op = j.next++;
         if (j.ops[op].length == 0) continue;
         const unsigned id = free_.back();
+        if (j.direct && !bounces_[id]) {
+            bounces_[id].reset(static_cast<std::byte*>(std::aligned_alloc(bounce_align, bounce_size)));
+            if (!bounces_[id]) {
+                fail(j, std::make_error_code(std::errc::not_enough_memory),
+                     *j.path + ": no memory for an O_DIRECT bounce buffer");
+                continue;
+            }
+        }
         free_.pop_back();
         slot& s = slots_[id];
         s.job = queue_.front();
@@ -150,14 +168,48 @@ void ring_reads::submit_read(unsigned id) {
         flush();
         sqe = io_uring_get_sqe(&ring_);
     }
-    const std::uint64_t done = s.pos - op.offset;
-    const auto len = static_cast<unsigned>(std::min(op.length - done, max_read));
-    io_uring_prep_read(sqe, s.job->fd, op.dst + done, len, s.pos);
+    std::byte* buf;
+    if (s.job->direct) {
+        buf = place_direct(id);
+    } else {
+        const std::uint64_t done = s.pos - op.offset;
+        s.read_at = s.pos;
+        s.read_len = std::min(op.length - done, max_read);
+        s.bounced = false;
+        buf = op.dst + done;
+    }
+    io_uring_prep_read(sqe, s.job->fd, buf, static_cast<unsigned>(s.read_len), s.read_at);
     // io-wq workers copy from the page cache; the io_context thread never does.
-    sqe->flags |= IOSQE_ASYNC;
+    // (O_DIRECT reads are issued without copying and complete asynchronously.)
+    if (!s.job->direct) sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data64(sqe, user_data(id, ++s.generation));
     ++s.job->in_flight;
     ++in_flight_;
+}
+
+// O_DIRECT: the next piece of the slot's op from s.pos on. An aligned
+// position with an aligned destination reads the aligned run of whole blocks
+// straight into the caller's buffer; anything else (an unaligned head, a tail
+// shorter than a block, a misaligned destination) reads whole blocks into the
+// slot's bounce buffer, and handle() copies out the wanted bytes. Blocks past
+// the end of the file come back short: only bytes before EOF are wanted.
+std::byte* ring_reads::place_direct(unsigned id) {
+    slot& s = slots_[id];
+    const file_job& j = *s.job;
+    const read_op& op = j.ops[s.op];
+    const std::uint64_t a = j.align;
+    const std::uint64_t end = op.offset + op.length;
+    std::byte* dst = op.dst + (s.pos - op.offset);
+    if (s.pos % a == 0 && reinterpret_cast<std::uintptr_t>(dst) % j.mem_align == 0 && end - s.pos >= a) {
+        s.read_at = s.pos;
+        s.read_len = std::min(align_down(end - s.pos, a), align_down(max_read, a));
+        s.bounced = false;
+        return dst;
+    }
+    s.read_at = align_down(s.pos, a);
+    s.read_len = std::min<std::uint64_t>(bounce_size, align_up(end - s.read_at, a));
+    s.bounced = true;
+    return bounces_[id].get();
 }
 
 void ring_reads::flush() {
@@ -212,8 +264,8 @@ void ring_reads::handle(unsigned id, int res) {
     const read_op& op = job->ops[s.op];
     --job->in_flight;
     --in_flight_;
-    const std::uint64_t done = s.pos - op.offset;
-    uring::completion_event ev{s.pos, std::min(op.length - done, max_read), op.tag, op.dst + done, false};
+    std::byte* const buf = s.bounced ? bounces_[id].get() : op.dst + (s.pos - op.offset);
+    uring::completion_event ev{s.read_at, s.read_len, op.tag, buf, job->direct};
     res = uring::apply_completion_fault(ev, res);
     auto release = [&] { free_.push_back(id); };
     auto resubmit = [&] {
@@ -239,15 +291,19 @@ void ring_reads::handle(unsigned id, int res) {
     } else if (res < 0) {
         release();
         fail(*job, std::error_code(-res, std::system_category()), *job->path + ": read failed" + where);
-    } else if (res == 0) {
+    } else if (wanted_bytes(s, op, res) == 0) {
         release();
         fail(*job, make_error_code(errc::Truncated),
              *job->path + ": the file ended early (it shrank after open: size was " + std::to_string(job->size) +
                  " bytes)" + where);
+    } else if (s.bounced && job->stopping) {
+        release();  // cancelled or failed: nothing more is copied into the caller's buffer
     } else {
-        job->landed += static_cast<std::uint64_t>(res);
-        if (job->on_bytes && !job->stopping) job->on_bytes(s.op, static_cast<std::uint64_t>(res));
-        s.pos += static_cast<std::uint64_t>(res);
+        const std::uint64_t got = wanted_bytes(s, op, res);
+        if (s.bounced) std::memcpy(op.dst + (s.pos - op.offset), buf + (s.pos - s.read_at), got);
+        job->landed += got;
+        if (job->on_bytes && !job->stopping) job->on_bytes(s.op, got);
+        s.pos += got;
         s.retries = 0;
         if (s.pos < op.offset + op.length && !job->stopping) {
             resubmit();  // short read: the remainder goes next
@@ -256,6 +312,16 @@ void ring_reads::handle(unsigned id, int res) {
         }
     }
     finish_if_idle(*job);
+}
+
+// Of a read that returned `res` bytes, how many are wanted bytes of the op at
+// s.pos (a bounced O_DIRECT read starts before s.pos and may run past the op).
+std::uint64_t ring_reads::wanted_bytes(const slot& s, const read_op& op, int res) {
+    if (res <= 0) return 0;
+    if (!s.bounced) return static_cast<std::uint64_t>(res);
+    const std::uint64_t upto =
+        std::min({s.read_at + static_cast<std::uint64_t>(res), s.read_at + s.read_len, op.offset + op.length});
+    return upto > s.pos ? upto - s.pos : 0;
 }
 
 void ring_reads::fail(file_job& job, std::error_code ec, std::string message) {

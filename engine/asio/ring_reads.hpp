@@ -1,11 +1,14 @@
 // The async file-read engine (engine-internal): one io_uring whose
 // completions wake the caller's io_context through an eventfd watched by an
-// Asio descriptor. Every method runs on the strand given at construction.
+// Asio descriptor. Buffered and O_DIRECT files (the latter through per-slot
+// aligned bounce buffers where a piece cannot land in the caller's buffer).
+// Every method runs on the strand given at construction.
 #pragma once
 
 #include <liburing.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -31,6 +34,10 @@ public:
     ring_reads(const ring_reads&) = delete;
     ring_reads& operator=(const ring_reads&) = delete;
 
+    // Whether O_DIRECT reads with these alignments can run here (the slots'
+    // bounce buffers are bounce_size bytes aligned to bounce_align).
+    static bool fits_direct(std::uint32_t align, std::uint32_t mem_align) noexcept;
+
     // Queues a job's ops; they are submitted as ring slots free up.
     void start(std::shared_ptr<file_job> job);
     // Stops a job: nothing more is submitted, its in-flight reads get
@@ -44,10 +51,23 @@ private:
         std::uint64_t pos = 0;           // next file offset of this op to read
         std::uint32_t generation = 0;    // tells reuses of the slot apart
         unsigned retries = 0;
+        // The read in flight: where it starts in the file, its length, and
+        // whether it targets the slot's bounce buffer (O_DIRECT pieces that
+        // cannot land in the caller's buffer) instead of the caller's buffer.
+        std::uint64_t read_at = 0;
+        std::uint64_t read_len = 0;
+        bool bounced = false;
     };
+    struct free_deleter {
+        void operator()(std::byte* p) const noexcept { std::free(p); }
+    };
+    static constexpr std::size_t bounce_size = std::size_t{1} << 20;
+    static constexpr std::size_t bounce_align = 4096;
 
     void pump();
     void submit_read(unsigned id);
+    std::byte* place_direct(unsigned id);
+    static std::uint64_t wanted_bytes(const slot& s, const read_op& op, int res);
     void flush();
     void arm();
     void on_ready();
@@ -61,6 +81,9 @@ private:
     bool ring_ok_ = false;
     boost::asio::posix::stream_descriptor event_;
     std::vector<slot> slots_;
+    // One per slot, allocated when the slot first serves an O_DIRECT job;
+    // freed only after the ring is gone (the kernel may still write into it).
+    std::vector<std::unique_ptr<std::byte, free_deleter>> bounces_;
     std::vector<unsigned> free_;
     std::deque<std::shared_ptr<file_job>> queue_;  // jobs with ops left to submit
     unsigned in_flight_ = 0;  // reads owned by the kernel (cancels are not counted)

@@ -113,7 +113,9 @@ public:
         uring::execute_reads(pool, t, ops, ctl);
     }
 
-    uring::file_view view() const noexcept { return {fd_, size_, &path_, opts_.direct}; }
+    uring::file_view view() const noexcept {
+        return {fd_, size_, &path_, opts_.direct, dfd_, align_.offset, align_.memory};
+    }
 
     source_hints hints() const noexcept override {
         source_hints h;

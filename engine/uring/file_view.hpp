@@ -17,6 +17,9 @@ struct file_view {
     std::uint64_t size = 0;    // file size at open
     const std::string* path = nullptr;
     bool direct = false;       // the source was opened for O_DIRECT reads
+    int direct_fd = -1;        // when `direct`: the O_DIRECT descriptor (owned by the source)
+    std::uint32_t align = 1;   // when `direct`: file offset/length alignment
+    std::uint32_t mem_align = 1;  // when `direct`: buffer address alignment
 };
 
 // The view of `src` when it is a file source made by open_file(), else nullopt.

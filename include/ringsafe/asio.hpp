@@ -31,6 +31,13 @@
 //    so the kernel's io-wq workers do the page-cache copies; the io_context
 //    thread only submits and reaps. Up to async_options::queue_depth reads are
 //    kept in flight across all operations; short reads are resubmitted.
+//    O_DIRECT file sources (file_options::direct) use the same ring: each
+//    read is rounded out to the file's DIO alignment; aligned runs land
+//    straight in the caller's buffer when its address is aligned, other
+//    pieces (unaligned edges, misaligned buffers, the block holding EOF) are
+//    read into a 1 MiB bounce buffer per ring slot (page aligned, allocated
+//    on first use) and copied out on the io_context's thread. They are
+//    submitted without IOSQE_ASYNC (the device does the transfer).
 //  * HTTP(S)/S3 sources: the Range requests run as coroutines on the
 //    async_reader's executor (its internal strand), over keep-alive
 //    connections from a pool bound to that executor (one per async_reader,
@@ -40,10 +47,12 @@
 //    Hosts given as IP literals connect directly; host names go through
 //    Asio's resolver, which runs getaddrinfo on one internal thread per
 //    io_context (Asio's own, started on first use).
-//  * O_DIRECT file sources and custom sources (reader_options::open): the
-//    source's blocking execute() still runs on a small internal thread pool
-//    (two threads, shared by the process). Cancellation raises the source's
-//    cancel flag: in-flight reads are drained before the operation completes.
+//  * Custom sources (reader_options::open), and O_DIRECT files whose
+//    alignment exceeds the bounce buffers' (offsets over 1 MiB, addresses
+//    over 4 KiB): the source's blocking execute() runs on a small internal
+//    thread pool (two threads, shared by the process). Cancellation raises
+//    the source's cancel flag: in-flight reads are drained before the
+//    operation completes.
 //  * async_open: opening and header parsing run on that thread pool (opening
 //    is rare; it blocks one pool thread for the open, the fstat and the first
 //    read of each file, or the first request of each URL).
