@@ -103,7 +103,7 @@ for s in $STAGES; do
         stage "concurrency tests under TSan"
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
         # Programs tests/test_<name>; test_asio_http also runs as the asio_http_threads test.
-        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http)
+        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http asio_direct)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             -Db_lundef=false -Dbuildtype=plain -Doptimization=1 -Dbench=false -Dunity=on >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
