@@ -24,6 +24,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "async_read_checks.hpp"
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "uring/fault_injection.hpp"
@@ -40,23 +41,6 @@ std::string write_checkpoint(const temp_dir& dir, const std::string& name, const
     write_file(dir / name, f.bytes);
     return (dir / name).string();
 }
-
-// One buffer per tensor of `sel`.
-struct buffers {
-    std::vector<std::vector<std::byte>> bufs;
-    std::vector<std::span<std::byte>> spans;
-    buffers(const reader& r, const selection& sel) {
-        for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size(), std::byte{0});
-        for (auto& b : bufs) spans.emplace_back(b);
-    }
-    void check(const reader& r, const selection& sel) const {
-        for (std::size_t k = 0; k < sel.size(); ++k) {
-            const auto& t = r.tensors()[sel.indices()[k]];
-            INFO(t.name);
-            CHECK(bufs[k] == tensor_bytes(t.name, t.size()));
-        }
-    }
-};
 
 std::uint64_t total_of(const reader& r, const selection& sel) {
     std::uint64_t n = 0;
@@ -83,7 +67,7 @@ TEST_CASE("asio: callback tokens open and read on the caller's io_context", "[as
     REQUIRE_FALSE(open_ec);
     REQUIRE(r.valid());
     auto sel = r.get().all();
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     ra::error_code read_ec = make_error_code(errc::IoError);
     std::size_t n = 0;
     std::thread::id ran_on;
@@ -146,7 +130,7 @@ TEST_CASE("asio: use_future with the io_context on another thread", "[asio][toke
     std::thread runner([&] { io.run(); });
     auto r = ra::async_open(io.get_executor(), path, net::use_future).get();
     auto sel = r.get().select({"e", "a"});
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     auto n = ra::async_read(r, sel, b.spans, net::use_future).get();
     CHECK(n == total_of(r.get(), sel));
     b.check(r.get(), sel);
@@ -171,7 +155,7 @@ TEST_CASE("asio: deferred operations start only when invoked", "[asio][tokens]")
     net::io_context io;
     ra::async_reader r(io.get_executor(), reader::open(path));
     auto sel = r.get().select({"d"});
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     auto plan = r.get().plan(sel, b.spans);
     auto op = ra::async_read(r, plan, net::deferred);
     io.run();
@@ -193,7 +177,7 @@ TEST_CASE("asio: errors carry the kind, and status the message naming file, offs
     net::io_context io;
     ra::async_reader r(io.get_executor(), reader::open(path));
     auto sel = r.get().select({"d"});
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     SECTION("an I/O error from the ring") {
         uring::scoped_completion_fault fault([](const uring::completion_event&, int) { return -EIO; });
         status st;
@@ -236,7 +220,7 @@ TEST_CASE("asio: short reads are resubmitted for the remainder", "[asio][faults]
         return res;
     });
     auto sel = r.get().all();
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     ra::error_code got = make_error_code(errc::IoError);
     ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
     io.run();
@@ -359,7 +343,7 @@ TEST_CASE("asio: a sharded checkpoint reads its shards concurrently", "[asio][sh
         auto r = co_await ra::async_open(ex, index, net::use_awaitable);
         CHECK(r.get().sharded());
         auto sel = r.get().all();
-        buffers b(r.get(), sel);
+        tensor_buffers b(r.get(), sel);
         auto [ec, n] = co_await ra::async_read(r, sel, b.spans, net::as_tuple(net::use_awaitable));
         got = ec;
         CHECK(n == 344000);
@@ -387,7 +371,7 @@ TEST_CASE("asio: O_DIRECT sources read the same bytes", "[asio][direct]") {
     net::io_context io;
     ra::async_reader r(io.get_executor(), std::move(*rd));
     auto sel = r.get().all();
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     ra::error_code got = make_error_code(errc::IoError);
     ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
     io.run();
@@ -415,49 +399,23 @@ TEST_CASE("asio: read_callbacks report bytes and finished tensors on the io_cont
     net::io_context io;
     ra::async_reader r(io.get_executor(), std::move(*rd));
     auto sel = r.get().select({"b", "z", "a", "d"});
-    buffers b(r.get(), sel);
-    const auto me = std::this_thread::get_id();
-    bool elsewhere = false;
-    std::uint64_t last = 0, total = 0;
-    unsigned calls = 0;
-    std::vector<unsigned> finished(sel.size(), 0);
-    std::vector<bool> complete_then(sel.size(), false);
-    ra::read_callbacks cb;
-    cb.on_progress = [&](std::uint64_t done, std::uint64_t all) {
-        elsewhere |= std::this_thread::get_id() != me;
-        CHECK(done > last);
-        last = done;
-        total = all;
-        ++calls;
-    };
-    cb.on_tensor_done = [&](std::size_t target, const tensor_info& t) {
-        elsewhere |= std::this_thread::get_id() != me;
-        REQUIRE(target < sel.size());
-        CHECK(t.name == r.get().tensors()[sel.indices()[target]].name);
-        ++finished[target];
-        complete_then[target] = b.bufs[target] == tensor_bytes(t.name, t.size());
-        if (t.size() == 0) CHECK(calls == 0);  // zero-byte targets first
-    };
+    tensor_buffers b(r.get(), sel);
+    progress_recorder rec(r.get(), sel, b);
     ra::error_code got = make_error_code(errc::IoError);
     std::size_t n = 0;
     bool progress_before_handler = false;
-    ra::async_read(r, sel, b.spans, cb, [&](ra::error_code ec, std::size_t m) {
+    ra::async_read(r, sel, b.spans, rec.callbacks(), [&](ra::error_code ec, std::size_t m) {
         got = ec;
         n = m;
-        progress_before_handler = last == m;
+        progress_before_handler = rec.last == m;
     });
     io.run();
     REQUIRE_FALSE(got);
     CHECK(n == total_of(r.get(), sel));
     CHECK(progress_before_handler);
-    CHECK(total == n);
-    CHECK(calls >= 10);  // 64 KiB chunks: many reports, not one at the end
-    CHECK_FALSE(elsewhere);
-    for (std::size_t k = 0; k < sel.size(); ++k) {
-        INFO(r.get().tensors()[sel.indices()[k]].name);
-        CHECK(finished[k] == 1);
-        CHECK(complete_then[k]);
-    }
+    CHECK(rec.calls >= 10);  // 64 KiB chunks: many reports, not one at the end
+    CHECK_FALSE(rec.elsewhere);
+    rec.check_complete(n);
     b.check(r.get(), sel);
 }
 

@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "async_read_checks.hpp"
 #include "checkpoint_bytes.hpp"
 #include "http_harness.hpp"
 #include "ringsafe/asio.hpp"
@@ -60,19 +61,6 @@ struct site {
 };
 
 // One zero-filled buffer per tensor of `sel`.
-struct buffers {
-    std::vector<std::vector<std::byte>> bufs;
-    std::vector<std::span<std::byte>> spans;
-    buffers(const reader& r, const selection& sel) {
-        for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size(), std::byte{0});
-        for (auto& b : bufs) spans.emplace_back(b);
-    }
-    bool holds(const reader& r, const selection& sel, std::size_t k) const {
-        const auto& t = r.tensors()[sel.indices()[k]];
-        return bufs[k] == tensor_bytes(t.name, t.size());
-    }
-};
-
 const ra::error_code aborted = net::error::operation_aborted;
 
 }  // namespace
@@ -87,54 +75,30 @@ TEST_CASE("asio http: a read runs on the io_context's thread and starts no threa
     const std::size_t threads = thread_count();
     const auto me = std::this_thread::get_id();
     auto sel = r.get().all();
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
 
-    bool elsewhere = false;
     std::size_t most_threads = threads;
-    std::uint64_t last_done = 0, total_seen = 0;
-    unsigned progress_calls = 0;
-    std::vector<unsigned> done_count(sel.size(), 0);
-    std::vector<bool> complete_when_reported(sel.size(), false);
-    ra::read_callbacks cb;
-    cb.on_progress = [&](std::uint64_t done, std::uint64_t total) {
-        elsewhere |= std::this_thread::get_id() != me;
-        most_threads = std::max(most_threads, thread_count());
-        CHECK(done > last_done);
-        last_done = done;
-        total_seen = total;
-        ++progress_calls;
-    };
-    cb.on_tensor_done = [&](std::size_t target, const tensor_info& t) {
-        elsewhere |= std::this_thread::get_id() != me;
-        REQUIRE(target < sel.size());
-        CHECK(t.name == r.get().tensors()[sel.indices()[target]].name);
-        ++done_count[target];
-        complete_when_reported[target] = b.holds(r.get(), sel, target);
-        if (t.size() == 0) CHECK(progress_calls == 0);  // zero-byte targets come first
-    };
+    auto sample = [&] { most_threads = std::max(most_threads, thread_count()); };
+    progress_recorder rec(r.get(), sel, b, sample);
     ra::error_code got = make_error_code(errc::IoError);
     std::size_t n = 0;
-    ra::async_read(r, sel, b.spans, cb, [&](ra::error_code ec, std::size_t bytes) {
-        elsewhere |= std::this_thread::get_id() != me;
-        most_threads = std::max(most_threads, thread_count());
+    bool handler_elsewhere = false;
+    ra::async_read(r, sel, b.spans, rec.callbacks(), [&](ra::error_code ec, std::size_t bytes) {
+        handler_elsewhere = std::this_thread::get_id() != me;
+        sample();
         got = ec;
         n = bytes;
     });
     io.run();
     REQUIRE_FALSE(got);
     CHECK(n == r.get().plan(sel, b.spans).total_bytes());
-    CHECK_FALSE(elsewhere);
+    CHECK_FALSE(rec.elsewhere);
+    CHECK_FALSE(handler_elsewhere);
     CHECK(most_threads == threads);  // no pool thread, no resolver thread, no second event loop
     CHECK(thread_count() == threads);
-    CHECK(progress_calls >= 2);
-    CHECK(last_done == n);
-    CHECK(total_seen == n);
-    for (std::size_t k = 0; k < sel.size(); ++k) {
-        INFO(r.get().tensors()[sel.indices()[k]].name);
-        CHECK(done_count[k] == 1);
-        CHECK(complete_when_reported[k]);
-        CHECK(b.holds(r.get(), sel, k));
-    }
+    CHECK(rec.calls >= 2);
+    rec.check_complete(n);
+    b.check(r.get(), sel);
 }
 
 TEST_CASE("asio http: concurrent reads overlap while a timer keeps ticking on the same thread",
@@ -275,7 +239,7 @@ TEST_CASE("asio http: errors arrive as error codes with the sync path's message"
     // One connection: the first failing range is the same for both paths.
     ra::async_reader r(io.get_executor(), reader::open(url, http_reader(1)));
     auto sel = r.get().select({"d"});
-    buffers b(r.get(), sel);
+    tensor_buffers b(r.get(), sel);
     errc expected{};
     SECTION("the object disappeared (404)") {
         fs::remove(s.file);
