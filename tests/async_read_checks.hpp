@@ -5,11 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <thread>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
@@ -94,5 +97,30 @@ private:
         if (on_call) on_call();
     }
 };
+
+// Starts one async_read per tensor of `r`, all at once, each into its own
+// buffer with callbacks `cb`; runs `io` on this thread and a second one, then
+// CHECKs that every read succeeded with the tensor's bytes.
+inline void read_every_tensor_on_two_threads(boost::asio::io_context& io, asio::async_reader& r,
+                                             const asio::read_callbacks& cb = {}) {
+    const auto& tensors = r.get().tensors();
+    std::vector<std::vector<std::byte>> bufs(tensors.size());
+    std::atomic<unsigned> ok{0};
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        bufs[i].resize(tensors[i].size());
+        asio::async_read(r, r.get().select({tensors[i].name}), {std::span<std::byte>(bufs[i])}, cb,
+                         [&, i](asio::error_code ec, std::size_t n) {
+                             if (!ec && n == bufs[i].size()) ++ok;
+                         });
+    }
+    std::thread second([&] { io.run(); });
+    io.run();
+    second.join();
+    CHECK(ok == tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        INFO(tensors[i].name);
+        CHECK(bufs[i] == tensor_bytes(tensors[i].name, tensors[i].size()));
+    }
+}
 
 }  // namespace ringsafe::test

@@ -309,24 +309,7 @@ TEST_CASE("asio: many concurrent reads from one reader, io_context on two thread
     reader_options ro;
     ro.plan.chunk_size = 8192;
     ra::async_reader r(io.get_executor(), reader::open(path, ro), ra::async_options{8});
-    const auto& tensors = r.get().tensors();
-    std::vector<std::vector<std::byte>> bufs(tensors.size());
-    std::atomic<unsigned> ok{0};
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-        bufs[i].resize(tensors[i].size());
-        ra::async_read(r, r.get().select({tensors[i].name}), {std::span<std::byte>(bufs[i])},
-                       [&, i](ra::error_code ec, std::size_t n) {
-                           if (!ec && n == bufs[i].size()) ++ok;
-                       });
-    }
-    std::thread second([&] { io.run(); });
-    io.run();
-    second.join();
-    CHECK(ok == tensors.size());
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-        INFO(tensors[i].name);
-        CHECK(bufs[i] == tensor_bytes(tensors[i].name, tensors[i].size()));
-    }
+    read_every_tensor_on_two_threads(io, r);
 }
 
 TEST_CASE("asio: a sharded checkpoint reads its shards concurrently", "[asio][sharded]") {
