@@ -1,11 +1,13 @@
 #!/bin/sh
 # Installs the build into a temporary DESTDIR (meson install --destdir), then
 # builds a tiny consumer against the installed ringsafe.pc with pkg-config
-# (shared and static), runs it on a conformance file, and runs the installed CLI.
-# usage: test_install.sh BUILD_DIR SOURCE_FILE.safetensors
+# (shared and static, and a meson project using dependency('ringsafe')), runs it
+# on a conformance file, and runs the installed CLI.
+# usage: test_install.sh BUILD_DIR SOURCE_FILE.safetensors CONSUMER_DIR (tests/consumer)
 set -eu
 build=$1
 input=$2
+consumer=$3
 tmp=$(mktemp -d /tmp/ringsafe-install-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "test_install: $*" >&2; exit 1; }
@@ -32,38 +34,17 @@ slibs=$(pc_ --static --libs) || fail "pkg-config --static --libs failed"
 libdir=$(pc_ --variable=libdir)
 case "$cflags" in *"$tmp/dest"*) ;; *) fail "cflags do not point into the install: $cflags" ;; esac
 
-cat >"$tmp/consumer.cpp" <<'CPP'
-// A consumer of the installed ringsafe: async_open + async_read on an io_context.
-#include <cstdio>
-#include <vector>
-#include <boost/asio/io_context.hpp>
-#include "ringsafe/asio.hpp"
-int main(int, char** argv) {
-    boost::asio::io_context io;
-    int rc = 1;
-    ringsafe::asio::async_open(io.get_executor(), argv[1],
-        [&](ringsafe::asio::error_code ec, ringsafe::asio::async_reader r) {
-            if (ec) { std::fprintf(stderr, "open: %s\n", ec.message().c_str()); return; }
-            auto holder = std::make_shared<ringsafe::asio::async_reader>(std::move(r));
-            auto sel = holder->get().all();
-            auto arena = std::make_shared<std::vector<std::byte>>(holder->get().packed_size(sel));
-            auto plan = holder->get().plan_packed(sel, *arena);
-            ringsafe::asio::async_read(*holder, plan, [&rc, holder, arena, plan](ringsafe::asio::error_code ec, std::size_t n) {
-                if (ec) { std::fprintf(stderr, "read: %s\n", ec.message().c_str()); return; }
-                std::printf("%zu tensors, %zu bytes\n", holder->get().tensors().size(), n);
-                rc = n == plan.total_bytes() ? 0 : 1;
-            });
-        });
-    io.run();
-    return rc;
-}
-CPP
-c++ -std=c++20 $cflags "$tmp/consumer.cpp" -o "$tmp/consumer_shared" $libs 2>"$tmp/cc.log" ||
+c++ -std=c++20 $cflags "$consumer/consumer.cpp" -o "$tmp/consumer_shared" $libs 2>"$tmp/cc.log" ||
     { cat "$tmp/cc.log" >&2; fail "building against the shared library failed"; }
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer_shared" "$input" || fail "the shared consumer failed"
-c++ -std=c++20 $cflags "$tmp/consumer.cpp" -o "$tmp/consumer_static" -Wl,-Bstatic -lringsafe -Wl,-Bdynamic \
+c++ -std=c++20 $cflags "$consumer/consumer.cpp" -o "$tmp/consumer_static" -Wl,-Bstatic -lringsafe -Wl,-Bdynamic \
     $(echo "$slibs" | sed 's/-lringsafe//') 2>"$tmp/cc.log" ||
     { cat "$tmp/cc.log" >&2; fail "building against the static library failed"; }
 "$tmp/consumer_static" "$input" || fail "the static consumer failed"
+# meson: dependency('ringsafe') finds the .pc; the sysroot maps its paths into DESTDIR.
+PKG_CONFIG_SYSROOT_DIR="$tmp/dest" meson setup "$tmp/meson-consumer" "$consumer" >"$tmp/meson.log" 2>&1 &&
+    ninja -C "$tmp/meson-consumer" >>"$tmp/meson.log" 2>&1 ||
+    { cat "$tmp/meson.log" >&2; fail "the meson consumer (dependency('ringsafe') via pkg-config) failed to build"; }
+LD_LIBRARY_PATH="$libdir" "$tmp/meson-consumer/consumer" "$input" || fail "the meson consumer failed"
 LD_LIBRARY_PATH="$libdir" "$cli" ls "$input" >/dev/null || fail "the installed CLI failed"
 echo "test_install: ok ($pc)"
