@@ -4,6 +4,9 @@
 //   (b) object-store model: the fault server with a per-connection rate cap
 //       and a first-byte delay: ringsafe with N = 1, 2, 4, 8 connections vs
 //       one curl stream;
+//   (c) the reader over the URL: reader::execute (blocking) vs
+//       ringsafe::asio::async_read on one io_context thread, same plan,
+//       unthrottled (nginx) and capped (8 connections);
 //   and that listing a remote header under the prefetch size takes one request.
 // Arms are interleaved, each repeated (median reported). JSON lines + a table.
 // Usage: bench_http [--quick] [--reps N] [--size-mib M]
@@ -20,8 +23,11 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+
 #include "http_harness.hpp"
 #include "raw_range_client.hpp"
+#include "ringsafe/asio.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 #include "test_support.hpp"
@@ -100,6 +106,29 @@ void ringsafe_fetch(const std::string& url, std::uint64_t size, std::byte* dst, 
     src->execute({&op, 1}, {});
 }
 
+// Every tensor of `url` packed into `dst` through the reader: blocking
+// execute(), or async_read on an io_context run by this thread alone. Both
+// include the open (one request), as a loader would pay it.
+void reader_fetch(const std::string& url, std::byte* dst, std::uint64_t capacity, unsigned conns, bool async) {
+    reader_options ro;
+    ro.source.http.connections_per_origin = conns;
+    ro.source.http.chunk_size = 8u << 20;
+    reader r = reader::open(url, ro);
+    const auto sel = r.all();
+    if (r.packed_size(sel) > capacity) throw std::runtime_error("bench_http: buffer too small for " + url);
+    const auto plan = r.plan_packed(sel, {dst, capacity});
+    if (!async) {
+        r.execute(plan);
+        return;
+    }
+    boost::asio::io_context io;
+    asio::async_reader ar(io.get_executor(), std::move(r));
+    asio::error_code result = make_error_code(errc::IoError);
+    asio::async_read(ar, plan, [&](asio::error_code ec, std::size_t) { result = ec; });
+    io.run();
+    if (result) throw error(static_cast<std::error_code>(result), "bench_http: async_read of " + url);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,12 +173,24 @@ int main(int argc, char** argv) {
     for (unsigned n : {1u, 2u, 4u, 8u})
         arms.push_back({"b", "ringsafe N=" + std::to_string(n) + " (capped)", slow_size,
                         [&, n] { ringsafe_fetch(slow_url, slow_size, dst, n, 8u << 20); }, {}});
+    // (c) The capped object is not a safetensors file: serve a checkpoint of
+    // slow_size through the fault server's rate cap instead.
+    write_checkpoint(root / "small.safetensors", slow_size, 16);
+    const std::uint64_t small_size = fs::file_size(root / "small.safetensors");
+    const std::string capped_ck = slow.base_url() + "/small.safetensors?file=" + (root / "small.safetensors").string() +
+                                  "&rate=" + std::to_string(cap) + "&delay_ms=20";
+    for (bool async : {false, true}) {
+        const std::string how = async ? "reader async_read" : "reader execute";
+        arms.push_back({"c", how + " 4 conns", size, [&, async] { reader_fetch(url, dst, size, 4, async); }, {}});
+        arms.push_back({"c", how + " N=8 (capped)", small_size,
+                        [&, async] { reader_fetch(capped_ck, dst, size, 8, async); }, {}});
+    }
 
     const char* only = std::getenv("BENCH_HTTP_ONLY");  // run only arms whose name contains it (debugging)
     for (unsigned r = 0; r < reps; ++r)
         for (auto& a : arms) {
             if (only && a.name.find(only) == std::string::npos) continue;
-            if (a.group == "a") test::run_command(cmd_hot);
+            if (a.group != "b") test::run_command(cmd_hot);
             auto t0 = clock_type::now();
             a.run();
             double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -161,7 +202,14 @@ int main(int argc, char** argv) {
     // The bytes ringsafe delivered are the file's.
     ringsafe_fetch(url, size, dst, 4, 8u << 20);
     auto file = test::read_file(root / "model.safetensors");
-    const bool data_ok = std::memcmp(file.data(), dst, size) == 0;
+    bool data_ok = std::memcmp(file.data(), dst, size) == 0;
+    // async_read places the same bytes as execute() (gaps between packed tensors stay zero).
+    std::memset(dst, 0, size);
+    reader_fetch(url, dst, size, 4, false);
+    std::vector<std::byte> by_execute(dst, dst + size);
+    std::memset(dst, 0, size);
+    reader_fetch(url, dst, size, 4, true);
+    const bool async_ok = std::memcmp(by_execute.data(), dst, size) == 0;
 
     // Listing the header of a remote checkpoint: exactly one request.
     const auto before = ng.access_log().size();
@@ -186,6 +234,9 @@ int main(int argc, char** argv) {
         ratios.push_back({"N=" + std::to_string(n) + " / (N x 50 MB/s cap)",
                           med["ringsafe N=" + std::to_string(n) + " (capped)"] * 1e9 / (n * double(cap)), 0.8});
     ratios.push_back({"N=8 / curl 1 stream (capped)", med["ringsafe N=8 (capped)"] / med["curl 1 stream (capped)"], 0.8 * 8});
+    ratios.push_back({"async_read / execute (nginx)", med["reader async_read 4 conns"] / med["reader execute 4 conns"], 0.95});
+    ratios.push_back({"async_read / execute (capped)", med["reader async_read N=8 (capped)"] / med["reader execute N=8 (capped)"],
+                      0.95});
     std::printf("\n%-34s %8s %8s\n", "ratio", "value", "target");
     for (auto& r : ratios) {
         if (!std::isfinite(r.value) || r.value == 0) continue;  // an arm did not run
@@ -196,5 +247,6 @@ int main(int argc, char** argv) {
     std::printf("header listing of %zu tensors took %zu request(s): %s\n", rd.tensors().size(), requests,
                 requests == 1 ? "PASS" : "MISS");
     std::printf("ringsafe's bytes equal the file's: %s\n", data_ok ? "yes" : "NO");
-    return data_ok && requests == 1 ? 0 : 1;
+    std::printf("async_read's bytes equal execute()'s: %s\n", async_ok ? "yes" : "NO");
+    return data_ok && async_ok && requests == 1 ? 0 : 1;
 }
