@@ -65,8 +65,9 @@ void write_checkpoint(const fs::path& path, std::uint64_t size, unsigned tensors
     std::string json = "{";
     std::uint64_t per = (size - 4096) / tensors, off = 0;
     for (unsigned i = 0; i < tensors; ++i) {
-        json += (i ? "," : "") + std::string("\"layer.") + std::to_string(i) + ".weight\":{\"dtype\":\"U8\",\"shape\":[" +
-                std::to_string(per) + "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + per) + "]}";
+        json += i ? "," : "";  // appended piecewise: '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
+        json += "\"layer." + std::to_string(i) + ".weight\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(per) +
+                "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + per) + "]}";
         off += per;
     }
     json += "}";

@@ -21,7 +21,8 @@ std::uint64_t le(std::string_view s, std::size_t at, std::size_t n) {
 // Finds `'key':` in the dict text and returns the position after the colon.
 std::size_t find_key(std::string_view dict, std::string_view key, const std::string& path) {
     for (char q : {'\'', '"'}) {
-        std::string k = std::string(1, q) + std::string(key) + std::string(1, q);
+        std::string k(1, q);  // appended piecewise: '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
+        k.append(key).push_back(q);
         auto at = dict.find(k);
         if (at == std::string_view::npos) continue;
         at = dict.find(':', at + k.size());
