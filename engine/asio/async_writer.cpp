@@ -1,39 +1,175 @@
-// async_writer: the blocking streaming writer, driven from a strand of the
-// blocking pool so that the caller's io_context never waits on a disk.
+// async_writer: the streaming writer driven from a strand of the caller's
+// executor. Bytes go out through the writer's own ring (its data_stream);
+// the ring signals an eventfd on every completion and an Asio descriptor
+// watching it wakes the strand, which reaps and resumes the operation at the
+// head of the queue. No thread of ringsafe's own, no blocking wait.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <boost/asio/append.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include "asio/blocking_pool.hpp"
+#include "asio/writer_access.hpp"
+#include "asio/writer_ops.hpp"
+#include "asio/writer_state.hpp"
 #include "read/error_context.hpp"
-#include "ringsafe/asio.hpp"
 
 namespace ringsafe::asio {
+namespace {
 
-struct async_writer::impl {
-    explicit impl(writer w) : wr(std::move(w)), strand(boost::asio::make_strand(detail::blocking_pool())) {}
-    writer wr;
-    boost::asio::strand<boost::asio::thread_pool::executor_type> strand;
-};
+ringsafe::writer::impl& engine_of(writer& w) {
+    auto* p = ringsafe::detail::writer_access::of(w);
+    if (!p) raise(errc::InvalidArgument, "async_writer: the writer is empty (moved from)");
+    return *p;
+}
 
-async_writer::async_writer(executor_type ex, writer w) : ex_(std::move(ex)), impl_(std::make_shared<impl>(std::move(w))) {}
+}  // namespace
+
+async_writer::impl::impl(executor_type ex, writer w)
+    : wr(std::move(w)), core(engine_of(wr)), strand(boost::asio::make_strand(ex)), event(strand) {
+    const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd < 0) raise_errno(errno, "ringsafe async writer: eventfd");
+    event.assign(efd);
+    if (core.stream) core.stream->ring().attach_eventfd(efd);
+}
+
+void async_writer::impl::push(std::unique_ptr<detail::writer_op> op) {
+    queue.push_back(std::move(op));
+    if (queue.size() == 1) pump();  // otherwise the head operation pumps when it is done
+}
+
+void async_writer::impl::arm() {
+    if (armed) return;
+    armed = true;
+    event.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     boost::asio::bind_executor(strand, [self = shared_from_this()](const error_code& ec) {
+                         self->armed = false;
+                         if (!ec) self->on_event();
+                     }));
+}
+
+void async_writer::impl::on_event() {
+    std::uint64_t count = 0;
+    // Reset the counter before reaping: a completion posted after this read
+    // makes the descriptor ready again, so none is missed.
+    [[maybe_unused]] auto r = ::read(event.native_handle(), &count, sizeof count);
+    if (!offloaded && core.stream) {
+        try {
+            core.stream->ring().reap_ready();
+        } catch (...) {
+            ring_error = std::current_exception();
+        }
+    }
+    pump();
+}
+
+void async_writer::impl::pump() {
+    while (!offloaded && !queue.empty()) {
+        detail::writer_op& op = *queue.front();
+        bool done = false;
+        if (!op.failed) {
+            try {
+                if (ring_error) {
+                    op.abandons_on_error = true;
+                    std::rethrow_exception(std::exchange(ring_error, nullptr));
+                }
+                done = op.step(*this);
+            } catch (const std::system_error& e) {
+                op.failed = true;
+                op.ec = e.code();
+                op.message = ringsafe::detail::bare_message(e);
+            } catch (const std::exception& e) {
+                op.failed = true;
+                op.ec = make_error_code(errc::IoError);
+                op.message = e.what();
+            }
+            if (offloaded) return;
+        }
+        if (op.failed) {
+            // Abandon only once the kernel holds none of the writer's memory,
+            // so that abandoning never waits on the disk.
+            if (op.abandons_on_error) {
+                if (ring_busy()) return arm();
+                wr.abandon();
+            }
+            done = true;
+        }
+        if (!done) return arm();
+        complete(op);
+        queue.pop_front();
+    }
+    if (!offloaded && queue.empty() && abandon_requested && !core.finished && !core.dead) {
+        if (ring_busy()) return arm();
+        wr.abandon();
+    }
+}
+
+void async_writer::impl::complete(detail::writer_op& op) {
+    if (op.st) {
+        op.st->code = op.ec;
+        op.st->message = op.message;
+    }
+    boost::asio::post(op.done_ex, boost::asio::append(std::move(*op.handler), error_code(op.ec),
+                                                      op.failed ? std::size_t{0} : op.n));
+}
+
+void async_writer::impl::offload(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+    offloaded = true;
+    auto guard = boost::asio::make_work_guard(strand.get_inner_executor());  // io_context::run() keeps going
+    boost::asio::post(detail::blocking_pool(), [self = shared_from_this(), work = std::move(work),
+                                                done = std::move(done), guard = std::move(guard)]() mutable {
+        std::exception_ptr e;
+        try {
+            work();
+        } catch (...) {
+            e = std::current_exception();
+        }
+        boost::asio::post(self->strand, [self, done = std::move(done), e] {
+            self->offloaded = false;
+            done(e);
+            self->pump();
+        });
+        guard.reset();
+    });
+}
+
+async_writer::async_writer(executor_type ex, writer w) : ex_(ex), impl_(std::make_shared<impl>(ex, std::move(w))) {}
 async_writer::async_writer(async_writer&&) noexcept = default;
-async_writer& async_writer::operator=(async_writer&&) noexcept = default;
-// Operations hold the impl: the writer (and its abandon-unless-finished
-// destructor) goes away on the pool after the last of them.
-async_writer::~async_writer() = default;
+
+namespace {
+// Without a finish, the file goes once the operations initiated so far have run.
+void request_abandon(const std::shared_ptr<async_writer::impl>& s) {
+    if (!s) return;
+    boost::asio::post(s->strand, [s] {
+        s->abandon_requested = true;
+        s->pump();
+    });
+}
+}  // namespace
+
+async_writer& async_writer::operator=(async_writer&& o) noexcept {
+    if (this != &o) {
+        request_abandon(impl_);
+        ex_ = std::move(o.ex_);
+        impl_ = std::move(o.impl_);
+    }
+    return *this;
+}
+
+async_writer::~async_writer() { request_abandon(impl_); }
 
 writer& async_writer::get() noexcept { return impl_->wr; }
 
 namespace detail {
 namespace {
 
-// Runs `body` (returning the byte count) on the writer's strand, then posts
-// the handler with its result to `done_ex`.
-template <typename Body>
-void run_on_writer(const std::shared_ptr<async_writer::impl>& w, status* st, boost::asio::any_io_executor done_ex,
-                   io_handler handler, Body body) {
+void run(const std::shared_ptr<async_writer::impl>& w, std::unique_ptr<writer_op> op, status* st,
+         boost::asio::any_io_executor done_ex, io_handler handler) {
     if (!w) {
         if (st) *st = status{make_error_code(errc::InvalidArgument), "operation on an empty async_writer"};
         boost::asio::post(done_ex, boost::asio::append(std::move(handler),
@@ -41,47 +177,22 @@ void run_on_writer(const std::shared_ptr<async_writer::impl>& w, status* st, boo
                                                         std::size_t{0}));
         return;
     }
-    auto work = boost::asio::make_work_guard(done_ex);
-    boost::asio::post(w->strand, [w = w, st, done_ex = std::move(done_ex), work = std::move(work),
-                                  handler = std::move(handler), body = std::move(body)]() mutable {
-        std::error_code ec;
-        std::string msg;
-        std::size_t n = 0;
-        try {
-            n = body(w->wr);
-        } catch (const std::system_error& e) {
-            ec = e.code();
-            msg = ringsafe::detail::bare_message(e);
-        } catch (const std::exception& e) {
-            ec = make_error_code(errc::IoError);
-            msg = e.what();
-        }
-        if (st) {
-            st->code = ec;
-            st->message = msg;
-        }
-        w.reset();  // an abandoned writer is gone before its last handler runs
-        boost::asio::post(done_ex, boost::asio::append(std::move(handler), error_code(ec), n));
-        work.reset();
-    });
+    op->st = st;
+    op->done_ex = std::move(done_ex);
+    op->handler.emplace(std::move(handler));
+    boost::asio::post(w->strand, [w, op = std::move(op)]() mutable { w->push(std::move(op)); });
 }
 
 }  // namespace
 
 void start_write(const std::shared_ptr<async_writer::impl>& w, write_args args, status* st,
                  boost::asio::any_io_executor done_ex, io_handler handler) {
-    run_on_writer(w, st, std::move(done_ex), std::move(handler), [a = std::move(args)](writer& wr) {
-        wr.add(a.name, a.type, a.shape, a.bytes);
-        return a.bytes.size();
-    });
+    run(w, make_write_op(std::move(args)), st, std::move(done_ex), std::move(handler));
 }
 
 void start_finish(const std::shared_ptr<async_writer::impl>& w, std::optional<metadata_map> metadata, status* st,
                   boost::asio::any_io_executor done_ex, io_handler handler) {
-    run_on_writer(w, st, std::move(done_ex), std::move(handler), [m = std::move(metadata)](writer& wr) {
-        wr.finish(m ? &*m : nullptr);
-        return static_cast<std::size_t>(wr.stats().data_bytes);
-    });
+    run(w, make_finish_op(std::move(metadata)), st, std::move(done_ex), std::move(handler));
 }
 
 }  // namespace detail

@@ -54,12 +54,9 @@ void data_stream::check() {
     raise(error_, what + ": the write made no progress");
 }
 
-data_stream::block& data_stream::current() {
+data_stream::block* data_stream::try_current() {
     if (cur_ < 0) {
-        while (free_.empty() && blocks_.size() >= cfg_.staging_blocks) {
-            ring_->wait_one();
-            check();
-        }
+        if (free_.empty() && blocks_.size() >= cfg_.staging_blocks) return nullptr;
         if (free_.empty()) {
             // 2 MiB-aligned and THP-advised: the copy into staging and the
             // kernel's pinning of it for O_DIRECT are both faster on huge pages.
@@ -76,7 +73,7 @@ data_stream::block& data_stream::current() {
         blocks_[cur_].file_off = pos_;
         blocks_[cur_].fill = 0;
     }
-    return blocks_[cur_];
+    return &blocks_[cur_];
 }
 
 void data_stream::reserve_space(std::uint64_t end) {
@@ -104,21 +101,34 @@ void data_stream::submit_current(bool pad) {
         return;
     }
     reserve_space(b.file_off + len);
-    ring_->submit(b.file_off, b.mem, len, token);
+    // Never blocks: staging blocks bound what can queue behind the ring's depth.
+    ring_->enqueue(b.file_off, b.mem, len, token);
     check();
 }
 
-void data_stream::put_copy(std::span<const std::byte> bytes) {
+std::size_t data_stream::put_copy_some(std::span<const std::byte> bytes) {
     check();
-    while (!bytes.empty()) {
-        auto& b = current();
-        std::uint64_t n = std::min<std::uint64_t>(cfg_.block_size - b.fill, bytes.size());
-        std::memcpy(b.mem + b.fill, bytes.data(), n);
-        b.fill += n;
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        block* b = try_current();
+        if (!b) break;
+        std::uint64_t n = std::min<std::uint64_t>(cfg_.block_size - b->fill, bytes.size() - done);
+        std::memcpy(b->mem + b->fill, bytes.data() + done, n);
+        b->fill += n;
         pos_ += n;
         staged_ += n;
-        bytes = bytes.subspan(n);
-        if (b.fill == cfg_.block_size) submit_current(false);
+        done += n;
+        if (b->fill == cfg_.block_size) submit_current(false);
+    }
+    return done;
+}
+
+void data_stream::put_copy(std::span<const std::byte> bytes) {
+    for (;;) {
+        bytes = bytes.subspan(put_copy_some(bytes));
+        if (bytes.empty()) return;
+        ring_->wait_one();  // every staging block is in flight
+        check();
     }
 }
 
@@ -149,7 +159,7 @@ void data_stream::put_owned(std::span<const std::byte> bytes, std::shared_ptr<co
     put_copy(bytes.subspan(middle));
 }
 
-std::uint64_t data_stream::flush() {
+std::uint64_t data_stream::flush_start() {
     check();
     std::uint64_t end = pos_;
     if (cur_ >= 0) {
@@ -157,6 +167,11 @@ std::uint64_t data_stream::flush() {
         end = b.file_off + (cfg_.direct ? (b.fill + cfg_.align - 1) / cfg_.align * cfg_.align : b.fill);
     }
     submit_current(true);
+    return end;
+}
+
+std::uint64_t data_stream::flush() {
+    std::uint64_t end = flush_start();
     ring_->drain();
     check();
     return end;

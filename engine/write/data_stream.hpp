@@ -6,6 +6,11 @@
 // aligned: staging blocks are aligned, the zero-copy path takes only the part
 // of a caller buffer whose address is congruent with its file offset, and the
 // last partial block is zero-padded (the owner truncates the file afterwards).
+//
+// The blocking calls (put_copy, put_owned, flush, wait_one) wait in
+// io_uring_wait_cqe; the event-driven ones (put_copy_some, flush_start,
+// reap_ready) never block, for an owner that waits on the ring's eventfd
+// (write_ring::attach_eventfd) instead. Both share the same staging and ring.
 #pragma once
 
 #include <cstddef>
@@ -48,19 +53,35 @@ public:
 
     // Copies `bytes` into staging; returns once they are copied.
     void put_copy(std::span<const std::byte> bytes);
+    // Copies what fits into free staging without waiting; returns the count
+    // (0 when every block is in flight: reap completions, then call again).
+    std::size_t put_copy_some(std::span<const std::byte> bytes);
     // Writes `bytes` from caller memory where alignment allows, holding `keep`
     // until those writes complete; the rest is copied.
     void put_owned(std::span<const std::byte> bytes, std::shared_ptr<const void> keep);
     // Writes out everything staged (last block zero-padded when direct) and
     // waits for all writes. Returns the end of the written region.
     std::uint64_t flush();
+    // flush() without the wait: submits the last block and returns the end of
+    // the written region; done once busy() is 0 (then call check()).
+    std::uint64_t flush_start();
 
     // Writes in flight, and a blocking reap of at least one of them.
     unsigned in_flight() const noexcept { return ring_->in_flight(); }
+    std::size_t busy() const noexcept { return ring_->busy(); }  // in flight or queued
     void wait_one() {
         ring_->wait_one();
         check();
     }
+    // Reaps the completions already posted (non-blocking), then check().
+    void reap_ready() {
+        ring_->reap_ready();
+        check();
+    }
+    // Throws the first write error seen, naming what lives at its offset.
+    void check();
+    // The ring (for an owner that attaches an eventfd or queues one-shot operations).
+    write_ring& ring() noexcept { return *ring_; }
 
     std::uint64_t position() const noexcept { return pos_; }  // file offset of the next byte
     std::uint64_t staged_bytes() const noexcept { return staged_; }
@@ -74,8 +95,7 @@ private:
         std::uint64_t fill = 0;
     };
     void on_done(std::uint64_t token, std::error_code ec, std::uint64_t offset);
-    void check();
-    block& current();
+    block* try_current();  // the block being filled, or null when none is free
     void submit_current(bool pad);
     void reserve_space(std::uint64_t end);  // fallocate ahead of a write ending at `end`
 

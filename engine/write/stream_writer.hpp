@@ -56,8 +56,26 @@ struct writer::impl {
     }
     void abandon_now() noexcept;
     void start_tensor(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape);
+    // add()'s checks and start: the size must match shape x dtype. No I/O.
+    void begin_add(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape, std::uint64_t size);
+    void check_put(std::uint64_t size) const;  // open tensor, room for `size` more bytes
     void put(std::span<const std::byte> bytes, std::shared_ptr<const void> keep);
+    // Copies what fits into free staging without waiting (the async writer);
+    // returns the count. Throws on an earlier write error without abandoning.
+    std::size_t put_ready(std::span<const std::byte> bytes);
+    void end_tensor();
+    // finish()'s checks before any I/O (state, open tensor, metadata).
+    void check_finishable(const metadata_map* metadata) const;
     void finish_new(const metadata_map* metadata);
+    // The steps of finish_new after the data is flushed, shared with the async
+    // writer: seal() records the stats, checks the header size, cuts the
+    // O_DIRECT padding (ftruncate) and says whether relocate() must run;
+    // header_bytes() is the header block to write at offset 0 (8 + N bytes);
+    // published_sizes() fills the stats once it is written.
+    bool seal(const metadata_map* metadata, std::uint64_t logical_end);
+    std::string header_text(const metadata_map* metadata) const;
+    void published_sizes();
+    std::uint64_t sealed_json = 0, sealed_data = 0;  // set by seal()
     void finish_append(const metadata_map* metadata);
     // Moves the data so that a header of `json_size` bytes fits (reservation overflow).
     void relocate(std::uint64_t json_size, std::uint64_t data_end);

@@ -30,7 +30,11 @@ std::string random_suffix() {
 
 std::string named_temp_path(const std::string& target) {
     std::filesystem::path t(target);
-    return (t.parent_path() / ("." + t.filename().string() + ".ringsafe-" + random_suffix())).string();
+    std::string name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on "." + std::string&&
+    name += t.filename().string();
+    name += ".ringsafe-";
+    name += random_suffix();
+    return (t.parent_path() / name).string();
 }
 
 }  // namespace
@@ -77,6 +81,8 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
 temp_file::~temp_file() { discard(); }
 
 void temp_file::discard() noexcept {
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+    dir_fd_ = -1;
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     if (!published_ && !named_.empty()) ::unlink(named_.c_str());
@@ -92,37 +98,100 @@ void temp_file::adopt(temp_file& other) noexcept {
     other.named_.clear();
 }
 
-void temp_file::publish(bool sync_file, bool sync_dir) {
+void temp_file::begin_publish(bool sync_file, bool sync_dir) {
     if (fd_ < 0) raise(errc::WriterState, "publishing '" + target_ + "': the file was discarded");
-    if (sync_file && ::fsync(fd_) != 0) raise_errno(errno, "fsync of the new '" + target_ + "'");
-    if (named_.empty()) {
-        // Give the unnamed inode a name: straight at the target when nothing is
-        // there, else at a named temporary that is then renamed over it.
-        std::string proc = "/proc/self/fd/" + std::to_string(fd_);
-        if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, target_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-            published_ = true;
-        } else {
-            if (errno != EEXIST) raise_errno(errno, "linking the new file at '" + target_ + "'");
-            for (int tries = 0; tries < 16; ++tries) {
-                named_ = named_temp_path(target_);
-                if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, named_.c_str(), AT_SYMLINK_FOLLOW) == 0)
-                    break;
-                int err = errno;
-                named_.clear();
-                if (err != EEXIST) raise_errno(err, "linking a temporary beside '" + target_ + "'");
-            }
-            if (named_.empty()) raise_errno(EEXIST, "linking a temporary beside '" + target_ + "'");
-        }
+    sync_dir_ = sync_dir;
+    link_tries_ = 0;
+    stage_ = sync_file ? step_kind::fsync_file : named_.empty() ? step_kind::link : step_kind::rename;
+}
+
+temp_file::publish_step temp_file::next_step() const {
+    publish_step s;
+    s.kind = stage_;
+    switch (stage_) {
+    case step_kind::fsync_file: s.fd = fd_; break;
+    case step_kind::link:
+        // The unnamed inode gets a name: straight at the target when nothing
+        // is there, else (after EEXIST) at a named temporary renamed over it.
+        s.from = "/proc/self/fd/" + std::to_string(fd_);
+        s.to = named_.empty() ? target_ : named_;
+        break;
+    case step_kind::rename: s.from = named_, s.to = target_; break;
+    case step_kind::open_dir: s.to = dir_; break;
+    case step_kind::fsync_dir: s.fd = dir_fd_; break;
+    case step_kind::done: break;
     }
-    if (!published_) {
-        if (::rename(named_.c_str(), target_.c_str()) != 0)
-            raise_errno(errno, "renaming '" + named_ + "' to '" + target_ + "'");
+    return s;
+}
+
+void temp_file::step_done(int r) {
+    const int err = r < 0 ? -r : 0;
+    auto after_publish = [&] {
         published_ = true;
+        named_.clear();
+        stage_ = sync_dir_ ? step_kind::open_dir : step_kind::done;
+    };
+    switch (stage_) {
+    case step_kind::fsync_file:
+        if (err) raise_errno(err, "fsync of the new '" + target_ + "'");
+        stage_ = named_.empty() ? step_kind::link : step_kind::rename;
+        break;
+    case step_kind::link:
+        if (named_.empty() && link_tries_ == 0) {  // the link at the target itself
+            if (!err) {
+                after_publish();
+                break;
+            }
+            if (err != EEXIST) raise_errno(err, "linking the new file at '" + target_ + "'");
+        } else if (!err) {
+            stage_ = step_kind::rename;
+            break;
+        } else {
+            named_.clear();
+            if (err != EEXIST || link_tries_ >= 16) raise_errno(err, "linking a temporary beside '" + target_ + "'");
+        }
+        ++link_tries_;
+        named_ = named_temp_path(target_);
+        break;
+    case step_kind::rename:
+        if (err) raise_errno(err, "renaming '" + named_ + "' to '" + target_ + "'");
+        after_publish();
+        break;
+    case step_kind::open_dir:
+        if (err) raise_errno(err, "opening directory '" + dir_ + "' to sync it");
+        dir_fd_ = r;
+        stage_ = step_kind::fsync_dir;
+        break;
+    case step_kind::fsync_dir:
+        ::close(dir_fd_);
+        dir_fd_ = -1;
+        if (err) raise_errno(err, "fsync of directory '" + dir_ + "'");
+        stage_ = step_kind::done;
+        break;
+    case step_kind::done: break;
     }
-    named_.clear();
-    if (sync_dir) sync_parent_dir(target_);
-    ::close(fd_);
-    fd_ = -1;
+    if (stage_ == step_kind::done) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+}
+
+void temp_file::publish(bool sync_file, bool sync_dir) {
+    begin_publish(sync_file, sync_dir);
+    for (publish_step s = next_step(); s.kind != step_kind::done; s = next_step()) {
+        int r = 0;
+        switch (s.kind) {
+        case step_kind::fsync_file:
+        case step_kind::fsync_dir: r = ::fsync(s.fd); break;
+        case step_kind::link:
+            r = ::linkat(AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), AT_SYMLINK_FOLLOW);
+            break;
+        case step_kind::rename: r = ::rename(s.from.c_str(), s.to.c_str()); break;
+        case step_kind::open_dir: r = ::open(s.to.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); break;
+        case step_kind::done: break;
+        }
+        step_done(r < 0 ? -errno : r);
+    }
 }
 
 }  // namespace ringsafe::write_engine

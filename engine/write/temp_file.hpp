@@ -28,6 +28,20 @@ public:
     // (replacing what is there atomically), and fsyncs the directory (when
     // `sync_dir`). Throws naming the path.
     void publish(bool sync_file, bool sync_dir);
+
+    // publish() one system call at a time, for a caller that runs them itself
+    // (the async writer, as io_uring operations). begin_publish(), then until
+    // next_step().kind is done: run the step, pass its result (the syscall's
+    // return value, or -errno) to step_done(), which throws as publish() would.
+    enum class step_kind { fsync_file, link, rename, open_dir, fsync_dir, done };
+    struct publish_step {
+        step_kind kind = step_kind::done;
+        int fd = -1;           // fsync_file, fsync_dir
+        std::string from, to;  // link (follow symlinks), rename; open_dir: `to` only (O_RDONLY | O_DIRECTORY)
+    };
+    void begin_publish(bool sync_file, bool sync_dir);
+    publish_step next_step() const;
+    void step_done(int result);
     // Closes and removes the temporary (idempotent, never throws).
     void discard() noexcept;
     // Replaces this temporary's descriptor with another temp_file's (used by
@@ -41,6 +55,11 @@ private:
     int fd_ = -1;
     bool direct_ = false;
     bool published_ = false;
+    // publish() progress.
+    step_kind stage_ = step_kind::done;
+    bool sync_dir_ = false;
+    int dir_fd_ = -1;
+    int link_tries_ = 0;
 };
 
 // fsyncs the directory holding `path`; throws naming it.

@@ -34,6 +34,11 @@ write_ring::~write_ring() {
     io_uring_queue_exit(&ring_);
 }
 
+void write_ring::attach_eventfd(int efd) {
+    int r = io_uring_register_eventfd(&ring_, efd);
+    if (r < 0) raise_errno(-r, "io_uring_register_eventfd for the writer");
+}
+
 void write_ring::push(std::size_t slot) {
     auto& o = ops_[slot];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -41,25 +46,55 @@ void write_ring::push(std::size_t slot) {
         io_uring_submit(&ring_);
         sqe = io_uring_get_sqe(&ring_);
     }
-    auto len = static_cast<unsigned>(o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
-    io_uring_prep_write(sqe, fd_, o.data, len, o.offset);
+    if (o.prep) {
+        o.prep(sqe);
+    } else {
+        auto len = static_cast<unsigned>(o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
+        io_uring_prep_write(sqe, fd_, o.data, len, o.offset);
+    }
     io_uring_sqe_set_data64(sqe, slot);
     int r = io_uring_submit(&ring_);
     if (r < 0) raise_errno(-r, "io_uring_submit for the writer");
 }
 
+void write_ring::start(op o) {
+    o.busy = true;
+    if (in_flight_ >= depth_) {
+        queued_.push_back(std::move(o));
+        return;
+    }
+    std::size_t slot = 0;
+    while (ops_[slot].busy) ++slot;
+    ops_[slot] = std::move(o);
+    ++in_flight_;
+    push(slot);
+}
+
 void write_ring::submit(std::uint64_t offset, const std::byte* data, std::uint64_t length,
                         std::uint64_t token) {
+    while (in_flight_ >= depth_) wait_one();
+    enqueue(offset, data, length, token);
+}
+
+void write_ring::enqueue(std::uint64_t offset, const std::byte* data, std::uint64_t length,
+                         std::uint64_t token) {
     if (length == 0) {
         done_(token, {}, offset);
         return;
     }
-    while (in_flight_ >= depth_) wait_one();
-    std::size_t slot = 0;
-    while (ops_[slot].busy) ++slot;
-    ops_[slot] = op{offset, data, length, token, true};
-    ++in_flight_;
-    push(slot);
+    op o;
+    o.offset = offset;
+    o.data = data;
+    o.remaining = length;
+    o.token = token;
+    start(std::move(o));
+}
+
+void write_ring::submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done) {
+    op o;
+    o.prep = std::move(prep);
+    o.done = std::move(done);
+    start(std::move(o));
 }
 
 void write_ring::reap(io_uring_cqe* cqe) {
@@ -67,6 +102,25 @@ void write_ring::reap(io_uring_cqe* cqe) {
     int res = cqe->res;
     io_uring_cqe_seen(&ring_, cqe);
     auto& o = ops_[slot];
+    // A freed slot takes the next queued operation before any callback runs
+    // (a callback may queue more, behind those already waiting).
+    auto release = [&] {
+        o.busy = false;
+        --in_flight_;
+        if (!queued_.empty()) {
+            ops_[slot] = std::move(queued_.front());
+            queued_.pop_front();
+            ++in_flight_;
+            push(slot);
+        }
+    };
+    if (o.prep) {
+        auto done = std::move(o.done);
+        o.prep = nullptr;
+        release();
+        done(res);
+        return;
+    }
     std::uint64_t asked = o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
     if (completion_fault) res = completion_fault(o.offset, static_cast<std::uint32_t>(asked), res);
     if (res == -EAGAIN || res == -EINTR) {
@@ -88,9 +142,9 @@ void write_ring::reap(io_uring_cqe* cqe) {
             return;
         }
     }
-    o.busy = false;
-    --in_flight_;
-    done_(o.token, ec, o.offset);
+    std::uint64_t token = o.token, end = o.offset;
+    release();
+    done_(token, ec, end);
 }
 
 void write_ring::wait_one() {
@@ -103,6 +157,11 @@ void write_ring::wait_one() {
     if (r < 0) raise_errno(-r, "io_uring_wait_cqe for the writer");
     reap(cqe);
     // Take whatever else is ready without blocking.
+    while (in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0) reap(cqe);
+}
+
+void write_ring::reap_ready() {
+    io_uring_cqe* cqe = nullptr;
     while (in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0) reap(cqe);
 }
 

@@ -2,15 +2,20 @@
 // file, resubmits short writes for the remainder, retries -EAGAIN/-EINTR, and
 // converts -errno to std::error_code here and nowhere else.
 //
-// Single-threaded: one thread submits and reaps. Completion is reported per
-// token through the callback given to the constructor, after every byte of
-// that write has landed (or it failed).
+// Single-threaded: one thread (or strand) submits and reaps. Completion is
+// reported per token through the callback given to the constructor, after
+// every byte of that write has landed (or it failed). Two ways to drive it:
+// blocking (submit / wait_one / drain, the writer's own calls) or event-driven
+// (enqueue / submit_op never block; an eventfd attached with attach_eventfd
+// is signalled per completion, and reap_ready() takes what is there; the
+// async writer watches that eventfd from the caller's io_context).
 #pragma once
 
 #include <liburing.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <system_error>
@@ -41,22 +46,39 @@ public:
     // token's completion has been reported.
     void submit(std::uint64_t offset, const std::byte* data, std::uint64_t length,
                 std::uint64_t token);
+    // Queues the same write without blocking: it goes to the kernel now when a
+    // slot is free, else when a completion frees one (in submission order).
+    void enqueue(std::uint64_t offset, const std::byte* data, std::uint64_t length, std::uint64_t token);
+    // Queues a one-shot operation (fsync, openat, linkat, ...): `prep` fills
+    // the SQE; `done` gets the CQE's result (>= 0 or -errno) when reaped.
+    // Never blocks; `prep`'s pointers must stay valid until `done` runs.
+    void submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done);
     // Reaps at least one completion (blocking) when any write is in flight.
     void wait_one();
+    // Reaps every completion already posted, without blocking.
+    void reap_ready();
     // Waits until nothing is in flight.
     void drain();
+    // Operations owned by the kernel, and those plus the ones still queued.
     unsigned in_flight() const noexcept { return in_flight_; }
+    std::size_t busy() const noexcept { return in_flight_ + queued_.size(); }
+    // Signals `efd` (an eventfd the caller owns and keeps open while the ring
+    // lives) on every completion. Throws naming io_uring_register_eventfd.
+    void attach_eventfd(int efd);
     // Swaps the file the next submissions go to (after a relocation).
     void set_fd(int fd) noexcept { fd_ = fd; }
 
 private:
     struct op {
-        std::uint64_t offset;
-        const std::byte* data;
-        std::uint64_t remaining;
-        std::uint64_t token;
-        bool busy;
+        std::uint64_t offset = 0;
+        const std::byte* data = nullptr;
+        std::uint64_t remaining = 0;
+        std::uint64_t token = 0;
+        bool busy = false;
+        std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
+        std::function<void(int)> done;
     };
+    void start(op o);  // into a free slot, or the queue
     void push(std::size_t slot);
     void reap(io_uring_cqe* cqe);
 
@@ -66,6 +88,7 @@ private:
     unsigned in_flight_ = 0;
     done_fn done_;
     std::vector<op> ops_;
+    std::deque<op> queued_;  // waiting for a slot (enqueue / submit_op)
 };
 
 }  // namespace ringsafe::write_engine

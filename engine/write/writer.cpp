@@ -167,18 +167,51 @@ void writer::impl::start_tensor(std::string_view name, dtype t, const std::vecto
     open_received = 0;
 }
 
-void writer::impl::put(std::span<const std::byte> bytes, std::shared_ptr<const void> keep) {
+void writer::impl::check_put(std::uint64_t size) const {
     if (!open) raise(errc::WriterState, "append() without begin()");
-    if (bytes.size() > open_expected - open_received)
+    if (size > open_expected - open_received)
         raise(errc::TensorInvalidInfo, describe_tensor(entries.back().name) + ": " +
-                                           std::to_string(open_received + bytes.size()) +
+                                           std::to_string(open_received + size) +
                                            " bytes given, its shape and dtype need " + std::to_string(open_expected));
+}
+
+void writer::impl::put(std::span<const std::byte> bytes, std::shared_ptr<const void> keep) {
+    check_put(bytes.size());
     guarded([&] {
         if (keep) stream->put_owned(bytes, std::move(keep));
         else stream->put_copy(bytes);
     });
     open_received += bytes.size();
     stats.data_bytes += bytes.size();
+}
+
+std::size_t writer::impl::put_ready(std::span<const std::byte> bytes) {
+    check_put(bytes.size());
+    std::size_t n = stream->put_copy_some(bytes);
+    open_received += n;
+    stats.data_bytes += n;
+    return n;
+}
+
+void writer::impl::end_tensor() {
+    if (!open) raise(errc::WriterState, "end() without begin()");
+    if (open_received != open_expected)
+        raise(errc::WriterState, describe_tensor(entries.back().name) + " ended after " +
+                                     std::to_string(open_received) + " of its " +
+                                     std::to_string(open_expected) + " bytes");
+    open = false;
+    ++stats.tensors;
+}
+
+void writer::impl::begin_add(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape,
+                             std::uint64_t size) {
+    if (!open && !finished && !dead) {
+        std::uint64_t need = tensor_bytes(name, t, shape);
+        if (need != size)
+            raise(errc::TensorInvalidInfo, describe_tensor(name) + ": " + std::to_string(size) +
+                                               " bytes given, its shape and dtype need " + std::to_string(need));
+    }
+    start_tensor(name, t, shape);
 }
 
 void writer::begin(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape) {
@@ -191,16 +224,7 @@ void writer::append(std::span<const std::byte> bytes, std::shared_ptr<const void
     impl_->put(bytes, std::move(keep));
 }
 
-void writer::end() {
-    auto& s = *impl_;
-    if (!s.open) raise(errc::WriterState, "end() without begin()");
-    if (s.open_received != s.open_expected)
-        raise(errc::WriterState, describe_tensor(s.entries.back().name) + " ended after " +
-                                     std::to_string(s.open_received) + " of its " +
-                                     std::to_string(s.open_expected) + " bytes");
-    s.open = false;
-    ++s.stats.tensors;
-}
+void writer::end() { impl_->end_tensor(); }
 
 void writer::add(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape,
                  std::span<const std::byte> bytes) {
@@ -210,25 +234,23 @@ void writer::add(std::string_view name, dtype t, const std::vector<std::uint64_t
 void writer::add(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape,
                  std::span<const std::byte> bytes, std::shared_ptr<const void> keep) {
     auto& s = *impl_;
-    if (!s.open && !s.finished && !s.dead) {
-        std::uint64_t need = tensor_bytes(name, t, shape);
-        if (need != bytes.size())
-            raise(errc::TensorInvalidInfo, describe_tensor(name) + ": " + std::to_string(bytes.size()) +
-                                               " bytes given, its shape and dtype need " + std::to_string(need));
-    }
-    s.start_tensor(name, t, shape);
+    s.begin_add(name, t, shape, bytes.size());
     s.put(bytes, std::move(keep));
-    end();
+    s.end_tensor();
+}
+
+void writer::impl::check_finishable(const metadata_map* metadata) const {
+    if (finished || dead) raise(errc::WriterState, "finish() on a finished or abandoned writer for '" + path + "'");
+    if (open)
+        raise(errc::WriterState, "finish() while " + describe_tensor(entries.back().name) + " is not ended (" +
+                                     std::to_string(open_received) + " of " + std::to_string(open_expected) +
+                                     " bytes)");
+    if (metadata) check_metadata(*metadata);
 }
 
 void writer::finish(const metadata_map* metadata) {
     auto& s = *impl_;
-    if (s.finished || s.dead) raise(errc::WriterState, "finish() on a finished or abandoned writer for '" + s.path + "'");
-    if (s.open)
-        raise(errc::WriterState, "finish() while " + describe_tensor(s.entries.back().name) + " is not ended (" +
-                                     std::to_string(s.open_received) + " of " + std::to_string(s.open_expected) +
-                                     " bytes)");
-    if (metadata) check_metadata(*metadata);
+    s.check_finishable(metadata);
     s.guarded([&] {
         if (s.appending) s.finish_append(metadata);
         else s.finish_new(metadata);
@@ -238,36 +260,46 @@ void writer::finish(const metadata_map* metadata) {
 
 void writer::impl::finish_new(const metadata_map* metadata) {
     std::uint64_t logical_end = stream->position();
-    std::uint64_t data_size = logical_end - data_start;
-    std::uint64_t written_end = stream->flush();
+    stream->flush();
+    if (seal(metadata, logical_end)) relocate(sealed_json, sealed_data);
+    stream.reset();
+    std::string header = header_text(metadata);
+    auto block = header_block(header);
+    pwrite_all(tmp->fd(), block.get(), 8 + header.size(), 0, "writing the header of '" + path + "'");
+    published_sizes();
+    tmp->publish(opts.sync, opts.sync_dir);
+}
+
+bool writer::impl::seal(const metadata_map* metadata, std::uint64_t logical_end) {
+    sealed_data = logical_end - data_start;
     stats.staged_bytes = stream->staged_bytes();
     stats.zero_copy_bytes = stream->zero_copy_bytes();
     stats.staging_peak = stream->staging_peak();
-    stream.reset();
-    std::uint64_t json = serialized_json_size(entries, metadata);
-    if (json > opts.max_header_size)
-        raise(errc::HeaderTooLarge, "the header of '" + path + "' needs " + std::to_string(json) +
+    sealed_json = serialized_json_size(entries, metadata);
+    if (sealed_json > opts.max_header_size)
+        raise(errc::HeaderTooLarge, "the header of '" + path + "' needs " + std::to_string(sealed_json) +
                                         " bytes, above the " + std::to_string(opts.max_header_size) + "-byte limit");
     // A zero-padded last O_DIRECT block, and space fallocated ahead, are cut back to the real end.
-    (void)written_end;
     if (tmp->direct() && ::ftruncate(tmp->fd(), static_cast<off_t>(logical_end)) != 0)
         raise_errno(errno, "truncating '" + path + "' to " + std::to_string(logical_end) + " bytes");
-    if (json > reserved) {
-        if (opts.strict_reservation)
-            raise(errc::ReservationExceeded, "the header of '" + path + "' needs " + std::to_string(json) +
-                                                 " bytes but " + std::to_string(reserved) +
-                                                 " were reserved (strict_reservation)");
-        relocate(json, data_size);
-    }
+    if (sealed_json <= reserved) return false;
+    if (opts.strict_reservation)
+        raise(errc::ReservationExceeded, "the header of '" + path + "' needs " + std::to_string(sealed_json) +
+                                             " bytes but " + std::to_string(reserved) +
+                                             " were reserved (strict_reservation)");
+    return true;
+}
+
+std::string writer::impl::header_text(const metadata_map* metadata) const {
     serialize_options so;
     so.pad_to = reserved;
-    std::string header = serialize_header(entries, metadata, so);
-    auto block = header_block(header);
-    pwrite_all(tmp->fd(), block.get(), 8 + header.size(), 0, "writing the header of '" + path + "'");
+    return serialize_header(entries, metadata, so);
+}
+
+void writer::impl::published_sizes() {
     stats.header_reserved = reserved;
-    stats.header_json = json;
-    stats.file_size = data_start + data_size;
-    tmp->publish(opts.sync, opts.sync_dir);
+    stats.header_json = sealed_json;
+    stats.file_size = data_start + sealed_data;
 }
 
 unsigned writer::writes_in_flight() const noexcept {

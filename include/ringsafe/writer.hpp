@@ -33,6 +33,10 @@
 
 namespace ringsafe {
 
+namespace detail {
+struct writer_access;  // engine-internal (the async writer drives the writer's engine)
+}
+
 // How a writer writes. The defaults suit large checkpoints on a local disk.
 struct writer_options {
     // Bytes reserved for the JSON header (N). 0 = computed from the three
@@ -162,6 +166,7 @@ public:
     struct impl;
 
 private:
+    friend struct detail::writer_access;
     explicit writer(std::unique_ptr<impl> p);
     std::unique_ptr<impl> impl_;
 };

@@ -1,0 +1,165 @@
+// async_finish's operation: writer::finish as a sequence of ring operations
+// whose completions arrive through the eventfd. New files: the last block is
+// flushed, the header is written at offset 0 (IORING_OP_WRITE), then the
+// temporary's publish steps run as IORING_OP_FSYNC, IORING_OP_LINKAT /
+// IORING_OP_RENAMEAT, IORING_OP_OPENAT + IORING_OP_FSYNC of the directory.
+// Inline on the strand (quick metadata calls): ftruncate of the O_DIRECT
+// padding, closing the descriptors. On the blocking pool: reservation-overflow
+// relocation, and an append-mode writer's finish (after its data is flushed).
+#include <fcntl.h>
+
+#include <cstdlib>
+
+#include "asio/writer_ops.hpp"
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::asio::detail {
+namespace {
+
+using write_engine::temp_file;
+
+struct finish_op final : writer_op {
+    enum class stage { check, drain, header, header_wait, publish, publish_wait, appended };
+
+    explicit finish_op(std::optional<metadata_map> m) : meta(std::move(m)) {}
+    const metadata_map* md() const noexcept { return meta ? &*meta : nullptr; }
+
+    bool step(async_writer::impl& w) override {
+        auto& c = w.core;
+        for (;;) {
+            switch (at) {
+            case stage::check:
+                c.check_finishable(md());  // errors here leave the writer usable
+                abandons_on_error = true;
+                logical_end = c.stream->position();
+                c.stream->flush_start();
+                at = stage::drain;
+                break;
+            case stage::drain:
+                if (w.ring_busy()) return false;
+                c.stream->check();
+                if (c.appending) {
+                    at = stage::appended;
+                    w.offload([&c, this] { c.finish_append(md()); }, [this](std::exception_ptr e) { pool_error = e; });
+                    return false;
+                }
+                at = stage::header;
+                if (c.seal(md(), logical_end)) {
+                    w.offload([&c] { c.relocate(c.sealed_json, c.sealed_data); },
+                              [this](std::exception_ptr e) { pool_error = e; });
+                    return false;
+                }
+                break;
+            case stage::header: {
+                if (pool_error) std::rethrow_exception(pool_error);
+                const std::string text = c.header_text(md());
+                length = 8 + text.size();
+                block = write_engine::header_block(text);
+                issue_header_write(w);
+                at = stage::header_wait;
+                return false;
+            }
+            case stage::header_wait:
+                if (pending) return false;
+                if (!header_written(c)) {
+                    issue_header_write(w);  // a short write: the rest
+                    return false;
+                }
+                c.published_sizes();
+                c.tmp->begin_publish(c.opts.sync, c.opts.sync_dir);
+                at = stage::publish;
+                break;
+            case stage::publish:
+                next = c.tmp->next_step();
+                if (next.kind == temp_file::step_kind::done) {
+                    c.stream.reset();  // nothing in flight: frees the staging and the ring
+                    c.finished = true;
+                    n = static_cast<std::size_t>(c.stats.data_bytes);
+                    return true;
+                }
+                issue_publish_step(w);
+                at = stage::publish_wait;
+                return false;
+            case stage::publish_wait:
+                if (pending) return false;
+                c.tmp->step_done(result);  // throws as temp_file::publish() would
+                at = stage::publish;
+                break;
+            case stage::appended:
+                if (pool_error) std::rethrow_exception(pool_error);
+                c.finished = true;
+                n = static_cast<std::size_t>(c.stats.data_bytes);
+                return true;
+            }
+        }
+    }
+
+    void issue(async_writer::impl& w, std::function<void(io_uring_sqe*)> prep) {
+        pending = true;
+        w.core.stream->ring().submit_op(std::move(prep), [this](int r) {
+            result = r;
+            pending = false;
+        });
+    }
+
+    void issue_header_write(async_writer::impl& w) {
+        const int fd = w.core.tmp->fd();
+        const std::byte* from = block.get() + written;
+        const auto len = static_cast<unsigned>(length - written);
+        const std::uint64_t at_offset = written;
+        issue(w, [=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, from, len, at_offset); });
+    }
+
+    // Accounts for the header write's result; false while bytes remain.
+    bool header_written(const ringsafe::writer::impl& c) {
+        const std::string what = "writing the header of '" + c.path + "'";
+        if (result < 0) raise_errno(-result, what + " (file offset " + std::to_string(written) + ")");
+        if (result == 0) raise(errc::IoError, what + ": no progress at file offset " + std::to_string(written));
+        written += static_cast<std::uint64_t>(result);
+        return written >= length;
+    }
+
+    void issue_publish_step(async_writer::impl& w) {
+        const temp_file::publish_step& s = next;  // lives in this operation until the completion
+        switch (s.kind) {
+        case temp_file::step_kind::fsync_file:
+        case temp_file::step_kind::fsync_dir:
+            issue(w, [fd = s.fd](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, 0); });
+            break;
+        case temp_file::step_kind::link:
+            issue(w, [&s](io_uring_sqe* sqe) {
+                io_uring_prep_linkat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), AT_SYMLINK_FOLLOW);
+            });
+            break;
+        case temp_file::step_kind::rename:
+            issue(w, [&s](io_uring_sqe* sqe) {
+                io_uring_prep_renameat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), 0);
+            });
+            break;
+        case temp_file::step_kind::open_dir:
+            issue(w, [&s](io_uring_sqe* sqe) {
+                io_uring_prep_openat(sqe, AT_FDCWD, s.to.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+            });
+            break;
+        case temp_file::step_kind::done: break;
+        }
+    }
+
+    std::optional<metadata_map> meta;
+    stage at = stage::check;
+    std::uint64_t logical_end = 0;
+    std::unique_ptr<std::byte, void (*)(void*)> block{nullptr, std::free};
+    std::uint64_t length = 0, written = 0;
+    temp_file::publish_step next;
+    bool pending = false;
+    int result = 0;
+    std::exception_ptr pool_error;
+};
+
+}  // namespace
+
+std::unique_ptr<writer_op> make_finish_op(std::optional<metadata_map> metadata) {
+    return std::make_unique<finish_op>(std::move(metadata));
+}
+
+}  // namespace ringsafe::asio::detail
