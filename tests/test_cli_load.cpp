@@ -55,6 +55,15 @@ TEST_CASE("cli load: --json reports the bytes of the whole file or a selection",
     REQUIRE(r.status == 0);
     CHECK(r.out.find("loaded 5 tensors") != std::string::npos);
     CHECK(r.out.find("GB/s") != std::string::npos);
+    CHECK(r.out.find("buffered, --mode auto") != std::string::npos);
+
+    for (std::string mode : {"hot", "cold"}) {
+        INFO("--mode " << mode);
+        r = run_command(cli_path() + " load --mode " + mode + " --threads 2 --chunk 4K " + q(dir / "m.safetensors"));
+        REQUIRE(r.status == 0);
+        CHECK(r.out.find("loaded 5 tensors, " + std::to_string(total) + " bytes") != std::string::npos);
+        CHECK(r.out.find("buffered, --mode " + mode) != std::string::npos);
+    }
 }
 
 TEST_CASE("cli load: a sharded index, errors and usage", "[cli][load]") {
@@ -77,6 +86,9 @@ TEST_CASE("cli load: a sharded index, errors and usage", "[cli][load]") {
     CHECK(cli("load").status == 2);
     CHECK(cli("load --qd 0 x").status == 2);
     CHECK(cli("load --pages giant x").status == 2);
+    r = cli("load --mode warm x");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("--mode takes auto, hot or cold, not 'warm'") != std::string::npos);
     r = cli("load --help");
     CHECK(r.status == 0);
     CHECK(r.out.find("--select PATTERN") != std::string::npos);

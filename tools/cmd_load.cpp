@@ -18,7 +18,7 @@ using namespace ringsafe::cli;
 
 constexpr std::string_view help =
     "usage: ringsafe load SOURCE [--select PATTERN]... [--direct] [--qd N] [--chunk SIZE]\n"
-    "                     [--threads N] [--pages huge|small] [--json]\n"
+    "                     [--threads N] [--mode auto|hot|cold] [--pages huge|small] [--json]\n"
     "Loads the tensors of SOURCE (a path, an http(s):// or s3:// URL, or a sharded\n"
     "*.index.json) into memory and prints bytes, seconds and GB/s (GB = 1e9 bytes).\n"
     "The destination is allocated and prefaulted before the clock starts, as a\n"
@@ -31,6 +31,9 @@ constexpr std::string_view help =
     "  --qd N            reads in flight per ring (default 32)\n"
     "  --chunk SIZE      split reads into chunks of SIZE (default 4M; 1M, 16M accepted)\n"
     "  --threads N       worker rings/threads (default 2)\n"
+    "  --mode MODE       buffered reads: auto (default: asks the kernel how much of\n"
+    "                    the selection is in the page cache), hot (any order, io-wq\n"
+    "                    copies) or cold (one sequential stream per ring)\n"
     "  --pages KIND      destination pages: huge (default; THP) or small (4 KiB)\n"
     "  --json            print one line {\"bytes\":N,\"seconds\":S,\"gbps\":G}\n"
     "  -h, --help        this text\n"
@@ -67,12 +70,12 @@ selection choose(const reader& r, const std::vector<std::string>& patterns) {
 int run(const std::vector<std::string_view>& args) {
     arg_parser ap(args);
     for (auto f : {"--direct", "--json", "--help", "-h"}) ap.flag(f);
-    for (auto o : {"--select", "--qd", "--chunk", "--threads", "--pages"}) ap.option(o);
+    for (auto o : {"--select", "--qd", "--chunk", "--threads", "--mode", "--pages"}) ap.option(o);
     reader_options opts;
     bool json = false;
     std::vector<std::string> patterns;
     buffer_options bopts;
-    std::string spec;
+    std::string spec, mode_name;
     try {
         ap.parse();
         if (ap.has("--help") || ap.has("-h")) {
@@ -92,6 +95,12 @@ int run(const std::vector<std::string_view>& args) {
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
         if (ap.has("--chunk")) opts.source.http.chunk_size = opts.plan.chunk_size = f.chunk_size;
+        const std::string mode = mode_name = ap.value("--mode").value_or("auto");
+        using buffered = file_options::buffered_mode;
+        if (mode == "auto") f.mode = buffered::automatic;
+        else if (mode == "hot") f.mode = buffered::hot;
+        else if (mode == "cold") f.mode = buffered::cold;
+        else throw usage_error{"--mode takes auto, hot or cold, not '" + mode + "'"};
         std::string pages = ap.value("--pages").value_or("huge");
         if (pages == "huge") bopts.pages = page_kind::huge;
         else if (pages == "small") bopts.pages = page_kind::small;
@@ -138,7 +147,7 @@ int run(const std::vector<std::string_view>& args) {
                         static_cast<unsigned long long>(sel.bytes()), human_bytes(sel.bytes()).c_str(), secs,
                         gbps);
             std::printf("destination: %s, %s\n", dst.pages().label().c_str(),
-                        opts.source.file.direct ? "O_DIRECT" : "buffered");
+                        opts.source.file.direct ? "O_DIRECT" : ("buffered, --mode " + mode_name).c_str());
         }
         return exit_ok;
     } catch (const error& e) {
