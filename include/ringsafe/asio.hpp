@@ -56,8 +56,26 @@
 //  * async_open: opening and header parsing run on that thread pool (opening
 //    is rare; it blocks one pool thread for the open, the fstat and the first
 //    read of each file, or the first request of each URL).
-//  * async_writer: the writer is blocking; each async_write / async_finish
-//    runs, in submission order, on a strand of that thread pool.
+//  * async_writer: its operations run, in initiation order, on an internal
+//    strand of the async_writer's executor. The writer's own io_uring (its
+//    write ring, O_DIRECT where the filesystem allows) signals an eventfd
+//    watched by an Asio descriptor, as for reads. async_write validates as
+//    writer::add, then copies the tensor into the writer's staging blocks
+//    (writer_options::staging_blocks x block_size) as they free up, each full
+//    block going out as one ring write; when every block is in flight it
+//    waits on the descriptor, never in the kernel. It completes once the last
+//    byte is copied, so the pipeline stays full across tensors (zero-copy
+//    would make each write wait for its own bytes to land). async_finish
+//    flushes the last block, then writes the header (IORING_OP_WRITE), fsyncs
+//    (IORING_OP_FSYNC), links / renames the file into place
+//    (IORING_OP_LINKAT / IORING_OP_RENAMEAT) and fsyncs the directory
+//    (IORING_OP_OPENAT + IORING_OP_FSYNC), each a ring operation. Inline on
+//    the io_context's thread: copying into staging, fallocate ahead of O_DIRECT
+//    writes, the ftruncate that cuts the O_DIRECT padding, closing
+//    descriptors. On the thread pool above (the only writer work there): the
+//    data relocation when the header outgrows its reservation
+//    (writer_stats::relocation), and the finish of a writer::open_append
+//    writer (fdatasync, header rewrite, fsync) once its data is flushed.
 //
 // Cancellation (async_read): the handler's cancellation slot accepts
 // terminal, partial and total cancellation alike. In-flight ring reads get
@@ -78,8 +96,10 @@
 //    complete with operation_aborted); its ring lives until they have.
 //    get() gives the reader: listing and planning are thread-safe.
 //  * async_writer: its calls may come from any thread; operations run one at
-//    a time in the order they were initiated. Do not use get() while
-//    operations are outstanding.
+//    a time in the order they were initiated, on its executor's threads
+//    (completions too, unless the handler has its own executor). Do not use
+//    get() while operations are outstanding. The io_context must outlive it
+//    (its eventfd descriptor belongs to the io_context).
 //  * read_callbacks run inside the async_reader's strand (see there).
 //  * The io_context may run on one thread or several. It must outlive the
 //    async_readers bound to it (their ring descriptor and HTTP connections
@@ -176,19 +196,24 @@ private:
 };
 
 // A streaming writer bound to an executor: the target of async_write and
-// async_finish. The writer's calls run on an internal thread pool, one at a time.
+// async_finish. Its operations run one at a time on an internal strand of the
+// executor, driven by the writer's io_uring completions (see "How bytes move").
 class async_writer {
 public:
     using executor_type = boost::asio::any_io_executor;
     struct impl;
 
     async_writer() = default;
-    // Takes `w` over. Operations complete on `ex` (or the handler's executor).
+    // Takes `w` over (a new file or writer::open_append) and registers an
+    // eventfd with its ring. Operations complete on `ex` (or the handler's
+    // executor). Throws ringsafe::error for an empty writer or when eventfd /
+    // io_uring_register_eventfd fail.
     async_writer(executor_type ex, writer w);
     async_writer(async_writer&&) noexcept;
     async_writer& operator=(async_writer&&) noexcept;
     // Without a successful async_finish the file is abandoned (nothing at the
-    // target path) once outstanding operations have run.
+    // target path) once outstanding operations have run and the ring's writes
+    // have completed (on the executor: the io_context must run for it).
     ~async_writer();
 
     bool valid() const noexcept { return impl_ != nullptr; }
@@ -364,9 +389,14 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
     return detail::initiate_read(r, std::move(sel), std::move(dsts), std::move(cb), &st, std::forward<Token>(token));
 }
 
-// Adds a whole tensor (writer::add) after the operations initiated before it.
-// `bytes` must stay valid until the handler runs. Completes with bytes.size();
-// errors as writer::add (an I/O error abandons the file).
+// Adds a whole tensor (writer::add) after the operations initiated before it:
+// the same validation and errors (TensorInvalidInfo, duplicate or bad names...:
+// the writer stays usable). `bytes` must stay valid and unchanged until the
+// handler runs; they are copied into the writer's staging (never written from
+// after the handler). Completes with bytes.size() once copied; a write error
+// from the ring (this tensor's or an earlier one's) completes the operation
+// that notices it, naming tensor and file offset, after the file has been
+// abandoned (nothing at the target path when the handler runs).
 template <typename Token>
 auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
                  std::span<const std::byte> bytes, Token&& token) {
@@ -381,8 +411,11 @@ auto async_write(async_writer& w, std::string_view name, dtype type, std::vector
 }
 
 // Publishes the file (writer::finish with `metadata`, copied) after the
-// operations initiated before it. Completes with the tensor bytes written
-// (writer_stats::data_bytes); get().stats() has the rest once it completed.
+// operations initiated before it, through ring operations (see "How bytes
+// move"). Completes with the tensor bytes written (writer_stats::data_bytes);
+// get().stats() has the rest once it completed. Errors as writer::finish
+// (WriterState when finished twice or a tensor is open, leaving the writer
+// usable; I/O errors abandon the file before the handler runs).
 template <typename Token>
 auto async_finish(async_writer& w, std::optional<metadata_map> metadata, Token&& token) {
     return detail::initiate_finish(w, std::move(metadata), nullptr, std::forward<Token>(token));

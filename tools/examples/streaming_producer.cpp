@@ -1,8 +1,9 @@
 // Example: a producer that computes tensors one by one (here: a few layers of
 // a toy model, each a function of the previous) and streams each into the
 // streaming writer as soon as it is ready, while computing the next one.
-// Writes go through ringsafe::asio::async_write on the io_context; the
-// writer's blocking calls run on ringsafe's pool, never on this thread.
+// Writes go through ringsafe::asio::async_write on the io_context: each
+// tensor is copied into the writer's staging and written by its io_uring,
+// whose completions wake this io_context (no thread of ringsafe's own).
 //
 //   streaming_producer OUT.safetensors   (default: a temp file, checked and removed)
 //
