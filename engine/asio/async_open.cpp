@@ -1,39 +1,184 @@
-// async_open: reader::open on the blocking pool, completion on the caller's executor.
+// async_open: the blocking reader::open's steps as coroutines on a strand of
+// the caller's executor (io_uring operations for files, the first request
+// of each URL over the executor's connection pool); custom opens
+// (reader_options::open) on the blocking pool.
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "asio/blocking_pool.hpp"
+#include "asio/open_steps.hpp"
+#include "asio/reader_access.hpp"
 #include "asio/reader_state.hpp"
 #include "read/error_context.hpp"
 
 namespace ringsafe::asio::detail {
+namespace net = boost::asio;
+namespace {
 
-void start_open(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
-                status* st, boost::asio::any_io_executor done_ex, open_handler handler) {
-    auto work = boost::asio::make_work_guard(done_ex);
-    boost::asio::post(blocking_pool(), [ex = std::move(ex), spec = std::move(spec), ropts = std::move(ropts), aopts,
-                                        st, done_ex = std::move(done_ex), work = std::move(work),
-                                        handler = std::move(handler)]() mutable {
+// The shards of an index, opened by up to parallel_shards coroutines at once.
+struct shard_batch {
+    shard_batch(const engine_strand& s, std::string spec, shard_index i)
+        : index_spec(std::move(spec)), idx(std::move(i)), out(idx.shards.size()),
+          all_done(s, net::steady_timer::time_point::max()) {}
+    std::string index_spec;
+    shard_index idx;
+    std::vector<ringsafe::detail::opened_shard> out;
+    std::size_t next = 0;
+    std::size_t workers_left = 0;
+    net::steady_timer all_done;  // cancelled by the last worker
+};
+
+net::awaitable<void> shard_worker(std::shared_ptr<open_context> c, std::shared_ptr<shard_batch> b) {
+    for (std::size_t i; !c->abandon.abandoned() && (i = b->next++) < b->out.size();) {
+        auto& o = b->out[i];
+        try {
+            o.spec = resolve_shard(b->index_spec, b->idx.shards[i]);
+            o.src = co_await open_one(*c, o.spec);
+            o.hdr = co_await load_header_async(*c, *o.src);
+        } catch (...) {
+            o.err = std::current_exception();
+        }
+    }
+}
+
+net::awaitable<std::vector<ringsafe::detail::opened_shard>> open_shards_async(std::shared_ptr<open_context> c,
+                                                                              const std::string& index_spec,
+                                                                              shard_index idx, unsigned parallel) {
+    auto b = std::make_shared<shard_batch>(c->strand, index_spec, std::move(idx));
+    const std::size_t workers = std::min<std::size_t>(b->out.size(), parallel);
+    b->workers_left = workers;
+    for (std::size_t w = 0; w < workers; ++w)
+        net::co_spawn(c->strand, shard_worker(c, b), [b](std::exception_ptr) {
+            if (--b->workers_left == 0) b->all_done.cancel();
+        });
+    if (b->workers_left > 0) {
+        boost::system::error_code ignored;
+        co_await b->all_done.async_wait(net::redirect_error(net::use_awaitable, ignored));
+    }
+    c->check_cancelled();
+    co_return std::move(b->out);
+}
+
+// reader::open, step for step.
+net::awaitable<void> open_reader(std::shared_ptr<open_context> c, std::string spec, std::optional<reader>& result) {
+    auto p = ringsafe::detail::new_reader_state(spec, c->ropts);
+    auto src = co_await open_one(*c, spec);
+    if (looks_like_index(spec, src->prefix(), src->size())) {
+        ringsafe::detail::index_text t = ringsafe::detail::begin_index_text(*src, c->ropts.parse.max_header_size);
+        if (!t.rest().empty()) co_await read_exact_async(*c, *src, t.rest_offset(), t.rest());
+        src.reset();
+        shard_index idx = parse_index(t.text, spec);
+        auto out = co_await open_shards_async(c, spec, idx, p->opts.parallel_shards);
+        ringsafe::detail::adopt_shards(*p, spec, idx, std::move(out));
+    } else {
+        header h = co_await load_header_async(*c, *src);
+        ringsafe::detail::set_single_file(*p, std::move(src), std::move(h));
+    }
+    result.emplace(ringsafe::detail::reader_access::make(std::move(p)));
+}
+
+// The error and message reader::open(spec, opts, st) reports for `e`.
+void describe_failure(std::exception_ptr e, const std::string& spec, std::error_code& ec, std::string& msg) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::system_error& x) {
+        ec = x.code();
+        msg = ringsafe::detail::bare_message(x);
+    } catch (const std::exception& x) {
+        ec = make_error_code(errc::IoError);
+        msg = spec + ": " + x.what();
+    } catch (...) {
+        ec = make_error_code(errc::IoError);
+        msg = spec + ": unknown failure";
+    }
+}
+
+void finish(status* st, const error_code& ec, std::string msg, const net::any_io_executor& done_ex,
+            open_handler handler, async_reader result) {
+    if (st) {
+        st->code = static_cast<std::error_code>(ec);
+        st->message = ec ? std::move(msg) : std::string();
+    }
+    net::post(done_ex, net::append(std::move(handler), ec, std::move(result)));
+}
+
+// Custom sources: their open blocks, so it runs on the blocking pool.
+void open_on_pool(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
+                  status* st, net::any_io_executor done_ex, open_handler handler) {
+    auto work = net::make_work_guard(done_ex);
+    net::post(blocking_pool(), [ex = std::move(ex), spec = std::move(spec), ropts = std::move(ropts), aopts, st,
+                                done_ex = std::move(done_ex), work = std::move(work),
+                                handler = std::move(handler)]() mutable {
         std::error_code ec;
         std::string msg;
         async_reader result;
         try {
             result = async_reader(ex, reader::open(spec, ropts), aopts);
-        } catch (const std::system_error& e) {
-            ec = e.code();
-            msg = ringsafe::detail::bare_message(e);
-        } catch (const std::exception& e) {
-            ec = make_error_code(errc::IoError);
-            msg = spec + ": " + e.what();
+        } catch (...) {
+            describe_failure(std::current_exception(), spec, ec, msg);
         }
-        if (st) {
-            st->code = ec;
-            st->message = msg;
-        }
-        boost::asio::post(done_ex, boost::asio::append(std::move(handler), error_code(ec), std::move(result)));
+        finish(st, ec, std::move(msg), done_ex, std::move(handler), std::move(result));
         work.reset();
     });
+}
+
+}  // namespace
+
+void start_open(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
+                status* st, net::any_io_executor done_ex, open_handler handler) {
+    if (ropts.open)
+        return open_on_pool(std::move(ex), std::move(spec), std::move(ropts), aopts, st, std::move(done_ex),
+                            std::move(handler));
+    auto c = std::make_shared<open_context>(open_context{net::make_strand(ex), nullptr, std::move(ropts), {}});
+    try {
+        c->ring = std::make_shared<ring_reads>(c->strand, aopts.queue_depth);
+    } catch (...) {
+        std::error_code ec;
+        std::string msg;
+        describe_failure(std::current_exception(), spec, ec, msg);
+        return finish(st, ec, std::move(msg), done_ex, std::move(handler), async_reader());
+    }
+    net::cancellation_slot slot = net::get_associated_cancellation_slot(handler);
+    if (slot.is_connected()) {
+        slot.assign([w = std::weak_ptr<open_context>(c), strand = c->strand](net::cancellation_type t) {
+            using ct = net::cancellation_type;
+            if ((t & (ct::terminal | ct::partial | ct::total)) == ct::none) return;
+            net::post(strand, [w] {
+                if (auto c = w.lock()) c->abandon.abandon();
+            });
+        });
+    }
+    auto result = std::make_shared<std::optional<reader>>();
+    auto work = net::make_work_guard(done_ex);
+    net::co_spawn(c->strand, open_reader(c, spec, *result),
+                  [c, result, ex = std::move(ex), spec, st, done_ex = std::move(done_ex), work = std::move(work),
+                   handler = std::move(handler)](std::exception_ptr e) mutable {
+                      auto slot = net::get_associated_cancellation_slot(handler);
+                      if (slot.is_connected()) slot.clear();
+                      std::error_code ec;
+                      std::string msg;
+                      async_reader opened;
+                      error_code code;
+                      if (c->abandon.abandoned()) {
+                          code = net::error::operation_aborted;
+                          msg = "opening " + spec + " was cancelled";
+                      } else if (e) {
+                          describe_failure(e, spec, ec, msg);
+                          code = ec;
+                      } else {
+                          opened = async_reader(ex, std::make_shared<async_reader::impl>(c->strand, c->ring,
+                                                                                          std::move(**result)));
+                      }
+                      finish(st, code, std::move(msg), done_ex, std::move(handler), std::move(opened));
+                      work.reset();
+                  });
 }
 
 }  // namespace ringsafe::asio::detail

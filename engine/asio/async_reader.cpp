@@ -10,8 +10,14 @@ async_reader::impl::impl(executor_type ex, reader r, const async_options& opts)
     : rd(std::move(r)), strand(boost::asio::make_strand(ex)),
       ring(std::make_shared<detail::ring_reads>(strand, opts.queue_depth)) {}
 
+async_reader::impl::impl(detail::engine_strand s, std::shared_ptr<detail::ring_reads> rg, reader r)
+    : rd(std::move(r)), strand(std::move(s)), ring(std::move(rg)) {}
+
 async_reader::async_reader(executor_type ex, reader r, const async_options& opts)
     : ex_(ex), impl_(std::make_shared<impl>(ex, std::move(r), opts)) {}
+
+async_reader::async_reader(executor_type ex, std::shared_ptr<impl> state) noexcept
+    : ex_(std::move(ex)), impl_(std::move(state)) {}
 
 async_reader::async_reader(async_reader&&) noexcept = default;
 

@@ -8,6 +8,8 @@ namespace ringsafe::detail {
 
 struct reader_access {
     static reader::impl& of(reader& r) noexcept { return *r.p_; }
+    // A reader over a state filled by the shared opening steps (async_open).
+    static reader make(std::unique_ptr<reader::impl> p) { return reader(std::move(p)); }
 };
 
 }  // namespace ringsafe::detail

@@ -17,6 +17,8 @@ struct read_operation;
 
 struct async_reader::impl {
     impl(executor_type ex, reader r, const async_options& opts);
+    // Adopts a strand and ring already made (async_open opened the files on them).
+    impl(detail::engine_strand s, std::shared_ptr<detail::ring_reads> rg, reader r);
 
     reader rd;
     detail::engine_strand strand;

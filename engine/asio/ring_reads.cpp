@@ -25,6 +25,10 @@ std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 std::uint64_t user_data(unsigned id, std::uint32_t gen) { return (std::uint64_t{gen} << 32) | id; }
+// Single operations: a sequence number above this marker (reads carry a slot
+// id below 4096 in the low half, cancels are all ones).
+constexpr std::uint64_t single_low = 0xfffffffeu;
+bool is_single(std::uint64_t ud) { return (ud & 0xffffffffu) == single_low; }
 
 int make_eventfd() {
     const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -243,16 +247,28 @@ void ring_reads::on_ready() {
     io_uring_cqe* cqe;
     unsigned head, seen = 0;
     std::vector<std::pair<unsigned, int>> results;
+    std::vector<std::pair<std::uint64_t, int>> singles;
     io_uring_for_each_cqe(&ring_, head, cqe) {
         ++seen;
         const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
         if (ud == cancel_marker) continue;
+        if (is_single(ud)) {
+            singles.emplace_back(ud, cqe->res);
+            continue;
+        }
         const auto id = static_cast<unsigned>(ud & 0xffffffffu);
         if (id >= slots_.size() || !slots_[id].job || slots_[id].generation != (ud >> 32)) continue;
         results.emplace_back(id, cqe->res);
     }
     io_uring_cq_advance(&ring_, seen);
     for (auto [id, res] : results) handle(id, res);
+    for (auto [ud, res] : singles) {
+        auto it = singles_.find(ud);
+        if (it == singles_.end()) continue;
+        --in_flight_;
+        boost::asio::post(strand_, [d = std::move(it->second.done), res = res] { d(res); });
+        singles_.erase(it);
+    }
     if (io_uring_sq_ready(&ring_) > 0) flush();  // entries an earlier -EBUSY left behind
     pump();
     arm();
@@ -344,6 +360,39 @@ void ring_reads::finish_if_idle(file_job& job) {
     if (job.on_done) boost::asio::post(strand_, [&job, f = std::move(job.on_done)]() mutable { f(job); });
 }
 
+std::uint64_t ring_reads::submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
+                                        std::function<void(int)> done) {
+    const std::uint64_t ud = (++next_single_ << 32) | single_low;
+    io_uring_sqe* sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
+    if (!sqe && !broken_) {
+        flush();
+        sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
+    }
+    if (!sqe) {
+        boost::asio::post(strand_, [d = std::move(done), res = broken_ ? -EIO : -EBUSY] { d(res); });
+        return ud;
+    }
+    prep(sqe);
+    io_uring_sqe_set_data64(sqe, ud);
+    singles_.emplace(ud, single{std::move(keep), std::move(done)});
+    ++in_flight_;
+    flush();
+    return ud;
+}
+
+void ring_reads::cancel_single(std::uint64_t id) {
+    if (!singles_.count(id)) return;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+        flush();
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    if (!sqe) return;  // it completes by itself
+    io_uring_prep_cancel64(sqe, id, 0);
+    io_uring_sqe_set_data64(sqe, cancel_marker);
+    flush();
+}
+
 // Only when io_uring_enter itself fails (ENOMEM, a broken ring): reads not
 // yet submitted will never complete, so every job is failed at once.
 void ring_reads::fail_everything(std::error_code ec, const std::string& what) {
@@ -363,6 +412,12 @@ void ring_reads::fail_everything(std::error_code ec, const std::string& what) {
         finish_if_idle(*j);
     }
     queue_.clear();
+    for (auto& [ud, s] : singles_) {
+        --in_flight_;
+        orphaned_.push_back(std::move(s.keep));  // the kernel may own it still
+        boost::asio::post(strand_, [d = std::move(s.done)] { d(-EIO); });
+    }
+    singles_.clear();
 }
 
 }  // namespace ringsafe::asio::detail

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -44,7 +46,22 @@ public:
     // IORING_OP_ASYNC_CANCEL; on_done runs once every one of them completed.
     void cancel(file_job& job);
 
+    // One operation besides the reads (async_open: openat, statx, the header
+    // read): `prep` fills the SQE; `done` is posted to the strand with the
+    // CQE's result (-EBUSY when no SQE could be had, -EIO when the ring
+    // failed). `keep` (the memory the kernel uses) lives until then, or
+    // until the ring is gone. Returns an id for cancel_single().
+    std::uint64_t submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
+                                std::function<void(int)> done);
+    // IORING_OP_ASYNC_CANCEL for a single operation still in flight (its done
+    // still runs, with -ECANCELED or the result it got first).
+    void cancel_single(std::uint64_t id);
+
 private:
+    struct single {
+        std::shared_ptr<void> keep;
+        std::function<void(int)> done;
+    };
     struct slot {
         std::shared_ptr<file_job> job;  // null when free
         std::size_t op = 0;
@@ -89,6 +106,9 @@ private:
     unsigned in_flight_ = 0;  // reads owned by the kernel (cancels are not counted)
     bool armed_ = false;
     std::error_code broken_;  // the ring failed; later jobs fail at once
+    std::map<std::uint64_t, single> singles_;  // in flight, by user_data
+    std::uint64_t next_single_ = 0;
+    std::vector<std::shared_ptr<void>> orphaned_;  // singles' memory after a ring failure, freed with the ring
 };
 
 }  // namespace ringsafe::asio::detail

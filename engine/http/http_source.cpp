@@ -15,6 +15,7 @@
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
 #include "http/range_fetch.hpp"
+#include "http/remote_open.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
 
@@ -40,9 +41,12 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const http_options& o) {
 // A remote object: the blocking executor (execute) runs a private event loop
 // on the calling thread; the asynchronous one (start_async) runs on the
 // caller's executor with a connection pool bound to it.
-class http_source final : public source, public detail::async_source {
+class http_source final : public source, public detail::async_source, public deferred_open {
 public:
-    http_source(const std::string& spec, const http_options& opts) : name_(spec), opts_(opts), rng_(std::random_device{}()) {
+    struct without_request {};
+    // Everything before the first request: options, URL, S3 signing, TLS.
+    http_source(const std::string& spec, const http_options& opts, without_request)
+        : name_(spec), opts_(opts), rng_(std::random_device{}()) {
         if (opts_.connections_per_origin == 0) raise(errc::InvalidArgument, "connections_per_origin must be at least 1 for " + spec);
         if (opts_.chunk_size == 0) raise(errc::InvalidArgument, "chunk_size must be positive for " + spec);
         url u = parse_url(spec);
@@ -52,14 +56,14 @@ public:
             object_.requested = object_.location = u;
         tls_ = make_tls_context(opts_);
         pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_.get(), opts_.connect_timeout);
-        // One speculative request: size, validators and the first bytes.
-        prefix_.resize(std::max<std::uint64_t>(opts_.prefetch, 1));
-        std::uint64_t got = 0;
-        run([&]() -> asio::awaitable<void> {
-            got = co_await fetch_range(context(), 0, prefix_.size(), prefix_.data(), {}, {});
-        });
-        prefix_.resize(std::min<std::uint64_t>(got, opts_.prefetch));
-        size_ = object_.size.value_or(0);
+    }
+    // The blocking open: the first request on the source's own event loop.
+    http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
+        run([this]() -> asio::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
+    }
+
+    asio::awaitable<void> first_request(asio::any_io_executor ex, abandon_list* abandon) override {
+        co_await first_request_on(pool_for(ex), abandon);
     }
 
     const std::string& name() const noexcept override { return name_; }
@@ -111,26 +115,33 @@ public:
 
     std::shared_ptr<detail::async_run> start_async(asio::any_io_executor ex, std::span<const read_op> ops,
                                                    detail::async_callbacks cb) override {
-        connection_pool* pool = nullptr;
-        remote_object object;
-        {
-            std::lock_guard lock(state_mutex_);
-            object = object_;
-            for (auto& [pool_ex, p] : async_pools_)
-                if (pool_ex == ex) pool = p.get();
-            if (!pool) {
-                async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_.get(), opts_.connect_timeout));
-                pool = async_pools_.back().second.get();
-            }
-        }
-        auto run = std::make_shared<fetch_run>(std::move(object), *pool, opts_, std::random_device{}(), ops,
-                                               std::move(cb));
+        connection_pool& pool = pool_for(ex);
+        auto run = std::make_shared<fetch_run>(snapshot(), pool, opts_, std::random_device{}(), ops, std::move(cb));
         run->start(std::move(ex), size_, name_);
         return run;
     }
 
 private:
-    fetch_context context() { return {object_, *pool_, opts_, rng_}; }
+    // One speculative request: size, validators and the first bytes. With
+    // `abandon` abandoned it returns early (the caller checks).
+    asio::awaitable<void> first_request_on(connection_pool& pool, abandon_list* abandon) {
+        prefix_.resize(std::max<std::uint64_t>(opts_.prefetch, 1));
+        std::function<bool()> stop;
+        if (abandon) stop = [abandon] { return abandon->abandoned(); };
+        const std::uint64_t got = co_await fetch_range(fetch_context{object_, pool, opts_, rng_, abandon}, 0,
+                                                       prefix_.size(), prefix_.data(), {}, stop);
+        prefix_.resize(std::min<std::uint64_t>(got, opts_.prefetch));
+        size_ = object_.size.value_or(0);
+    }
+
+    // The connection pool of an asynchronous executor (made on first use, kept).
+    connection_pool& pool_for(const asio::any_io_executor& ex) {
+        std::lock_guard lock(state_mutex_);
+        for (auto& [pool_ex, p] : async_pools_)
+            if (pool_ex == ex) return *p;
+        async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_.get(), opts_.connect_timeout));
+        return *async_pools_.back().second;
+    }
 
     remote_object snapshot() {
         std::lock_guard lock(state_mutex_);
@@ -165,6 +176,10 @@ private:
 
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts) {
     return std::make_unique<http_source>(url, opts);
+}
+
+std::unique_ptr<source> http_engine::prepare_url(const std::string& url, const http_options& opts) {
+    return std::make_unique<http_source>(url, opts, http_source::without_request{});
 }
 
 }  // namespace ringsafe

@@ -19,23 +19,32 @@ std::uint64_t next_reader_id() noexcept {
 }
 }  // namespace detail
 
-namespace {
+std::unique_ptr<reader::impl> detail::new_reader_state(const std::string& spec, const reader_options& opts) {
+    auto p = std::make_unique<reader::impl>();
+    p->id = detail::next_reader_id();
+    p->spec = spec;
+    p->opts = opts;
+    if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
+    return p;
+}
 
-// The whole text of a (small) index object: the prefix, then the rest.
-std::string read_all(source& src, std::uint64_t limit) {
+void detail::set_single_file(reader::impl& r, std::unique_ptr<source> src, header h) {
+    r.metadata = h.metadata;
+    r.add_shard(r.spec, std::move(src), std::move(h));
+    r.finish();
+}
+
+detail::index_text detail::begin_index_text(const source& src, std::uint64_t limit) {
     if (src.size() > limit)
         raise(errc::InvalidIndex, "index " + src.name() + " is " + std::to_string(src.size()) +
                                       " bytes, more than the limit of " + std::to_string(limit));
-    std::string text(src.size(), '\0');
+    index_text t;
+    t.text.assign(src.size(), '\0');
     auto prefix = src.prefix();
-    std::size_t have = std::min<std::size_t>(prefix.size(), text.size());
-    if (have) std::memcpy(text.data(), prefix.data(), have);
-    if (have < text.size())
-        src.read_exact(have, std::as_writable_bytes(std::span(text.data() + have, text.size() - have)));
-    return text;
+    t.have = std::min<std::size_t>(prefix.size(), t.text.size());
+    if (t.have) std::memcpy(t.text.data(), prefix.data(), t.have);
+    return t;
 }
-
-}  // namespace
 
 std::unique_ptr<source> reader::impl::open_source_for(const std::string& s) const {
     auto src = opts.open ? opts.open(s) : open_source(s, opts.source);
@@ -88,25 +97,18 @@ reader& reader::operator=(reader&&) noexcept = default;
 reader::~reader() = default;
 
 reader reader::open(const std::string& spec, const reader_options& opts) {
-    auto p = std::make_unique<impl>();
-    p->id = detail::next_reader_id();
-    p->spec = spec;
-    p->opts = opts;
-    if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
+    auto p = detail::new_reader_state(spec, opts);
     auto src = p->open_source_for(spec);
     if (looks_like_index(spec, src->prefix(), src->size())) {
-        std::string text = read_all(*src, opts.parse.max_header_size);
+        detail::index_text t = detail::begin_index_text(*src, opts.parse.max_header_size);
+        if (!t.rest().empty()) src->read_exact(t.rest_offset(), t.rest());
         src.reset();
-        shard_index idx = parse_index(text, spec);
-        p->sharded = true;
-        p->metadata = idx.metadata;
+        shard_index idx = parse_index(t.text, spec);
         detail::open_shards(*p, spec, idx);
         return reader(std::move(p));
     }
     header h = detail::load_header(*src, opts.parse);
-    p->metadata = h.metadata;
-    p->add_shard(spec, std::move(src), std::move(h));
-    p->finish();
+    detail::set_single_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
 
@@ -127,15 +129,9 @@ std::optional<reader> reader::open(const std::string& spec, const reader_options
 
 reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {
     if (!src) raise(errc::InvalidArgument, "reader::from_source: no source");
-    auto p = std::make_unique<impl>();
-    p->id = detail::next_reader_id();
-    p->spec = src->name();
-    p->opts = opts;
-    if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
+    auto p = detail::new_reader_state(src->name(), opts);
     header h = detail::load_header(*src, opts.parse);
-    p->metadata = h.metadata;
-    p->add_shard(p->spec, std::move(src), std::move(h));
-    p->finish();
+    detail::set_single_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
 

@@ -1,6 +1,7 @@
 // The reader's state, shared by the files of engine/read.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,9 +45,39 @@ namespace detail {
 
 // A unique id for a new reader.
 std::uint64_t next_reader_id() noexcept;
+// A new reader's state for `spec`: its id and options (parallel_shards at least 1).
+std::unique_ptr<reader::impl> new_reader_state(const std::string& spec, const reader_options& opts);
+// Makes `r` the checkpoint of one file: its source and parsed header.
+void set_single_file(reader::impl& r, std::unique_ptr<source> src, header h);
+
+// The text of an index object in two steps (the read between them may be
+// asynchronous): the prefix's bytes, then the caller reads rest() at
+// rest_offset(). InvalidIndex when the object is larger than `limit`.
+struct index_text {
+    std::string text;
+    std::size_t have = 0;
+    std::uint64_t rest_offset() const noexcept { return have; }
+    std::span<std::byte> rest() noexcept {
+        return std::as_writable_bytes(std::span(text.data() + have, text.size() - have));
+    }
+};
+index_text begin_index_text(const source& src, std::uint64_t limit);
+
+// One shard as opened (in any way): its source and header, or the error.
+struct opened_shard {
+    std::string spec;
+    std::unique_ptr<source> src;
+    std::optional<header> hdr;
+    std::exception_ptr err;
+};
 // Opens the shards named by `index` (read from `index_spec`) in parallel and
-// checks them against its weight_map; fills `r`.
+// checks them against its weight_map; fills `r` (adopt_shards).
 void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& index);
+// Fills `r` from the shards of `index`, opened in its shards order: the first
+// shard's error (in that order) named with index and shard, or the checks
+// against the weight_map (InvalidIndex), as open_shards reports them.
+void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_index& index,
+                  std::vector<opened_shard> out);
 // Runs a plan's ops on the reader's shards (see reader::execute).
 void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ctl);
 

@@ -11,13 +11,6 @@
 namespace ringsafe::detail {
 namespace {
 
-struct opened_shard {
-    std::string spec;
-    std::unique_ptr<source> src;
-    std::optional<header> hdr;
-    std::exception_ptr err;
-};
-
 [[noreturn]] void bad(const std::string& index_spec, const std::string& why) {
     raise(errc::InvalidIndex, "index " + index_spec + ": " + why);
 }
@@ -45,6 +38,14 @@ void open_shards(reader::impl& r, const std::string& index_spec, const shard_ind
     for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
+    adopt_shards(r, index_spec, idx, std::move(out));
+}
+
+void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx,
+                  std::vector<opened_shard> out) {
+    const std::size_t n = idx.shards.size();
+    r.sharded = true;
+    r.metadata = idx.metadata;
     for (std::size_t i = 0; i < n; ++i) {
         if (!out[i].err) continue;
         const std::string ctx = "index " + index_spec + ", shard '" + idx.shards[i] + "': ";

@@ -1,7 +1,10 @@
 // O_DIRECT alignment of an open file (engine-internal).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ringsafe::uring {
@@ -17,5 +20,12 @@ struct dio_alignment {
 // ringsafe::error(InvalidArgument) naming `path` when statx reports that the
 // file does not support O_DIRECT.
 dio_alignment query_dio_alignment(int fd, const std::string& path);
+
+// The two halves of query_dio_alignment (async_open issues the statx as an
+// io_uring operation): the alignment a statx result with STATX_DIOALIGN
+// reports (nullopt when it does not; the same InvalidArgument when the file
+// does not support O_DIRECT), and the answer without statx.
+std::optional<dio_alignment> dio_alignment_from(const struct statx& sx, const std::string& path);
+dio_alignment dio_alignment_without_statx(int fd);
 
 }  // namespace ringsafe::uring

@@ -12,6 +12,7 @@
 
 #include "ringsafe/error.hpp"
 #include "uring/dio_alignment.hpp"
+#include "uring/file_open.hpp"
 #include "uring/file_view.hpp"
 #include "uring/page_cache_probe.hpp"
 #include "uring/read_executor.hpp"
@@ -20,50 +21,14 @@
 namespace ringsafe {
 namespace {
 
-class fd_guard {
-public:
-    explicit fd_guard(int fd = -1) : fd_(fd) {}
-    ~fd_guard() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    fd_guard(const fd_guard&) = delete;
-    fd_guard& operator=(const fd_guard&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
-
-void check_options(const std::string& path, const file_options& o) {
-    auto bad = [&](const std::string& what) { raise(errc::InvalidArgument, path + ": file_options: " + what); };
-    if (o.queue_depth == 0 || o.queue_depth > 4096) bad("queue_depth must be 1..4096");
-    if (o.chunk_size < 4096 || o.chunk_size > (1u << 30)) bad("chunk_size must be 4 KiB..1 GiB");
-    if (o.threads > 256) bad("threads must be 0..256");
-    if (o.prefetch > (1u << 30)) bad("prefetch must be at most 1 GiB");
-}
-
 class file_source final : public source {
 public:
-    file_source(std::string path, const file_options& opts) : path_(std::move(path)), opts_(opts) {
-        check_options(path_, opts_);
-        // O_NONBLOCK: open(2) of a FIFO without a writer would block forever.
-        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd_ < 0) raise_errno(errno, path_ + ": open");
-        try {  // the destructor does not run when the constructor throws: close the fds here
-            struct stat st {};
-            if (::fstat(fd_, &st) != 0) raise_errno(errno, path_ + ": fstat");
-            if (S_ISDIR(st.st_mode)) raise_errno(EISDIR, path_);  // an unreadable source: IoError
-            if (!S_ISREG(st.st_mode)) raise(errc::InvalidArgument, path_ + ": not a regular file");
-            ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
-            size_ = static_cast<std::uint64_t>(st.st_size);
-            if (opts_.direct) open_direct();
-            prefix_.resize(static_cast<std::size_t>(std::min(opts_.prefetch, size_)));
-            read_exact(0, prefix_);
-        } catch (...) {
-            if (dfd_ >= 0) ::close(dfd_);
-            ::close(fd_);
-            throw;
-        }
+    // Takes over a file opened by open_blocking() or async_open.
+    file_source(std::string path, const file_options& opts, uring::opened_file f)
+        : path_(std::move(path)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : uring::dio_alignment{1, 1}),
+          prefix_(std::move(f.prefix)) {
+        fd_ = f.fd.release();
+        dfd_ = f.direct_fd.release();
         threads_ = opts_.threads ? opts_.threads : std::max(1u, std::thread::hardware_concurrency());
     }
     ~file_source() override {
@@ -78,17 +43,7 @@ public:
     std::span<const std::byte> prefix() const noexcept override { return prefix_; }
 
     void read_exact(std::uint64_t offset, std::span<std::byte> dst) override {
-        std::uint64_t done = 0;
-        while (done < dst.size()) {
-            const ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) raise_errno(errno, path_ + ": read at file offset " + std::to_string(offset + done));
-            if (n == 0)
-                raise(errc::Truncated, path_ + ": the file ended at offset " + std::to_string(offset + done) +
-                                           " while reading bytes " + std::to_string(offset) + ".." +
-                                           std::to_string(offset + dst.size()));
-            done += static_cast<std::uint64_t>(n);
-        }
+        uring::pread_exact(fd_, path_, offset, dst);
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
@@ -125,15 +80,6 @@ public:
     }
 
 private:
-    void open_direct() {
-        dfd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (dfd_ < 0 && errno == EINVAL)
-            raise(errc::InvalidArgument, path_ + ": the filesystem refuses O_DIRECT "
-                                                 "(open it with direct = false to read through the page cache)");
-        if (dfd_ < 0) raise_errno(errno, path_ + ": open with O_DIRECT");
-        align_ = uring::query_dio_alignment(dfd_, path_);
-    }
-
     std::uint64_t chunk_size() const noexcept {
         const std::uint64_t a = opts_.direct ? align_.offset : 1;
         return (opts_.chunk_size + a - 1) / a * a;
@@ -198,8 +144,15 @@ std::optional<file_view> view_file(const source& src) noexcept {
 }
 }  // namespace uring
 
+namespace uring {
+std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f) {
+    check_file_options(path, opts);
+    return std::make_unique<file_source>(std::move(path), opts, std::move(f));
+}
+}  // namespace uring
+
 std::unique_ptr<source> open_file(const std::string& path, const file_options& opts) {
-    return std::make_unique<file_source>(path, opts);
+    return uring::adopt_file(path, opts, uring::open_blocking(path, opts));
 }
 
 }  // namespace ringsafe

@@ -176,6 +176,8 @@ public:
     // creating the ring and its eventfd. Throws ringsafe::error
     // (system_category) when io_uring is unavailable.
     async_reader(executor_type ex, reader r, const async_options& opts = {});
+    // Engine use (async_open): adopts an engine state already bound to `ex`.
+    async_reader(executor_type ex, std::shared_ptr<impl> state) noexcept;
     async_reader(async_reader&&) noexcept;
     async_reader& operator=(async_reader&&) noexcept;
     ~async_reader();  // cancels outstanding reads (see the threading notes)

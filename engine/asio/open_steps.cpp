@@ -1,0 +1,170 @@
+// The steps of async_open: files through io_uring operations, URLs through
+// their first request, the header after the prefix.
+#include "asio/open_steps.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <tuple>
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "asio/async_source.hpp"
+#include "http/remote_open.hpp"
+#include "read/load_header.hpp"
+#include "ringsafe/open_source.hpp"
+#include "uring/file_open.hpp"
+#include "uring/file_view.hpp"
+
+namespace ringsafe::asio::detail {
+namespace net = boost::asio;
+
+net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep, std::shared_ptr<void> keep) {
+    c.check_cancelled();
+    std::uint64_t id = 0;
+    bool pending = true;
+    const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
+        if (pending) c.ring->cancel_single(id);
+    });
+    const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
+        [&](auto handler) {
+            auto h = std::make_shared<decltype(handler)>(std::move(handler));
+            id = c.ring->submit_single(prep, std::move(keep), [h](int r) { std::move(*h)(r); });
+        },
+        net::use_awaitable);
+    pending = false;
+    co_return res;
+}
+
+namespace {
+
+// pread_exact's loop as ring reads of the buffered descriptor.
+net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& path, std::uint64_t offset,
+                                  std::span<std::byte> dst) {
+    std::uint64_t done = 0;
+    while (done < dst.size()) {
+        const auto len = static_cast<unsigned>(std::min<std::uint64_t>(dst.size() - done, 1u << 30));
+        std::byte* to = dst.data() + done;
+        const std::uint64_t at = offset + done;
+        const int r = co_await ring_op(
+            c, [&](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, to, len, at); }, nullptr);
+        c.check_cancelled();
+        if (r == -EINTR || r == -EAGAIN) continue;
+        if (r < 0) uring::raise_read_failed(path, -r, at);
+        if (r == 0) uring::raise_read_truncated(path, at, offset, offset + dst.size());
+        done += static_cast<std::uint64_t>(r);
+    }
+}
+
+// uring::open_blocking's steps as io_uring operations.
+net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::string& path) {
+    const file_options& fo = c.ropts.source.file;
+    uring::check_file_options(path, fo);
+    uring::opened_file f;
+    auto name = std::make_shared<std::string>(path);
+    auto open_with = [&](int flags) {
+        return ring_op(
+            c, [&c, name, flags](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, name->c_str(), flags, 0); },
+            name);
+    };
+    int r = co_await open_with(uring::buffered_open_flags);
+    if (r >= 0) f.fd = uring::owned_fd(r);
+    c.check_cancelled();
+    if (r < 0) uring::raise_open_failed(path, -r);
+
+    auto sx = std::make_shared<struct statx>();
+    r = co_await ring_op(
+        c,
+        [&](io_uring_sqe* sqe) {
+            io_uring_prep_statx(sqe, f.fd.get(), "", AT_EMPTY_PATH, STATX_TYPE | STATX_MODE | STATX_SIZE, sx.get());
+        },
+        sx);
+    c.check_cancelled();
+    if (r < 0) uring::raise_stat_failed(path, -r);
+    uring::check_file_type(path, sx->stx_mode);
+    uring::clear_nonblock(f.fd.get());
+    f.size = sx->stx_size;
+
+    if (fo.direct) {
+        r = co_await open_with(uring::direct_open_flags);
+        if (r >= 0) f.direct_fd = uring::owned_fd(r);
+        c.check_cancelled();
+        if (r < 0) uring::raise_direct_open_failed(path, -r);
+        std::optional<uring::dio_alignment> a;
+#ifdef STATX_DIOALIGN
+        auto dx = std::make_shared<struct statx>();
+        r = co_await ring_op(
+            c,
+            [&](io_uring_sqe* sqe) {
+                io_uring_prep_statx(sqe, f.direct_fd.get(), "", AT_EMPTY_PATH, STATX_DIOALIGN | STATX_TYPE, dx.get());
+            },
+            dx);
+        c.check_cancelled();
+        if (r == 0) a = uring::dio_alignment_from(*dx, path);
+#endif
+        f.align = a ? *a : uring::dio_alignment_without_statx(f.direct_fd.get());
+    }
+    f.prefix.resize(static_cast<std::size_t>(std::min(fo.prefetch, f.size)));
+    co_await read_on_ring(c, f.fd.get(), path, 0, f.prefix);
+    co_return uring::adopt_file(path, fo, std::move(f));
+}
+
+net::awaitable<std::unique_ptr<source>> open_remote(open_context& c, const std::string& url) {
+    auto src = http_engine::prepare_url(url, c.ropts.source.http);
+    auto* deferred = dynamic_cast<http_engine::deferred_open*>(src.get());
+    c.check_cancelled();
+    co_await deferred->first_request(c.strand, &c.abandon);
+    c.check_cancelled();
+    co_return src;
+}
+
+}  // namespace
+
+net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec) {
+    if (is_url(spec)) co_return co_await open_remote(c, spec);
+    co_return co_await open_local(c, spec);
+}
+
+net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset, std::span<std::byte> dst) {
+    if (auto view = uring::view_file(src)) {
+        co_await read_on_ring(c, view->fd, *view->path, offset, dst);
+        co_return;
+    }
+    auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src);
+    if (!async) raise(errc::InvalidArgument, src.name() + ": no asynchronous reads for this source");
+    c.check_cancelled();
+    const read_op op{offset, dst.size(), dst.data(), 0};
+    std::shared_ptr<ringsafe::detail::async_run> run;
+    bool pending = true;
+    const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
+        if (pending && run) run->cancel();
+    });
+    auto [ec, message, cancelled] =
+        co_await net::async_initiate<const net::use_awaitable_t<>&, void(std::error_code, std::string, bool)>(
+            [&](auto handler) {
+                auto h = std::make_shared<decltype(handler)>(std::move(handler));
+                ringsafe::detail::async_callbacks cb;
+                cb.on_done = [h](std::error_code e, std::string m, bool x) { std::move(*h)(e, std::move(m), x); };
+                run = async->start_async(c.strand, {&op, 1}, std::move(cb));
+            },
+            net::use_awaitable);
+    pending = false;
+    c.check_cancelled();
+    if (ec) throw error(ec, message);
+}
+
+net::awaitable<header> load_header_async(open_context& c, source& src) {
+    ringsafe::detail::header_start s = ringsafe::detail::begin_header(src, c.ropts.parse);
+    if (s.parsed) co_return std::move(*s.parsed);
+    try {
+        co_await read_exact_async(c, src, s.rest_offset(), s.rest());
+    } catch (const error& e) {
+        ringsafe::detail::header_read_failed(src, e);
+    }
+    co_return ringsafe::detail::end_header(src, std::move(s), c.ropts.parse);
+}
+
+}  // namespace ringsafe::asio::detail

@@ -1,0 +1,82 @@
+// Opening a local file for a file source (engine-internal): the option and
+// file-type checks and the error messages, shared by open_file() (blocking
+// syscalls) and async_open (the same steps as io_uring operations), and the
+// file source made from a file opened either way.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringsafe/file_source.hpp"
+#include "uring/dio_alignment.hpp"
+
+namespace ringsafe::uring {
+
+// The buffered descriptor (O_NONBLOCK: open(2) of a FIFO without a writer
+// would block forever; cleared once the file is known to be regular).
+inline constexpr int buffered_open_flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+// The O_DIRECT descriptor of file_options::direct.
+inline constexpr int direct_open_flags = O_RDONLY | O_CLOEXEC | O_DIRECT;
+
+// InvalidArgument naming `path` for options out of range.
+void check_file_options(const std::string& path, const file_options& o);
+// After a successful open: EISDIR for a directory, InvalidArgument for
+// anything but a regular file (st_mode / stx_mode).
+void check_file_type(const std::string& path, unsigned mode);
+// Clears O_NONBLOCK on the buffered descriptor (after check_file_type).
+void clear_nonblock(int fd) noexcept;
+
+// The errors, each naming `path` (errno values as system_category).
+[[noreturn]] void raise_open_failed(const std::string& path, int err);
+[[noreturn]] void raise_stat_failed(const std::string& path, int err);
+[[noreturn]] void raise_direct_open_failed(const std::string& path, int err);
+[[noreturn]] void raise_read_failed(const std::string& path, int err, std::uint64_t at);
+// The file ended at `at` while reading [offset, end).
+[[noreturn]] void raise_read_truncated(const std::string& path, std::uint64_t at, std::uint64_t offset,
+                                       std::uint64_t end);
+
+// pread(2) until `dst` is full; errors as above.
+void pread_exact(int fd, const std::string& path, std::uint64_t offset, std::span<std::byte> dst);
+
+// A descriptor closed on destruction unless released.
+class owned_fd {
+public:
+    explicit owned_fd(int fd = -1) noexcept : fd_(fd) {}
+    owned_fd(owned_fd&& o) noexcept : fd_(o.release()) {}
+    owned_fd& operator=(owned_fd&& o) noexcept;
+    ~owned_fd();
+    int get() const noexcept { return fd_; }
+    int release() noexcept {
+        const int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+
+private:
+    int fd_;
+};
+
+// What opening produced: the descriptors (owned), the size at open, the
+// O_DIRECT alignment (when direct) and the first min(prefetch, size) bytes.
+struct opened_file {
+    owned_fd fd;         // buffered (O_NONBLOCK cleared)
+    owned_fd direct_fd;  // O_DIRECT, when file_options::direct
+    std::uint64_t size = 0;
+    dio_alignment align{1, 1};
+    std::vector<std::byte> prefix;
+};
+
+// The blocking open: open, fstat, type check, O_DIRECT open and alignment,
+// the prefix read. Throws ringsafe::error naming `path`.
+opened_file open_blocking(const std::string& path, const file_options& opts);
+// A file source over a file opened either way (takes the descriptors).
+std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f);
+
+}  // namespace ringsafe::uring
