@@ -1,0 +1,85 @@
+// What the async_open tests compare: a reader's whole description (tensors,
+// metadata, shards, the bytes of every tensor) or the error, as text, from
+// reader::open and from asio::async_open on a fresh single-threaded
+// io_context, whose handler must run on the thread running it.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+
+#include "ringsafe/asio.hpp"
+#include "test_support.hpp"
+
+namespace ringsafe::test {
+
+// Tensors (name, dtype, shape, offsets, shard, SHA-256 of its bytes read by
+// `r`), metadata and shards of an open reader, one line each.
+inline std::string describe_reader(reader& r) {
+    std::string out = "spec " + r.spec() + (r.sharded() ? " sharded\n" : "\n");
+    auto meta = [&](const std::optional<metadata_map>& m) {
+        if (!m) return std::string("null");
+        std::string s = "{";
+        for (auto& [k, v] : *m) s += k + "=" + v + ";";
+        return s + "}";
+    };
+    out += "metadata " + meta(r.metadata()) + "\n";
+    for (auto& s : r.shards())
+        out += "shard " + s.spec + " size " + std::to_string(s.size) + " data " + std::to_string(s.data_start) +
+               " tensors " + std::to_string(s.first_tensor) + "+" + std::to_string(s.tensor_count) + " metadata " +
+               meta(s.metadata) + "\n";
+    auto sel = r.all();
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::span<std::byte>> spans;
+    for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size());
+    for (auto& b : bufs) spans.emplace_back(b);
+    r.read(sel, spans);
+    for (std::uint32_t i = 0; i < r.tensors().size(); ++i) {
+        const tensor_info& t = r.tensors()[i];
+        out += "tensor " + t.name + " " + std::string(dtype_name(t.dtype)) + " [";
+        for (auto d : t.shape) out += std::to_string(d) + ",";
+        out += "] " + std::to_string(t.begin) + ".." + std::to_string(t.end) + " shard " +
+               std::to_string(r.shard_of(i)) + " " + sha256_hex(bufs[i]) + "\n";
+    }
+    return out;
+}
+
+inline std::string describe_failure(const status& st) {
+    return std::string("error ") + st.code.category().name() + ":" + std::to_string(st.code.value()) + " " +
+           st.message;
+}
+
+inline std::string sync_verdict(const std::string& spec, const reader_options& ro) {
+    status st;
+    auto r = reader::open(spec, ro, st);
+    return r ? describe_reader(*r) : describe_failure(st);
+}
+
+// async_open's verdict; CHECKs that the handler ran once, on this thread, with
+// the status's code (and the async_reader valid exactly on success).
+inline std::string async_verdict(const std::string& spec, const reader_options& ro, asio::async_options ao = {}) {
+    boost::asio::io_context io;
+    status st;
+    asio::error_code got;
+    asio::async_reader opened;
+    int calls = 0;
+    std::thread::id ran_on;
+    asio::async_open(io.get_executor(), spec, ro, st,
+                     [&](asio::error_code ec, asio::async_reader r) {
+                         ++calls;
+                         got = ec;
+                         opened = std::move(r);
+                         ran_on = std::this_thread::get_id();
+                     }, ao);
+    io.run();
+    REQUIRE(calls == 1);
+    CHECK(ran_on == std::this_thread::get_id());
+    CHECK(st.code == static_cast<std::error_code>(got));
+    CHECK(opened.valid() == !got);
+    return got ? describe_failure(st) : describe_reader(opened.get());
+}
+
+}  // namespace ringsafe::test
