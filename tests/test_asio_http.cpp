@@ -21,6 +21,7 @@
 #include "async_read_checks.hpp"
 #include "checkpoint_bytes.hpp"
 #include "http_harness.hpp"
+#include "open_verdict.hpp"
 #include "ringsafe/asio.hpp"
 
 using namespace ringsafe;
@@ -287,4 +288,109 @@ TEST_CASE("asio http: many concurrent reads, io_context on two threads", "[asio]
     cb.on_progress = [&](std::uint64_t, std::uint64_t) { progressed.fetch_add(1, std::memory_order_relaxed); };
     read_every_tensor_on_two_threads(io, r, cb);
     CHECK(progressed >= r.get().tensors().size());
+}
+
+// A checkpoint of three shards and its index under <tmp>/www/sharded/.
+struct sharded_site {
+    temp_dir tmp;
+    fs::path root = tmp / "www";
+    sharded_site() {
+        fs::create_directories(root / "sharded");
+        write_file(root / "sharded/a.safetensors", build_file({{"x", "F32", {1000}, 4000}, {"y", "U8", {3000}, 3000}}).bytes);
+        write_file(root / "sharded/b.safetensors", build_file({{"z", "I64", {500}, 4000}}).bytes);
+        write_file(root / "sharded/c.safetensors", build_file(mixed).bytes);
+        std::string map = R"("x":"a.safetensors","y":"a.safetensors","z":"b.safetensors")";
+        for (auto& t : mixed) map += ",\"" + t.name + "\":\"c.safetensors\"";
+        write_file(root / "sharded/model.safetensors.index.json",
+                   R"({"metadata":{"total_size":1},"weight_map":{)" + map + "}}");
+    }
+};
+
+TEST_CASE("asio http: async_open of a URL and a URL index runs on the caller's thread and starts no thread",
+          "[asio][http][open][threads]") {
+    sharded_site s;
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    const std::size_t threads = user_threads();
+    for (const std::string name : {"sharded/c.safetensors", "sharded/model.safetensors.index.json"}) {
+        const std::string url = ng.base_url() + "/" + name;
+        INFO(url);
+        for (std::uint64_t prefetch : {std::uint64_t{16}, std::uint64_t{256u << 10}}) {
+            reader_options ro = http_reader(4);
+            ro.source.http.prefetch = prefetch;  // 16: every header and the index take a second read
+            const std::string sync = sync_verdict(url, ro);
+            REQUIRE(sync.starts_with("spec "));
+            CHECK(async_verdict(url, ro) == sync);  // the handler ran on this thread
+            CHECK(user_threads() == threads);      // no pool thread, no resolver thread
+        }
+    }
+}
+
+TEST_CASE("asio http: async_open failures give the blocking path's error and message", "[asio][http][open][errors]") {
+    sharded_site s;
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    std::string url;
+    SECTION("404") { url = ng.base_url() + "/sharded/missing.safetensors"; }
+    SECTION("an index whose shard is missing (404)") {
+        write_file(s.root / "sharded/bad.index.json", std::string(R"({"weight_map":{"q":"gone.safetensors"}})"));
+        url = ng.base_url() + "/sharded/bad.index.json";
+    }
+    SECTION("a bad URL") { url = "http://[::1/x.safetensors"; }
+    SECTION("a refused connection") { url = "http://127.0.0.1:" + std::to_string(free_port()) + "/m.safetensors"; }
+    reader_options ro = http_reader(2);
+    const std::string sync = sync_verdict(url, ro);
+    INFO(sync);
+    REQUIRE(sync.starts_with("error "));
+    CHECK(async_verdict(url, ro) == sync);
+}
+
+TEST_CASE("asio http: a stalled first request leaves the io_context free, and cancellation drops it",
+          "[asio][http][open][threads]") {
+    site s(mixed);
+    fault_server server{s.tmp.path()};
+    // Every request stalls after the response header: only cancellation ends the open.
+    const std::string url = server.base_url() + "/m?fault=stall&after=0&file=" + fs::absolute(s.file).string();
+    reader_options ro = http_reader(2);
+    ro.source.http.first_byte_timeout = 600s;
+    ro.source.http.stall_timeout = 600s;
+    const std::size_t threads = user_threads();
+    net::io_context io;
+    net::cancellation_signal signal;
+    status st;
+    ra::error_code got;
+    bool ran = false, hung = false;
+    unsigned ticks = 0;
+    std::size_t most = threads;
+    net::steady_timer timer(io), watchdog(io);
+    watchdog.expires_after(60s);
+    watchdog.async_wait([&](boost::system::error_code ec) {
+        if (ec) return;
+        hung = true;
+        io.stop();
+    });
+    ra::async_open(io.get_executor(), url, ro, st,
+                   net::bind_cancellation_slot(signal.slot(), [&](ra::error_code ec, ra::async_reader r) {
+                       got = ec;
+                       ran = true;
+                       CHECK_FALSE(r.valid());
+                       timer.cancel();
+                       watchdog.cancel();
+                   }));
+    std::function<void()> tick = [&] {
+        timer.expires_after(5ms);
+        timer.async_wait([&](boost::system::error_code ec) {
+            if (ec || ran) return;
+            most = std::max(most, user_threads());
+            if (++ticks == 10) signal.emit(net::cancellation_type::terminal);
+            tick();
+        });
+    };
+    tick();
+    io.run();
+    REQUIRE_FALSE(hung);
+    REQUIRE(ran);
+    CHECK(ticks >= 10);  // the timer kept ticking on the one thread while the open waited
+    CHECK(got == net::error::operation_aborted);
+    CHECK(st.message.find(url) != std::string::npos);
+    CHECK(most == threads);
+    CHECK(user_threads() == threads);
 }

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -27,20 +26,6 @@ namespace net = boost::asio;
 namespace ra = ringsafe::asio;
 
 namespace {
-
-// Threads of this process, without the kernel's io_uring workers (iou-wrk-*,
-// which io_uring starts for operations such as statx and openat; they belong
-// to the kernel's io-wq, not to an event loop or pool of ours).
-std::size_t user_threads() {
-    std::size_t n = 0;
-    for (auto& e : fs::directory_iterator("/proc/self/task")) {
-        std::ifstream comm(e.path() / "comm");
-        std::string name;
-        std::getline(comm, name);
-        if (!name.starts_with("iou-")) ++n;
-    }
-    return n;
-}
 
 std::size_t open_descriptors() {
     std::size_t n = 0;
