@@ -53,9 +53,19 @@
 //    thread pool (two threads, shared by the process). Cancellation raises
 //    the source's cancel flag: in-flight reads are drained before the
 //    operation completes.
-//  * async_open: opening and header parsing run on that thread pool (opening
-//    is rare; it blocks one pool thread for the open, the fstat and the first
-//    read of each file, or the first request of each URL).
+//  * async_open: reader::open's steps as coroutines on an internal strand of
+//    `ex`, with the same results and messages. Local files: IORING_OP_OPENAT
+//    (the flags file_options implies, plus the O_DIRECT descriptor when
+//    direct), IORING_OP_STATX (type, size; the DIO alignment when direct)
+//    and IORING_OP_READ of the prefix (a second read only when the header,
+//    or an index, is larger), on the ring the resulting async_reader keeps.
+//    The kernel may run openat/statx on its io-wq workers (iou-wrk threads).
+//    URLs: the first request (size, validators, prefix; redirects, auth, S3
+//    signing, retries) runs as a coroutine over the connection pool of the
+//    async_reader's executor, which later async reads reuse. The shards of
+//    an index open concurrently (reader_options::parallel_shards at a time).
+//    Only custom opens (reader_options::open set), which cannot be made
+//    asynchronous, block: they run reader::open on the thread pool above.
 //  * async_writer: its operations run, in initiation order, on an internal
 //    strand of the async_writer's executor. The writer's own io_uring (its
 //    write ring, O_DIRECT where the filesystem allows) signals an eventfd
@@ -86,7 +96,11 @@
 // completing with operation_aborted, so no I/O targets the caller's buffers
 // once the handler runs. The buffers may hold
 // partial data (hence total cancellation, too, leaves side effects).
-// async_open and the writer operations are not cancellable.
+// Cancellation (async_open): the same slot types; in-flight ring operations
+// get IORING_OP_ASYNC_CANCEL and the first request of a URL is abandoned at
+// once; descriptors opened so far are closed, and the open completes with
+// operation_aborted (and an empty async_reader). Custom opens on the pool
+// are not cancellable. The writer operations are not cancellable.
 //
 // Threads:
 //  * async_reader: async_read may be called from any thread, concurrently
@@ -321,9 +335,13 @@ auto initiate_finish(async_writer& w, std::optional<metadata_map> metadata, stat
 template <typename Token>
 auto async_open(async_reader::executor_type ex, std::string spec, Token&& token);
 
-// Opens `spec` (path, URL or sharded index, as reader::open) on the internal
-// thread pool and binds the reader to `ex`. Completes with the async_reader,
-// or an error and an empty one (st gets the message naming the path/URL).
+// Opens `spec` (path, URL or sharded index, as reader::open) without
+// blocking: io_uring operations and HTTP requests on `ex` (see "How bytes
+// move"; custom opens run on the internal thread pool), and binds the reader
+// to `ex`. Completes with the async_reader, or the error reader::open would
+// throw and an empty one (st gets the same message naming the path/URL), or
+// operation_aborted when cancelled. Bad async_options (queue_depth) and a
+// missing io_uring are reported before any I/O.
 template <typename Token>
 auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, Token&& token,
                 async_options aopts = {}) {
