@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -179,4 +180,23 @@ TEST_CASE("asio open: files and indexes open on the io_context's thread without 
     CHECK(counts == std::vector<std::size_t>{mixed.size(), mixed.size(), 3 + mixed.size()});
     CHECK(most == threads);  // no pool thread, no event loop of ours
     CHECK(user_threads() == threads);
+}
+
+TEST_CASE("asio open: custom opens (reader_options::open) still open, on the blocking pool", "[asio][open][custom]") {
+    temp_dir dir;
+    const std::string index = write_sharded(dir);
+    reader_options ro;
+    std::vector<std::string> asked;
+    std::mutex m;
+    ro.open = [&](const std::string& spec) {
+        std::lock_guard lock(m);
+        asked.push_back(spec);
+        return open_file(spec);
+    };
+    const std::string sync = sync_verdict(index, ro);
+    REQUIRE(sync.starts_with("spec "));
+    const std::size_t sync_calls = asked.size();
+    CHECK(sync_calls == 4);  // the index and its three shards
+    CHECK(async_verdict(index, ro) == sync);
+    CHECK(asked.size() == 2 * sync_calls);  // the async open went through the custom open too
 }
