@@ -13,10 +13,14 @@
 #include <functional>
 #include <thread>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "async_read_checks.hpp"
 #include "checkpoint_bytes.hpp"
@@ -393,4 +397,26 @@ TEST_CASE("asio http: a stalled first request leaves the io_context free, and ca
     CHECK(st.message.find(url) != std::string::npos);
     CHECK(most == threads);
     CHECK(user_threads() == threads);
+}
+
+TEST_CASE("asio http: the reads after async_open reuse the connection of its first request", "[asio][http][open]") {
+    site s(mixed);
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    net::io_context io;
+    ra::error_code got = make_error_code(errc::IoError);
+    std::size_t n = 0;
+    net::co_spawn(io, [&]() -> net::awaitable<void> {
+        reader_options ro = http_reader(1);  // one connection per origin
+        auto r = co_await ra::async_open(io.get_executor(), ng.base_url() + "/m.safetensors", ro, net::use_awaitable);
+        auto sel = r.get().all();
+        tensor_buffers b(r.get(), sel);
+        std::tie(got, n) = co_await ra::async_read(r, sel, b.spans, net::as_tuple(net::use_awaitable));
+        b.check(r.get(), sel);
+    }, net::detached);
+    io.run();
+    REQUIRE_FALSE(got);
+    CHECK(n > 0);
+    const auto log = ng.access_log(2);
+    CHECK(log.size() >= 2);                // the open's request, then the read's
+    CHECK(ng.connections_logged() == 1);   // both on the executor's one pooled connection
 }

@@ -67,7 +67,7 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     auto name = std::make_shared<std::string>(path);
     auto open_with = [&](int flags) {
         return ring_op(
-            c, [&c, name, flags](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, name->c_str(), flags, 0); },
+            c, [name, flags](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, name->c_str(), flags, 0); },
             name);
     };
     int r = co_await open_with(uring::buffered_open_flags);
