@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
         return seconds_since(t0);
     };
     const double file_bytes = static_cast<double>(size);
-    arm_result b{"checkpoint write", "ringsafe writer (blocking)", "4KiB", file_bytes, {}, ""};
-    arm_result a{"checkpoint write", "asio::async_write+finish, 1 io thread", "4KiB", file_bytes, {}, ""};
+    arm_result b{"checkpoint write", "ringsafe writer (blocking)", "heap src", file_bytes, {}, ""};
+    arm_result a{"checkpoint write", "async_write+finish, 1 thread", "heap src", file_bytes, {}, ""};
     for (unsigned k = 0; k < reps; ++k) {
         if (k % 2 == 0) {
             b.gbps.push_back(file_bytes / blocking_arm() / 1e9);
