@@ -3,6 +3,9 @@
 // thread of its own; progress, per-tensor completion and the handler on the
 // thread running it; a timer keeps ticking), cancellation abandons stalled
 // requests at once without later writes, and errors name URL and tensor.
+// async_open of URLs and URL indexes: reader::open's results and messages,
+// no thread, the first request's connection reused, a stalled first request
+// that leaves the loop free and is dropped by cancellation.
 // The [threads] cases count the process's threads: run them in a process of
 // their own (meson test asio_http_threads).
 #include <catch2/catch.hpp>
