@@ -108,7 +108,7 @@
 //  * async_open may be called from any thread; its steps run one at a time
 //    on a strand of `ex` (the strand the async_reader it makes keeps). The
 //    io_context must not be destroyed while an async_open is outstanding
-//    (stop it, or cancel the open, and let it complete first).
+//    (cancel it and run the io_context until the handler has run).
 //  * async_reader: async_read may be called from any thread, concurrently
 //    (the reader's own state is serialized on an internal strand of its
 //    executor). Moving, assigning or destroying an async_reader must not race
