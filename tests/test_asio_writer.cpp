@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +112,10 @@ int user_threads() {
         if (name.rfind("iou-", 0) != 0) ++n;
     }
     return n;
+}
+
+std::size_t open_fds() {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
 }
 
 std::uint64_t fail_offset = 0;
@@ -282,6 +287,7 @@ TEST_CASE("asio writer: an async_writer destroyed with writes in flight leaves n
     net::io_context io;
     auto big = ringsafe::test::tensor_bytes("big", 40u << 20);
     bool wrote = false;
+    const auto fds_before = open_fds();
     {
         ra::async_writer w(io.get_executor(), writer(out, writer_options{}));
         ra::async_write(w, "big", dtype::U8, {big.size()}, big, [&](ra::error_code ec, std::size_t) {
@@ -294,6 +300,7 @@ TEST_CASE("asio writer: an async_writer destroyed with writes in flight leaves n
     CHECK(wrote);
     CHECK_FALSE(fs::exists(out));
     CHECK(dir_entries(dir.path()).empty());
+    CHECK(open_fds() == fds_before);  // the temporary, the ring and the eventfd are gone
 }
 
 TEST_CASE("asio writer: the status overloads fill the message; validation leaves the writer usable", "[asio_writer]") {
