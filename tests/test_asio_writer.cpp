@@ -19,6 +19,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -287,6 +288,7 @@ TEST_CASE("asio writer: an async_writer destroyed with writes in flight leaves n
     net::io_context io;
     auto big = ringsafe::test::tensor_bytes("big", 40u << 20);
     bool wrote = false;
+    net::posix::stream_descriptor reactor_up(io);  // the io_context's epoll, interrupter and timerfd are not the writer's
     const auto fds_before = open_fds();
     {
         ra::async_writer w(io.get_executor(), writer(out, writer_options{}));
