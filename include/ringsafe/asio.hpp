@@ -81,7 +81,8 @@
 //    flushes the last block, then writes the header (IORING_OP_WRITE), fsyncs
 //    (IORING_OP_FSYNC), links / renames the file into place
 //    (IORING_OP_LINKAT / IORING_OP_RENAMEAT) and fsyncs the directory
-//    (IORING_OP_OPENAT + IORING_OP_FSYNC), each a ring operation. Inline on
+//    (IORING_OP_OPENAT + IORING_OP_FSYNC), each a ring operation (the kernel
+//    runs these on its io-wq workers, iou-wrk threads). Inline on
 //    the io_context's thread: copying into staging, fallocate ahead of O_DIRECT
 //    writes, the ftruncate that cuts the O_DIRECT padding, closing
 //    descriptors. On the thread pool above (the only writer work there): the
