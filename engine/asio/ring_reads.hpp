@@ -1,7 +1,8 @@
 // The async file-read engine (engine-internal): one io_uring whose
 // completions wake the caller's io_context through an eventfd watched by an
 // Asio descriptor. Buffered and O_DIRECT files (the latter through per-slot
-// aligned bounce buffers where a piece cannot land in the caller's buffer).
+// aligned bounce buffers where a piece cannot land in the caller's buffer),
+// and single operations (async_open's openat, statx and header reads).
 // Every method runs on the strand given at construction.
 #pragma once
 
