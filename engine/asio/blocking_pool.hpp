@@ -1,5 +1,6 @@
 // The process-wide thread pool that runs what cannot be asynchronous:
-// opening, the writer's calls, and sources without a ring path (engine-internal).
+// custom opens, sources without a ring path, and the async writer's
+// reservation-overflow relocation and append-mode finish (engine-internal).
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
