@@ -18,20 +18,6 @@
 
 namespace ringsafe::test {
 
-// Threads of this process, without the kernel's io_uring workers (iou-wrk-*,
-// which io_uring starts for operations such as statx and openat; they belong
-// to the kernel's io-wq, not to an event loop or pool of ours).
-inline std::size_t user_threads() {
-    std::size_t n = 0;
-    for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream comm(e.path() / "comm");
-        std::string name;
-        std::getline(comm, name);
-        if (!name.starts_with("iou-")) ++n;
-    }
-    return n;
-}
-
 // Tensors (name, dtype, shape, offsets, shard, SHA-256 of its bytes read by
 // `r`), metadata and shards of an open reader, one line each.
 inline std::string describe_reader(reader& r) {

@@ -40,12 +40,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::size_t thread_count() {
-    std::size_t n = 0;
-    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/task")) ++n;
-    return n;
-}
-
 reader_options http_reader(unsigned connections, std::uint64_t chunk = 256u << 10) {
     reader_options ro;
     auto& h = ro.source.http;
@@ -80,13 +74,13 @@ TEST_CASE("asio http: a read runs on the io_context's thread and starts no threa
     nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
     net::io_context io;
     ra::async_reader r(io.get_executor(), reader::open(ng.base_url() + "/m.safetensors", http_reader(4)));
-    const std::size_t threads = thread_count();
+    const std::size_t threads = user_threads();
     const auto me = std::this_thread::get_id();
     auto sel = r.get().all();
     tensor_buffers b(r.get(), sel);
 
     std::size_t most_threads = threads;
-    auto sample = [&] { most_threads = std::max(most_threads, thread_count()); };
+    auto sample = [&] { most_threads = std::max(most_threads, user_threads()); };
     progress_recorder rec(r.get(), sel, b, sample);
     ra::error_code got = make_error_code(errc::IoError);
     std::size_t n = 0;
@@ -103,7 +97,7 @@ TEST_CASE("asio http: a read runs on the io_context's thread and starts no threa
     CHECK_FALSE(rec.elsewhere);
     CHECK_FALSE(handler_elsewhere);
     CHECK(most_threads == threads);  // no pool thread, no resolver thread, no second event loop
-    CHECK(thread_count() == threads);
+    CHECK(user_threads() == threads);
     CHECK(rec.calls >= 2);
     rec.check_complete(n);
     b.check(r.get(), sel);
@@ -120,7 +114,7 @@ TEST_CASE("asio http: concurrent reads overlap while a timer keeps ticking on th
     net::io_context io;
     const std::string url = server.base_url() + "/m?rate=1048576&file=" + fs::absolute(s.file).string();
     ra::async_reader r(io.get_executor(), reader::open(url, http_reader(8)));
-    const std::size_t threads = thread_count();
+    const std::size_t threads = user_threads();
     const auto me = std::this_thread::get_id();
     const auto& tensors = r.get().tensors();
     std::vector<std::vector<std::byte>> bufs(tensors.size());
@@ -149,7 +143,7 @@ TEST_CASE("asio http: concurrent reads overlap while a timer keeps ticking on th
         timer.expires_after(5ms);
         timer.async_wait([&](boost::system::error_code) {
             elsewhere |= std::this_thread::get_id() != me;
-            most_threads = std::max(most_threads, thread_count());
+            most_threads = std::max(most_threads, user_threads());
             if (outstanding == 0) return;
             ++ticks;
             tick();

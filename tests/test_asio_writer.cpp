@@ -103,18 +103,6 @@ std::vector<std::string> dir_entries(const fs::path& d) {
     return out;
 }
 
-// Threads of the process that are not io_uring's kernel workers (iou-wrk-*,
-// iou-sqp-*, which the kernel starts for punted requests).
-int user_threads() {
-    int n = 0;
-    for (auto& e : fs::directory_iterator("/proc/self/task")) {
-        auto comm = read_file(e.path() / "comm");
-        std::string name(reinterpret_cast<const char*>(comm.data()), comm.size());
-        if (name.rfind("iou-", 0) != 0) ++n;
-    }
-    return n;
-}
-
 std::size_t open_fds() {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
 }
@@ -138,7 +126,7 @@ std::string message_of(const std::function<void()>& f) {
 TEST_CASE("asio writer: no thread is created, and every completion runs on the io_context's thread",
           "[asio_writer][threads]") {
     temp_dir dir;
-    const int before = user_threads();
+    const std::size_t before = user_threads();
     bool on_io_thread = false;
     auto ts = sample_tensors();
     write_async((dir / "a.safetensors").string(), ts, small_blocks(true), on_io_thread);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "ringsafe/error.hpp"
@@ -102,6 +103,28 @@ run_result run_command(const std::string& cmd) {
     int st = ::pclose(p);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
+}
+
+// io threads carry PF_IO_WORKER in /proc/<tid>/stat's flags from creation;
+// their iou- name is set only once they run, so a name test races.
+std::size_t user_threads() {
+    constexpr unsigned long pf_io_worker = 0x10;
+    std::size_t n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream stat(e.path() / "stat");
+        std::string line;
+        if (!std::getline(stat, line)) continue;  // gone
+        const auto close = line.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream fields(line.substr(close + 1));
+        std::string skip;
+        unsigned long flags = 0;
+        // state ppid pgrp session tty_nr tpgid flags
+        for (int i = 0; i < 6; ++i) fields >> skip;
+        if (!(fields >> flags)) continue;
+        if (!(flags & pf_io_worker)) ++n;
+    }
+    return n;
 }
 
 }  // namespace ringsafe::test

@@ -46,6 +46,12 @@ void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t fi
 // Runs f and returns "<kind>: <message>" of the ringsafe::error it throws, or "no error".
 std::string kind_of(const std::function<void()>& f);
 
+// Threads of this process, without the kernel's io_uring workers (iou-wrk-*,
+// iou-sqp-*: io-wq threads the kernel starts for punted requests, statx or
+// openat; not an event loop or pool of ours). Threads exiting meanwhile are
+// not counted.
+std::size_t user_threads();
+
 // Runs a shell command; returns its exit status and captures stdout.
 struct run_result {
     int status = -1;
