@@ -1,5 +1,6 @@
 // ring_reads: submit/reap loop of the async file-read engine.
 #include "asio/ring_reads.hpp"
+#include "asio/ring_user_data.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -17,18 +18,7 @@
 namespace ringsafe::asio::detail {
 namespace {
 
-constexpr std::uint64_t cancel_marker = ~std::uint64_t{0};
-constexpr std::uint64_t max_read = 1u << 30;  // a CQE result is an int
-constexpr unsigned max_retries = 10000;       // -EAGAIN/-EINTR in a row
-
-std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-
-std::uint64_t user_data(unsigned id, std::uint32_t gen) { return (std::uint64_t{gen} << 32) | id; }
-// Single operations: a sequence number above this marker (reads carry a slot
-// id below 4096 in the low half, cancels are all ones).
-constexpr std::uint64_t single_low = 0xfffffffeu;
-bool is_single(std::uint64_t ud) { return (ud & 0xffffffffu) == single_low; }
+constexpr unsigned max_retries = 10000;  // -EAGAIN/-EINTR in a row
 
 int make_eventfd() {
     const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -191,31 +181,6 @@ void ring_reads::submit_read(unsigned id) {
     ++in_flight_;
 }
 
-// O_DIRECT: the next piece of the slot's op from s.pos on. An aligned
-// position with an aligned destination reads the aligned run of whole blocks
-// straight into the caller's buffer; anything else (an unaligned head, a tail
-// shorter than a block, a misaligned destination) reads whole blocks into the
-// slot's bounce buffer, and handle() copies out the wanted bytes. Blocks past
-// the end of the file come back short: only bytes before EOF are wanted.
-std::byte* ring_reads::place_direct(unsigned id) {
-    slot& s = slots_[id];
-    const file_job& j = *s.job;
-    const read_op& op = j.ops[s.op];
-    const std::uint64_t a = j.align;
-    const std::uint64_t end = op.offset + op.length;
-    std::byte* dst = op.dst + (s.pos - op.offset);
-    if (s.pos % a == 0 && reinterpret_cast<std::uintptr_t>(dst) % j.mem_align == 0 && end - s.pos >= a) {
-        s.read_at = s.pos;
-        s.read_len = std::min(align_down(end - s.pos, a), align_down(max_read, a));
-        s.bounced = false;
-        return dst;
-    }
-    s.read_at = align_down(s.pos, a);
-    s.read_len = std::min<std::uint64_t>(bounce_size, align_up(end - s.read_at, a));
-    s.bounced = true;
-    return bounces_[id].get();
-}
-
 void ring_reads::flush() {
     for (;;) {
         const int r = io_uring_submit(&ring_);
@@ -330,16 +295,6 @@ void ring_reads::handle(unsigned id, int res) {
     finish_if_idle(*job);
 }
 
-// Of a read that returned `res` bytes, how many are wanted bytes of the op at
-// s.pos (a bounced O_DIRECT read starts before s.pos and may run past the op).
-std::uint64_t ring_reads::wanted_bytes(const slot& s, const read_op& op, int res) {
-    if (res <= 0) return 0;
-    if (!s.bounced) return static_cast<std::uint64_t>(res);
-    const std::uint64_t upto =
-        std::min({s.read_at + static_cast<std::uint64_t>(res), s.read_at + s.read_len, op.offset + op.length});
-    return upto > s.pos ? upto - s.pos : 0;
-}
-
 void ring_reads::fail(file_job& job, std::error_code ec, std::string message) {
     if (!job.ec) {
         job.ec = ec;
@@ -358,39 +313,6 @@ void ring_reads::finish_if_idle(file_job& job) {
     if (!job.stopping && job.next < job.ops.size()) return;
     job.done = true;
     if (job.on_done) boost::asio::post(strand_, [&job, f = std::move(job.on_done)]() mutable { f(job); });
-}
-
-std::uint64_t ring_reads::submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
-                                        std::function<void(int)> done) {
-    const std::uint64_t ud = (++next_single_ << 32) | single_low;
-    io_uring_sqe* sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
-    if (!sqe && !broken_) {
-        flush();
-        sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
-    }
-    if (!sqe) {
-        boost::asio::post(strand_, [d = std::move(done), res = broken_ ? -EIO : -EBUSY] { d(res); });
-        return ud;
-    }
-    prep(sqe);
-    io_uring_sqe_set_data64(sqe, ud);
-    singles_.emplace(ud, single{std::move(keep), std::move(done)});
-    ++in_flight_;
-    flush();
-    return ud;
-}
-
-void ring_reads::cancel_single(std::uint64_t id) {
-    if (!singles_.count(id)) return;
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (!sqe) {
-        flush();
-        sqe = io_uring_get_sqe(&ring_);
-    }
-    if (!sqe) return;  // it completes by itself
-    io_uring_prep_cancel64(sqe, id, 0);
-    io_uring_sqe_set_data64(sqe, cancel_marker);
-    flush();
 }
 
 // Only when io_uring_enter itself fails (ENOMEM, a broken ring): reads not
