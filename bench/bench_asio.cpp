@@ -13,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "bench_args.hpp"
 #include "bench_checkpoint.hpp"
 #include "bench_report.hpp"
 #include "ringsafe/asio.hpp"
@@ -60,11 +61,7 @@ int main(int argc, char** argv) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
         if (a == "--size") {
-            const std::string v = next();
-            std::size_t used = 0;
-            const double x = std::stod(v, &used);
-            const char u = used < v.size() ? v[used] : 0;
-            size = static_cast<std::uint64_t>(x * (u == 'G' ? 1ull << 30 : u == 'M' ? 1ull << 20 : 1));
+            size = parse_size(next());
         } else if (a == "--reps") {
             reps = static_cast<unsigned>(std::stoul(next()));
         } else if (a == "--file") {

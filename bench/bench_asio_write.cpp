@@ -17,6 +17,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "bench_args.hpp"
 #include "bench_report.hpp"
 #include "ringsafe/asio.hpp"
 
@@ -56,11 +57,7 @@ int main(int argc, char** argv) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
         if (a == "--size") {
-            const std::string v = next();
-            std::size_t used = 0;
-            const double x = std::stod(v, &used);
-            const char u = used < v.size() ? v[used] : 0;
-            size = static_cast<std::uint64_t>(x * (u == 'G' ? 1ull << 30 : u == 'M' ? 1ull << 20 : u == 'K' ? 1ull << 10 : 1));
+            size = parse_size(next());
         } else if (a == "--tensors") {
             tensors = static_cast<unsigned>(std::stoul(next()));
         } else if (a == "--reps") {

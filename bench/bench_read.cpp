@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "bench_args.hpp"
 #include "bench_checkpoint.hpp"
 #include "bench_report.hpp"
 #include "read_baselines.hpp"
@@ -64,13 +65,6 @@ void wait_quiet(const settings& s) {
     auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < s.gate_s)
         if (cpu_busy(0.2) < 0.25) return;
-}
-
-std::uint64_t parse_size(const std::string& s) {
-    std::size_t used = 0;
-    double v = std::stod(s, &used);
-    const char u = used < s.size() ? static_cast<char>(std::toupper(s[used])) : 0;
-    return static_cast<std::uint64_t>(v * (u == 'G' ? 1ull << 30 : u == 'M' ? 1ull << 20 : u == 'K' ? 1ull << 10 : 1));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
