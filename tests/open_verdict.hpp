@@ -84,4 +84,12 @@ inline std::string async_verdict(const std::string& spec, const reader_options& 
     return got ? describe_failure(st) : describe_reader(opened.get());
 }
 
+// `spec` fails to open, and async_open fails exactly as reader::open does.
+inline void check_same_failure(const std::string& spec, const reader_options& ro) {
+    const std::string sync = sync_verdict(spec, ro);
+    INFO(sync);
+    REQUIRE(sync.starts_with("error "));
+    CHECK(async_verdict(spec, ro) == sync);
+}
+
 }  // namespace ringsafe::test

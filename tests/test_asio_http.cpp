@@ -346,11 +346,7 @@ TEST_CASE("asio http: async_open failures give the blocking path's error and mes
     }
     SECTION("a bad URL") { url = "http://[::1/x.safetensors"; }
     SECTION("a refused connection") { url = "http://127.0.0.1:" + std::to_string(free_port()) + "/m.safetensors"; }
-    reader_options ro = http_reader(2);
-    const std::string sync = sync_verdict(url, ro);
-    INFO(sync);
-    REQUIRE(sync.starts_with("error "));
-    CHECK(async_verdict(url, ro) == sync);
+    check_same_failure(url, http_reader(2));
 }
 
 TEST_CASE("asio http: a stalled first request leaves the io_context free, and cancellation drops it",
