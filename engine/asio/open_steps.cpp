@@ -3,7 +3,6 @@
 #include "asio/open_steps.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -59,7 +58,8 @@ net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& pa
     }
 }
 
-// uring::open_blocking's steps as io_uring operations.
+// uring::open_blocking's steps: the opens and the prefix read as io_uring
+// operations, the fstat and the O_DIRECT alignment query inline.
 net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::string& path) {
     const file_options& fo = c.ropts.source.file;
     uring::check_file_options(path, fo);
@@ -75,37 +75,17 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     c.check_cancelled();
     if (r < 0) uring::raise_open_failed(path, -r);
 
-    auto sx = std::make_shared<struct statx>();
-    r = co_await ring_op(
-        c,
-        [&](io_uring_sqe* sqe) {
-            io_uring_prep_statx(sqe, f.fd.get(), "", AT_EMPTY_PATH, STATX_TYPE | STATX_MODE | STATX_SIZE, sx.get());
-        },
-        sx);
-    c.check_cancelled();
-    if (r < 0) uring::raise_stat_failed(path, -r);
-    uring::check_file_type(path, sx->stx_mode);
-    uring::clear_nonblock(f.fd.get());
-    f.size = sx->stx_size;
+    // fstat inline: it reads the opened file's in-memory inode. io_uring runs
+    // every statx on an io-wq worker, which cost ~55 us more per file
+    // (bench_asio_open: 240 vs 183 us for one file, 1400 vs 1100 for 8 shards).
+    uring::stat_opened(path, f);
 
     if (fo.direct) {
         r = co_await open_with(uring::direct_open_flags);
         if (r >= 0) f.direct_fd = uring::owned_fd(r);
         c.check_cancelled();
         if (r < 0) uring::raise_direct_open_failed(path, -r);
-        std::optional<uring::dio_alignment> a;
-#ifdef STATX_DIOALIGN
-        auto dx = std::make_shared<struct statx>();
-        r = co_await ring_op(
-            c,
-            [&](io_uring_sqe* sqe) {
-                io_uring_prep_statx(sqe, f.direct_fd.get(), "", AT_EMPTY_PATH, STATX_DIOALIGN | STATX_TYPE, dx.get());
-            },
-            dx);
-        c.check_cancelled();
-        if (r == 0) a = uring::dio_alignment_from(*dx, path);
-#endif
-        f.align = a ? *a : uring::dio_alignment_without_statx(f.direct_fd.get());
+        f.align = uring::query_dio_alignment(f.direct_fd.get(), path);  // statx inline, as fstat above
     }
     f.prefix.resize(static_cast<std::size_t>(std::min(fo.prefetch, f.size)));
     co_await read_on_ring(c, f.fd.get(), path, 0, f.prefix);

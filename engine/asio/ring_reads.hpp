@@ -2,7 +2,7 @@
 // completions wake the caller's io_context through an eventfd watched by an
 // Asio descriptor. Buffered and O_DIRECT files (the latter through per-slot
 // aligned bounce buffers where a piece cannot land in the caller's buffer),
-// and single operations (async_open's openat, statx and header reads).
+// and single operations (async_open's openat and header reads).
 // Every method runs on the strand given at construction.
 #pragma once
 
@@ -47,7 +47,7 @@ public:
     // IORING_OP_ASYNC_CANCEL; on_done runs once every one of them completed.
     void cancel(file_job& job);
 
-    // One operation besides the reads (async_open: openat, statx, the header
+    // One operation besides the reads (async_open: openat, the header
     // read): `prep` fills the SQE; `done` is posted to the strand with the
     // CQE's result (-EBUSY when no SQE could be had, -EIO when the ring
     // failed). `keep` (the memory the kernel uses) lives until then, or

@@ -1,4 +1,4 @@
-// ring_reads, single operations: async_open's openat, statx and header reads
+// ring_reads, single operations: async_open's openat and header reads
 // on the same ring as the tensor reads, and their cancellation.
 #include <cerrno>
 

@@ -21,8 +21,7 @@ struct dio_alignment {
 // file does not support O_DIRECT.
 dio_alignment query_dio_alignment(int fd, const std::string& path);
 
-// The two halves of query_dio_alignment (async_open issues the statx as an
-// io_uring operation): the alignment a statx result with STATX_DIOALIGN
+// The two halves of query_dio_alignment: the alignment a statx result with STATX_DIOALIGN
 // reports (nullopt when it does not; the same InvalidArgument when the file
 // does not support O_DIRECT), and the answer without statx.
 std::optional<dio_alignment> dio_alignment_from(const struct statx& sx, const std::string& path);

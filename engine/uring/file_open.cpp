@@ -67,16 +67,20 @@ owned_fd::~owned_fd() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-opened_file open_blocking(const std::string& path, const file_options& opts) {
-    check_file_options(path, opts);
-    opened_file f;
-    f.fd = owned_fd(::open(path.c_str(), buffered_open_flags));
-    if (f.fd.get() < 0) raise_open_failed(path, errno);
+void stat_opened(const std::string& path, opened_file& f) {
     struct stat st {};
     if (::fstat(f.fd.get(), &st) != 0) raise_stat_failed(path, errno);
     check_file_type(path, st.st_mode);
     clear_nonblock(f.fd.get());
     f.size = static_cast<std::uint64_t>(st.st_size);
+}
+
+opened_file open_blocking(const std::string& path, const file_options& opts) {
+    check_file_options(path, opts);
+    opened_file f;
+    f.fd = owned_fd(::open(path.c_str(), buffered_open_flags));
+    if (f.fd.get() < 0) raise_open_failed(path, errno);
+    stat_opened(path, f);
     if (opts.direct) {
         f.direct_fd = owned_fd(::open(path.c_str(), direct_open_flags));
         if (f.direct_fd.get() < 0) raise_direct_open_failed(path, errno);
