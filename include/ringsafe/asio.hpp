@@ -168,10 +168,10 @@ using io_handler = boost::asio::any_completion_handler<io_signature>;
 struct async_options {
     // Reads in flight on the ring, over all operations (1..4096). Page-cache
     // copies run on io-wq workers, so this is also how many copies may run at
-    // once. 8: on the 2-core test VM, bench_asio medians were 3.5 GB/s at 8
-    // vs 3.8 at 32 with a wider spread (noisy), in line with fio's qd8
-    // IOSQE_ASYNC being the best hot-cache row; raise it for cold/NVMe reads.
-    unsigned queue_depth = 8;
+    // once. 32, as the blocking reader's file_options::queue_depth: on the
+    // 2-core test VM, bench_asio (1.07 GB hot, 7 reps, alternating runs) gave
+    // async/sync ratios of 0.95-1.05 at 32 against 0.89-0.96 at 8.
+    unsigned queue_depth = 32;
 };
 
 // Progress of one async_read (optional). The callbacks run on the
