@@ -9,7 +9,9 @@
 #include <cerrno>
 
 #include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
@@ -72,6 +74,15 @@ void async_writer::impl::pump() {
     while (!offloaded && !queue.empty()) {
         detail::writer_op& op = *queue.front();
         bool done = false;
+        // A cancelled operation abandons a live writer instead of progressing
+        // (an operation queued behind others is cancelled once it is at the head).
+        if (!op.failed && op.cancel_requested && *op.cancel_requested && !core.finished && !core.dead &&
+            op.cancellable()) {
+            op.failed = true;
+            op.aborted = true;
+            op.abandons_on_error = true;
+            op.message = op.cancelled_message(core);
+        }
         if (!op.failed) {
             try {
                 if (ring_error) {
@@ -110,12 +121,13 @@ void async_writer::impl::pump() {
 }
 
 void async_writer::impl::complete(detail::writer_op& op) {
+    const error_code ec = op.aborted ? error_code(boost::asio::error::operation_aborted) : error_code(op.ec);
     if (op.st) {
-        op.st->code = op.ec;
+        op.st->code = static_cast<std::error_code>(ec);
         op.st->message = op.message;
     }
-    boost::asio::post(op.done_ex, boost::asio::append(std::move(*op.handler), error_code(op.ec),
-                                                      op.failed ? std::size_t{0} : op.n));
+    if (op.slot.is_connected()) op.slot.clear();  // a later emit reaches nothing
+    boost::asio::post(op.done_ex, boost::asio::append(std::move(*op.handler), ec, op.failed ? std::size_t{0} : op.n));
 }
 
 void async_writer::impl::offload(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
@@ -180,6 +192,21 @@ void run(const std::shared_ptr<async_writer::impl>& w, std::unique_ptr<writer_op
     op->st = st;
     op->done_ex = std::move(done_ex);
     op->handler.emplace(std::move(handler));
+    // Installed here, not on the strand, so that a cancellation emitted right
+    // after the initiating call is seen. Every cancellation type abandons.
+    op->slot = boost::asio::get_associated_cancellation_slot(*op->handler);
+    if (op->slot.is_connected()) {
+        op->cancel_requested = std::make_shared<bool>(false);
+        op->slot.assign([flag = op->cancel_requested, weak = std::weak_ptr<async_writer::impl>(w),
+                         strand = w->strand](boost::asio::cancellation_type t) {
+            using ct = boost::asio::cancellation_type;
+            if ((t & (ct::terminal | ct::partial | ct::total)) == ct::none) return;
+            boost::asio::post(strand, [flag, weak] {
+                *flag = true;
+                if (auto s = weak.lock()) s->pump();
+            });
+        });
+    }
     boost::asio::post(w->strand, [w, op = std::move(op)]() mutable { w->push(std::move(op)); });
 }
 

@@ -40,6 +40,7 @@ struct finish_op final : writer_op {
                 c.stream->check();
                 if (c.appending) {
                     at = stage::appended;
+                    committing = true;
                     w.offload([&c, this] { c.finish_append(md()); }, [this](std::exception_ptr e) { pool_error = e; });
                     return false;
                 }
@@ -94,6 +95,13 @@ struct finish_op final : writer_op {
         }
     }
 
+    // Too late once the rename / link is submitted (or the pool runs an
+    // append's commit): the file may already be in place.
+    bool cancellable() const noexcept override { return !committing; }
+    std::string cancelled_message(const ringsafe::writer::impl& c) const override {
+        return "finishing '" + c.path + "' was cancelled: the file is abandoned";
+    }
+
     void issue(async_writer::impl& w, std::function<void(io_uring_sqe*)> prep) {
         pending = true;
         w.core.stream->ring().submit_op(std::move(prep), [this](int r) {
@@ -127,11 +135,13 @@ struct finish_op final : writer_op {
             issue(w, [fd = s.fd](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, 0); });
             break;
         case temp_file::step_kind::link:
+            committing = true;
             issue(w, [&s](io_uring_sqe* sqe) {
                 io_uring_prep_linkat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), AT_SYMLINK_FOLLOW);
             });
             break;
         case temp_file::step_kind::rename:
+            committing = true;
             issue(w, [&s](io_uring_sqe* sqe) {
                 io_uring_prep_renameat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), 0);
             });
@@ -152,6 +162,7 @@ struct finish_op final : writer_op {
     std::uint64_t length = 0, written = 0;
     temp_file::publish_step next;
     bool pending = false;
+    bool committing = false;  // the rename / link (or the append's commit) has started
     int result = 0;
     std::exception_ptr pool_error;
 };

@@ -24,6 +24,10 @@ struct write_op final : writer_op {
         return true;
     }
 
+    std::string cancelled_message(const ringsafe::writer::impl& c) const override {
+        return "adding tensor '" + args.name + "' to '" + c.path + "' was cancelled: the file is abandoned";
+    }
+
     write_args args;
     std::size_t copied = 0;
     bool started = false;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -28,6 +29,11 @@ namespace detail {
 struct writer_op {
     virtual ~writer_op() = default;
     virtual bool step(async_writer::impl& w) = 0;
+    // Whether a cancellation still stops the operation (and abandons the
+    // file); false once async_finish has submitted the rename / link.
+    virtual bool cancellable() const noexcept { return true; }
+    // The status message of a cancelled operation (names the path).
+    virtual std::string cancelled_message(const ringsafe::writer::impl& c) const = 0;
 
     status* st = nullptr;
     boost::asio::any_io_executor done_ex;
@@ -42,6 +48,11 @@ struct writer_op {
     bool failed = false;
     std::error_code ec;
     std::string message;
+    // The handler's cancellation slot, and the request its handler sets on
+    // the strand (shared: the request may arrive after the operation is gone).
+    boost::asio::cancellation_slot slot;
+    std::shared_ptr<bool> cancel_requested;
+    bool aborted = false;  // completes with operation_aborted
 };
 
 }  // namespace detail

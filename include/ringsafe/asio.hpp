@@ -106,7 +106,21 @@
 // get IORING_OP_ASYNC_CANCEL and the first request of a URL is abandoned at
 // once; descriptors opened so far are closed, and the open completes with
 // operation_aborted (and an empty async_reader). Custom opens on the pool
-// are not cancellable. The writer operations are not cancellable.
+// are not cancellable.
+// Cancellation (async_write, async_finish): the same slot types; cancelling
+// a writer operation abandons the writer. The operation stops (a write stops
+// copying into staging and never reads the caller's bytes again; a finish
+// stops before its next step), the ring's in-flight writes complete, the
+// file is abandoned exactly as after an I/O error (the temporary removed,
+// nothing at the target; append mode: the new data truncated away), and then
+// the handler gets operation_aborted. An operation still queued behind
+// earlier ones is stopped when it reaches the head of the queue (the earlier
+// ones complete normally first). Operations queued behind a cancelled one
+// fail with WriterState ("... finished or abandoned writer"). Once a finish
+// has submitted its rename / link (append mode: once its commit on the
+// thread pool, fdatasync + header rewrite + fsync, has started) it is too late: it completes
+// normally and the file is published. A cancellation after completion, or
+// one reaching a writer that is already finished or abandoned, does nothing.
 //
 // Threads:
 //  * async_open may be called from any thread; its steps run one at a time
@@ -426,7 +440,10 @@ auto async_read(async_reader& r, selection sel, std::vector<std::span<std::byte>
 // after the handler). Completes with bytes.size() once copied; a write error
 // from the ring (this tensor's or an earlier one's) completes the operation
 // that notices it, naming tensor and file offset, after the file has been
-// abandoned (nothing at the target path when the handler runs).
+// abandoned (nothing at the target path when the handler runs). Cancellation
+// through the handler's slot abandons the file and completes with
+// operation_aborted (st: that code and a message naming tensor and path);
+// later operations fail with WriterState (see "Cancellation").
 template <typename Token>
 auto async_write(async_writer& w, std::string_view name, dtype type, std::vector<std::uint64_t> shape,
                  std::span<const std::byte> bytes, Token&& token) {
@@ -445,7 +462,10 @@ auto async_write(async_writer& w, std::string_view name, dtype type, std::vector
 // move"). Completes with the tensor bytes written (writer_stats::data_bytes);
 // get().stats() has the rest once it completed. Errors as writer::finish
 // (WriterState when finished twice or a tensor is open, leaving the writer
-// usable; I/O errors abandon the file before the handler runs).
+// usable; I/O errors abandon the file before the handler runs). Cancelled
+// before its rename / link is submitted, it abandons the file and completes
+// with operation_aborted (st names the path); after that, it completes
+// normally (see "Cancellation").
 template <typename Token>
 auto async_finish(async_writer& w, std::optional<metadata_map> metadata, Token&& token) {
     return detail::initiate_finish(w, std::move(metadata), nullptr, std::forward<Token>(token));
