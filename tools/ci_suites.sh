@@ -104,7 +104,7 @@ for s in $STAGES; do
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
         # Programs tests/test_<name>; test_asio_http, test_asio_open and test_asio_writer
         # also run as the asio_http_threads, asio_open_threads and asio_writer_threads tests.
-        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http asio_direct asio_open asio_writer)
+        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http asio_direct asio_open asio_writer asio_writer_cancel)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             -Db_lundef=false -Dbuildtype=plain -Doptimization=1 -Dbench=false -Dunity=on >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
