@@ -118,9 +118,10 @@
 // ones complete normally first). Operations queued behind a cancelled one
 // fail with WriterState ("... finished or abandoned writer"). Once a finish
 // has submitted its rename / link (append mode: once its commit on the
-// thread pool, fdatasync + header rewrite + fsync, has started) it is too late: it completes
-// normally and the file is published. A cancellation after completion, or
-// one reaching a writer that is already finished or abandoned, does nothing.
+// thread pool, fdatasync + header rewrite + fsync, has started) it is too
+// late: it completes normally and the file is published. A cancellation after
+// completion, or one reaching a writer that is already finished or abandoned
+// (the operation then fails as it would have), does nothing.
 //
 // Threads:
 //  * async_open may be called from any thread; its steps run one at a time
