@@ -148,17 +148,25 @@ TEST_CASE("soak: concurrent reads of many files and URLs stay correct with flat 
     stop = true;
     for (auto& t : workers) t.join();
     const double took = std::chrono::duration<double>(clock_type::now() - start).count();
+    const std::size_t fds_after_join = open_fds();  // the fresh readers are gone: what stays is leaked or pooled
     std::printf("{\"soak_seconds\":%.1f,\"threads\":6,\"sources\":%zu,\"operations\":%llu,\"bytes\":%llu,"
                 "\"errors\":%llu,\"mismatches\":%llu,\"warm_rss\":%llu,\"max_rss_after\":%llu,"
-                "\"warm_fds\":%zu,\"max_fds_after\":%zu}\n",
+                "\"warm_fds\":%zu,\"max_fds_after\":%zu,\"fds_after_join\":%zu}\n",
                 took, specs.size(), static_cast<unsigned long long>(c.ops.load()),
                 static_cast<unsigned long long>(c.bytes.load()), static_cast<unsigned long long>(c.errors.load()),
                 static_cast<unsigned long long>(c.mismatches.load()), static_cast<unsigned long long>(warm_rss),
-                static_cast<unsigned long long>(max_rss), warm_fds, max_fds);
+                static_cast<unsigned long long>(max_rss), warm_fds, max_fds, fds_after_join);
     CHECK(c.ops.load() > 0);
     CHECK(c.errors.load() == 0);
     CHECK(c.mismatches.load() == 0);
-    // Flat: after warm-up, growth stays within 64 MiB + 50 % of the warm level, and a handful of fds.
+    // Flat: after warm-up, growth stays within 64 MiB + 50 % of the warm level.
     if (max_rss) CHECK(max_rss <= warm_rss + warm_rss / 2 + (64u << 20));
-    if (max_fds) CHECK(max_fds <= warm_fds + 8);
+    // Descriptors: a sample catches up to six fresh readers mid-operation (each
+    // a file or connection or two, a ring, cold-mode file descriptions), so the
+    // running count swings by more than a short warm-up sees (62 -> 74 in a 20 s
+    // CI run). What is left once the workers are gone holds only the shared
+    // readers' pooled connections and rings, all of them open during warm-up:
+    // a leak of one descriptor per operation would show here by the hundreds.
+    if (max_fds) CHECK(max_fds <= warm_fds + 6 * 4);
+    CHECK(fds_after_join <= warm_fds);
 }
