@@ -13,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "test_support.hpp"
 
@@ -82,6 +83,21 @@ inline std::string async_verdict(const std::string& spec, const reader_options& 
     CHECK(st.code == static_cast<std::error_code>(got));
     CHECK(opened.valid() == !got);
     return got ? describe_failure(st) : describe_reader(opened.get());
+}
+
+// Three shards in `dir` (a: x, y; b: z; c: the `mixed` tensors) and the index
+// `index_name` naming them, its weight_map extended by `weight_map_extra`
+// (",\"name\":\"shard\"..."). Returns the index's path.
+inline std::string write_three_shards(const std::filesystem::path& dir, const std::string& index_name,
+                                      const std::string& weight_map_extra = "") {
+    write_file(dir / "a.safetensors", build_file({{"x", "F32", {1000}, 4000}, {"y", "U8", {3000}, 3000}}).bytes);
+    write_file(dir / "b.safetensors", build_file({{"z", "I64", {500}, 4000}}).bytes);
+    write_file(dir / "c.safetensors", build_file(mixed).bytes);
+    std::string map = R"("x":"a.safetensors","y":"a.safetensors","z":"b.safetensors")";
+    for (auto& t : mixed) map += ",\"" + t.name + "\":\"c.safetensors\"";
+    write_file(dir / index_name,
+               R"({"metadata":{"total_size":123,"format":"pt"},"weight_map":{)" + map + weight_map_extra + "}}");
+    return (dir / index_name).string();
 }
 
 // `spec` fails to open, and async_open fails exactly as reader::open does.

@@ -297,13 +297,7 @@ struct sharded_site {
     fs::path root = tmp / "www";
     sharded_site() {
         fs::create_directories(root / "sharded");
-        write_file(root / "sharded/a.safetensors", build_file({{"x", "F32", {1000}, 4000}, {"y", "U8", {3000}, 3000}}).bytes);
-        write_file(root / "sharded/b.safetensors", build_file({{"z", "I64", {500}, 4000}}).bytes);
-        write_file(root / "sharded/c.safetensors", build_file(mixed).bytes);
-        std::string map = R"("x":"a.safetensors","y":"a.safetensors","z":"b.safetensors")";
-        for (auto& t : mixed) map += ",\"" + t.name + "\":\"c.safetensors\"";
-        write_file(root / "sharded/model.safetensors.index.json",
-                   R"({"metadata":{"total_size":1},"weight_map":{)" + map + "}}");
+        write_three_shards(root / "sharded", "model.safetensors.index.json");
     }
 };
 

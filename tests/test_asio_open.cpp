@@ -36,14 +36,7 @@ std::size_t open_descriptors() {
 
 // Three shards and their index in `dir`.
 std::string write_sharded(const temp_dir& dir, const std::string& weight_map_extra = "") {
-    write_file(dir / "a.safetensors", build_file({{"x", "F32", {1000}, 4000}, {"y", "U8", {3000}, 3000}}).bytes);
-    write_file(dir / "b.safetensors", build_file({{"z", "I64", {500}, 4000}}).bytes);
-    write_file(dir / "c.safetensors", build_file(mixed).bytes);
-    std::string map = R"("x":"a.safetensors","y":"a.safetensors","z":"b.safetensors")";
-    for (auto& t : mixed) map += ",\"" + t.name + "\":\"c.safetensors\"";
-    write_file(dir / "m.safetensors.index.json",
-               R"({"metadata":{"total_size":123,"format":"pt"},"weight_map":{)" + map + weight_map_extra + "}}");
-    return (dir / "m.safetensors.index.json").string();
+    return write_three_shards(dir.path(), "m.safetensors.index.json", weight_map_extra);
 }
 
 void write_checkpoint_to(const temp_dir& dir) { write_file(dir / "c.safetensors", build_file(mixed).bytes); }
