@@ -165,8 +165,9 @@ TEST_CASE("soak: concurrent reads of many files and URLs stay correct with flat 
     // a file or connection or two, a ring, cold-mode file descriptions), so the
     // running count swings by more than a short warm-up sees (62 -> 74 in a 20 s
     // CI run). What is left once the workers are gone holds only the shared
-    // readers' pooled connections and rings, all of them open during warm-up:
-    // a leak of one descriptor per operation would show here by the hundreds.
+    // readers' pooled connections and rings (58 against a warm-up peak of 59
+    // under ASan, 63-68 in release), which may still grow a little after
+    // warm-up: a leak of one descriptor per operation would show by the hundreds.
     if (max_fds) CHECK(max_fds <= warm_fds + 6 * 4);
-    CHECK(fds_after_join <= warm_fds);
+    CHECK(fds_after_join <= warm_fds + 8);
 }
