@@ -28,12 +28,6 @@ namespace ra = ringsafe::asio;
 
 namespace {
 
-std::size_t open_descriptors() {
-    std::size_t n = 0;
-    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
-    return n;
-}
-
 // Three shards and their index in `dir`.
 std::string write_sharded(const temp_dir& dir, const std::string& weight_map_extra = "") {
     return write_three_shards(dir.path(), "m.safetensors.index.json", weight_map_extra);
@@ -114,7 +108,7 @@ TEST_CASE("asio open: cancellation completes with operation_aborted and closes w
     const std::string spec = GENERATE(as<std::string>{}, "file", "index") == "file"
                                  ? (write_checkpoint_to(dir), (dir / "c.safetensors").string())
                                  : write_sharded(dir);
-    const std::size_t fds = open_descriptors();
+    const std::size_t fds = open_fds();
     {
         net::io_context io;
         net::cancellation_signal signal;
@@ -136,7 +130,7 @@ TEST_CASE("asio open: cancellation completes with operation_aborted and closes w
         CHECK_FALSE(opened.valid());
         CHECK(st.message.find(spec) != std::string::npos);
     }
-    CHECK(open_descriptors() == fds);  // the ring and every file opened so far are closed
+    CHECK(open_fds() == fds);  // the ring and every file opened so far are closed
 }
 
 TEST_CASE("asio open: files and indexes open on the io_context's thread without starting a thread",

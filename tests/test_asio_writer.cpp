@@ -27,6 +27,7 @@
 #include "ringsafe/asio.hpp"
 #include "test_support.hpp"
 #include "write/write_ring.hpp"
+#include "written_file.hpp"
 
 using namespace ringsafe;
 using namespace ringsafe::test;
@@ -95,16 +96,6 @@ void write_async(const std::string& path, const std::vector<named_tensor>& ts, c
     });
     io.run();
     CHECK(done == ts.size() + 1);
-}
-
-std::vector<std::string> dir_entries(const fs::path& d) {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
-    return out;
-}
-
-std::size_t open_fds() {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
 }
 
 std::uint64_t fail_offset = 0;

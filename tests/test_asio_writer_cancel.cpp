@@ -22,6 +22,7 @@
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "test_support.hpp"
+#include "written_file.hpp"
 
 using namespace ringsafe;
 using namespace ringsafe::test;
@@ -38,12 +39,6 @@ writer_options small_staging() {
     wo.staging_blocks = 2;
     wo.queue_depth = 2;
     return wo;
-}
-
-std::vector<std::string> dir_entries(const fs::path& d) {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
-    return out;
 }
 
 }  // namespace

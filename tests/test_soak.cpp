@@ -37,12 +37,6 @@ std::uint64_t rss_bytes() {
     return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::size_t open_fds() {
-    std::size_t n = 0;
-    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
-    return n;
-}
-
 struct load_counters {
     std::atomic<std::uint64_t> ops{0}, bytes{0}, mismatches{0}, errors{0};
 };

@@ -105,6 +105,12 @@ run_result run_command(const std::string& cmd) {
     return r;
 }
 
+std::size_t open_fds() {
+    std::size_t n = 0;
+    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+}
+
 // io threads carry PF_IO_WORKER in /proc/<tid>/stat's flags from creation;
 // their iou- name is set only once they run, so a name test races.
 std::size_t user_threads() {
