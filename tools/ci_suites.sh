@@ -88,6 +88,7 @@ fuzz_one() {
         echo "1 0 0" >"$out"
     else
         echo "fuzz_$t: FAILED (see $log, build-asan/crashes/)" >&2
+        grep -m3 -E "what\(\):|ERROR: |setup failed" "$log" >&2
         tail -30 "$log" >&2
         echo "0 1 0" >"$out"
     fi

@@ -8,6 +8,8 @@
 // Input layout: 6 control bytes (first: u16, length-1: u16 mod 8192, flags),
 // then the bytes the server sends before closing its side.
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -63,9 +65,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::byte> memory(guard + rq.length + guard, guard_byte);
     rq.dst = memory.data() + guard;
 
+    // Connected through the io_context: libFuzzer's SIGALRM (every -timeout/2 + 1 s)
+    // interrupts blocking connect()/accept() with EINTR, which Asio's reactor retries.
     tcp::socket client(lb.io), peer(lb.io);
-    client.connect(lb.acceptor.local_endpoint());
-    lb.acceptor.accept(peer);
+    boost::system::error_code connect_ec, accept_ec;
+    client.async_connect(lb.acceptor.local_endpoint(), [&](boost::system::error_code e) { connect_ec = e; });
+    lb.acceptor.async_accept(peer, [&](boost::system::error_code e) { accept_ec = e; });
+    lb.io.run();
+    lb.io.restart();
+    if (connect_ec || accept_ec) {
+        std::fprintf(stderr, "fuzz_http_response: loopback setup failed: %s / %s\n", connect_ec.message().c_str(),
+                     accept_ec.message().c_str());
+        std::abort();
+    }
     const asio::const_buffer response(data + 6, size - 6);
 
     he::connection c;
