@@ -113,9 +113,9 @@ std::size_t open_fds() {
 
 // io threads carry PF_IO_WORKER in /proc/<tid>/stat's flags from creation;
 // their iou- name is set only once they run, so a name test races.
-std::size_t user_threads() {
+std::vector<int> user_thread_ids() {
     constexpr unsigned long pf_io_worker = 0x10;
-    std::size_t n = 0;
+    std::vector<int> ids;
     for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
         std::ifstream stat(e.path() / "stat");
         std::string line;
@@ -128,9 +128,11 @@ std::size_t user_threads() {
         // state ppid pgrp session tty_nr tpgid flags
         for (int i = 0; i < 6; ++i) fields >> skip;
         if (!(fields >> flags)) continue;
-        if (!(flags & pf_io_worker)) ++n;
+        if (!(flags & pf_io_worker)) ids.push_back(std::stoi(e.path().filename().string()));
     }
-    return n;
+    return ids;
 }
+
+std::size_t user_threads() { return user_thread_ids().size(); }
 
 }  // namespace ringsafe::test

@@ -51,6 +51,8 @@ std::string kind_of(const std::function<void()>& f);
 // openat; not an event loop or pool of ours). Threads exiting meanwhile are
 // not counted.
 std::size_t user_threads();
+// Their thread ids (as gettid() gives them).
+std::vector<int> user_thread_ids();
 // Descriptors this process has open (/proc/self/fd; the directory's own included).
 std::size_t open_fds();
 

@@ -25,7 +25,9 @@ write_ring::~write_ring() {
     // Never leave the kernel writing from memory that may be freed next.
     while (in_flight_) {
         io_uring_cqe* cqe = nullptr;
-        if (io_uring_wait_cqe(&ring_, &cqe) < 0) break;
+        const int r = io_uring_wait_cqe(&ring_, &cqe);
+        if (r == -EINTR || r == -EAGAIN) continue;  // a signal: the writes are still in flight
+        if (r < 0) break;                           // the ring itself is broken
         auto& o = ops_[io_uring_cqe_get_data64(cqe)];
         io_uring_cqe_seen(&ring_, cqe);
         o.busy = false;
