@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 BUILD=${RINGSAFE_BUILD:-build}
 DEPS=(meson ninja-build pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev
-      catch2 libssl-dev openssl nginx-light fio curl python3 clang-14 libclang-rt-14-dev
+      catch2 libssl-dev openssl nginx-light fio curl python3 clang-14 libclang-rt-14-dev lld-14
       radosgw ceph-mon ceph-osd)
 
 install_deps() {
