@@ -229,6 +229,27 @@ TEST_CASE("asio: short reads are resubmitted for the remainder", "[asio][faults]
     b.check(r.get(), sel);
 }
 
+TEST_CASE("asio: -ECANCELED nobody asked for (io-wq under a pending signal) is retried", "[asio][faults]") {
+    temp_dir dir;
+    auto path = write_checkpoint(dir, "m.safetensors", mixed);
+    net::io_context io;
+    ra::async_reader r(io.get_executor(), reader::open(path));
+    std::atomic<unsigned> completions{0}, injected{0};
+    uring::scoped_completion_fault fault([&](const uring::completion_event&, int res) {
+        if (completions.fetch_add(1) % 2) return res;
+        ++injected;
+        return -ECANCELED;
+    });
+    auto sel = r.get().all();
+    tensor_buffers b(r.get(), sel);
+    ra::error_code got = make_error_code(errc::IoError);
+    ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
+    io.run();
+    CHECK_FALSE(got);
+    CHECK(injected > 0);
+    b.check(r.get(), sel);
+}
+
 TEST_CASE("asio: cancellation mid-read completes with operation_aborted and no later writes", "[asio][cancel]") {
     temp_dir dir;
     // 8 MiB in 64 KiB reads, 4 in flight: cancelled after the first completion.

@@ -103,6 +103,16 @@ int inject_eio(std::uint64_t off, std::uint32_t len, int res) {
     return off <= fail_offset && fail_offset < off + len ? -EIO : res;
 }
 
+// Every other submission, one-shot operations (fsync, renameat...) included,
+// completes with -ECANCELED without running, as io-wq reports work it could
+// not start a worker for under a pending signal.
+unsigned submissions_seen = 0, one_shot_cancels = 0;
+bool inject_cancel(std::uint64_t off, std::uint32_t) {
+    if (submissions_seen++ % 2) return false;
+    if (off == write_engine::one_shot_offset) ++one_shot_cancels;
+    return true;
+}
+
 std::string message_of(const std::function<void()>& f) {
     try {
         f();
@@ -124,6 +134,26 @@ TEST_CASE("asio writer: no thread is created, and every completion runs on the i
     CHECK(on_io_thread);
     CHECK(user_threads() == before);
     CHECK(reader::open((dir / "a.safetensors").string()).tensors().size() == ts.size());
+}
+
+TEST_CASE("asio writer: -ECANCELED it did not ask for, in data writes and in the finish's operations, is "
+          "resubmitted", "[asio_writer]") {
+    temp_dir dir;
+    auto ts = sample_tensors();
+    for (bool direct : {true, false}) {
+        const auto want = (dir / "blocking.safetensors").string();
+        const auto got = (dir / "async.safetensors").string();
+        write_blocking(want, ts, small_blocks(direct));
+        one_shot_cancels = 0;
+        write_engine::cancel_fault = inject_cancel;
+        bool on_io_thread = false;
+        write_async(got, ts, small_blocks(direct), on_io_thread);
+        write_engine::cancel_fault = nullptr;
+        CHECK(one_shot_cancels >= 2);
+        CHECK(ringsafe::test::read_file(got) == ringsafe::test::read_file(want));
+        fs::remove(want);
+        fs::remove(got);
+    }
 }
 
 TEST_CASE("asio writer: files are byte-identical to the blocking writer's", "[asio_writer]") {

@@ -101,6 +101,23 @@ TEST_CASE("EIO at random completions of concurrent reads: right bytes or an erro
     CHECK(read_all_matches(r));  // with the fault gone the same reader reads everything right
 }
 
+TEST_CASE("-ECANCELED the reader did not ask for (io-wq under a pending signal) is retried") {
+    temp_dir dir;
+    const auto path = dir / "cancelled.safetensors";
+    write_file(path, build_file(tensors_of(12, 300'000)).bytes);
+    for (unsigned threads : {1u, 2u}) {
+        auto r = reader::open(path.string(), small_chunks(threads));
+        std::atomic<unsigned> completions{0}, injected{0};
+        uring::scoped_completion_fault fault([&](const uring::completion_event&, int res) {
+            if (completions.fetch_add(1) % 2) return res;
+            injected.fetch_add(1);
+            return -ECANCELED;
+        });
+        CHECK(read_all_matches(r));
+        CHECK(injected.load() > 10);
+    }
+}
+
 TEST_CASE("a file truncated in the middle of a read gives Truncated naming it, not a hang") {
     temp_dir dir;
     const auto path = dir / "shrinks.safetensors";

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "ringsafe/writer.hpp"
@@ -48,6 +49,15 @@ int inject_short(std::uint64_t, std::uint32_t len, int res) {
     return res == static_cast<int>(len) && len >= 8192 ? static_cast<int>(len / 2) : res;
 }
 int inject_zero(std::uint64_t, std::uint32_t, int) { return 0; }
+// Every other submission completes with -ECANCELED without running, as io-wq
+// reports work it cancelled because it could not start a worker while a
+// signal was pending.
+std::atomic<unsigned> submissions_seen{0}, cancels_injected{0};
+bool inject_cancel(std::uint64_t, std::uint32_t) {
+    if (submissions_seen.fetch_add(1) % 2) return false;
+    cancels_injected.fetch_add(1);
+    return true;
+}
 
 }  // namespace
 
@@ -100,6 +110,22 @@ TEST_CASE("short writes injected at the completion edge are resubmitted") {
         write_engine::completion_fault = nullptr;
         written_file f(p);
         CHECK(f.tensor("b") == pattern(3u << 20, 'b'));
+        CHECK(f.tensor("c") == pattern(3u << 20, 'c'));
+    }
+}
+
+TEST_CASE("-ECANCELED the writer did not ask for (io-wq under a pending signal) is resubmitted") {
+    temp_dir d;
+    for (bool direct : {true, false}) {
+        auto p = d / "cancelled.safetensors";
+        cancels_injected = 0;
+        write_engine::cancel_fault = inject_cancel;
+        const std::string err = error_of([&] { write_three(p, direct); });
+        write_engine::cancel_fault = nullptr;
+        CHECK(err == "no error");
+        CHECK(cancels_injected.load() >= 3);
+        written_file f(p);
+        CHECK(f.tensor("a") == pattern(3u << 20, 'a'));
         CHECK(f.tensor("c") == pattern(3u << 20, 'c'));
     }
 }

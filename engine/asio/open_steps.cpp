@@ -22,20 +22,25 @@ namespace ringsafe::asio::detail {
 namespace net = boost::asio;
 
 net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep, std::shared_ptr<void> keep) {
-    c.check_cancelled();
-    std::uint64_t id = 0;
-    bool pending = true;
-    const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
-        if (pending) c.ring->cancel_single(id);
-    });
-    const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
-        [&](auto handler) {
-            auto h = std::make_shared<decltype(handler)>(std::move(handler));
-            id = c.ring->submit_single(prep, std::move(keep), [h](int r) { std::move(*h)(r); });
-        },
-        net::use_awaitable);
-    pending = false;
-    co_return res;
+    for (unsigned tries = 0;; ++tries) {
+        c.check_cancelled();
+        std::uint64_t id = 0;
+        bool pending = true;
+        const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
+            if (pending) c.ring->cancel_single(id);
+        });
+        const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
+            [&](auto handler) {
+                auto h = std::make_shared<decltype(handler)>(std::move(handler));
+                id = c.ring->submit_single(prep, keep, [h](int r) { std::move(*h)(r); });
+            },
+            net::use_awaitable);
+        pending = false;
+        // -ECANCELED that we did not ask for (check_cancelled() throws when we
+        // did): io-wq could not start a worker while a signal was pending and
+        // cancelled the queued operation before it ran. Submitted again.
+        if (res != -ECANCELED || tries >= 10000) co_return res;
+    }
 }
 
 namespace {

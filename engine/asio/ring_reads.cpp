@@ -259,7 +259,9 @@ void ring_reads::handle(unsigned id, int res) {
                               ")";
     if (res == -ECANCELED && job->stopping) {
         release();
-    } else if (res == -EAGAIN || res == -EINTR) {
+    } else if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
+        // -ECANCELED without a stop: io-wq could not start a worker while a
+        // signal was pending and cancelled the queued read before it ran.
         if (job->stopping) {
             release();
         } else if (++s.retries > max_retries) {

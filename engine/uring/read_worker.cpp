@@ -218,7 +218,9 @@ void read_worker::handle(unsigned id, int res) {
                         r.base + (r.pos - r.start), t.direct, index_, t.async_punt};
     res = apply_completion_fault(ev, res);
     const bool stopping = job_.stop.load(std::memory_order_relaxed);
-    if (res == -EAGAIN || res == -EINTR) {
+    // -ECANCELED without a stop: io-wq could not start a worker while a signal
+    // was pending and cancelled the queued read before it ran. Retried like EAGAIN.
+    if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
         if (stopping) return release_slot(r);
         if (++r.retries > max_retries) {
             release_slot(r);

@@ -9,10 +9,12 @@
 namespace ringsafe::write_engine {
 
 completion_fault_fn completion_fault = nullptr;
+cancel_fault_fn cancel_fault = nullptr;
 
 namespace {
 // One SQE moves at most this much; longer writes continue like short ones.
 constexpr std::uint64_t max_sqe_bytes = 1u << 30;
+constexpr unsigned max_retries = 10000;  // transient results in a row for one operation
 }  // namespace
 
 write_ring::write_ring(int fd, unsigned depth, done_fn done)
@@ -48,10 +50,13 @@ void write_ring::push(std::size_t slot) {
         io_uring_submit(&ring_);
         sqe = io_uring_get_sqe(&ring_);
     }
-    if (o.prep) {
+    const auto len = static_cast<unsigned>(o.prep ? 0 : o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
+    o.cancel_injected = cancel_fault && cancel_fault(o.prep ? one_shot_offset : o.offset, len);
+    if (o.cancel_injected) {
+        io_uring_prep_nop(sqe);
+    } else if (o.prep) {
         o.prep(sqe);
     } else {
-        auto len = static_cast<unsigned>(o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
         io_uring_prep_write(sqe, fd_, o.data, len, o.offset);
     }
     io_uring_sqe_set_data64(sqe, slot);
@@ -116,16 +121,26 @@ void write_ring::reap(io_uring_cqe* cqe) {
             push(slot);
         }
     };
-    if (o.prep) {
+    if (o.cancel_injected) res = -ECANCELED;
+    const bool one_shot = static_cast<bool>(o.prep);
+    const std::uint64_t asked = one_shot ? 0 : o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
+    if (completion_fault)
+        res = completion_fault(one_shot ? one_shot_offset : o.offset, static_cast<std::uint32_t>(asked), res);
+    // This ring never cancels its operations, so -ECANCELED is io-wq failing
+    // to start a worker while a signal was pending (the kernel gives up after
+    // a few tries and cancels the queued work, which never ran): resubmit it.
+    if (res == -ECANCELED && ++o.retries <= max_retries) {
+        push(slot);
+        return;
+    }
+    if (one_shot) {
         auto done = std::move(o.done);
         o.prep = nullptr;
         release();
         done(res);
         return;
     }
-    std::uint64_t asked = o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
-    if (completion_fault) res = completion_fault(o.offset, static_cast<std::uint32_t>(asked), res);
-    if (res == -EAGAIN || res == -EINTR) {
+    if ((res == -EAGAIN || res == -EINTR) && ++o.retries <= max_retries) {
         push(slot);
         return;
     }
@@ -139,6 +154,7 @@ void write_ring::reap(io_uring_cqe* cqe) {
         o.offset += n;
         o.data += n;
         o.remaining -= n;
+        o.retries = 0;
         if (o.remaining) {
             push(slot);  // short write: the rest goes out as a new SQE
             return;

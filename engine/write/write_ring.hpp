@@ -25,10 +25,18 @@ namespace ringsafe::write_engine {
 
 // Test hook at the completion edge: called with each CQE's result before the
 // ring acts on it; it may return a different result (a negative errno, or a
-// shorter count). Null (the default) in production. Not thread-safe to change
-// while a writer runs.
+// shorter count). One-shot operations (submit_op: fsync, openat, renameat...)
+// report file_offset one_shot_offset and length 0. Null (the default) in
+// production. Not thread-safe to change while a writer runs.
 using completion_fault_fn = int (*)(std::uint64_t file_offset, std::uint32_t length, int result);
 extern completion_fault_fn completion_fault;
+inline constexpr std::uint64_t one_shot_offset = ~std::uint64_t(0);
+// Test hook at the submission edge: when it returns true for an operation
+// (arguments as above), a no-op goes to the kernel in its place and the
+// operation completes with -ECANCELED, as io-wq reports work it cancelled
+// before running it. Null (the default) in production.
+using cancel_fault_fn = bool (*)(std::uint64_t file_offset, std::uint32_t length);
+extern cancel_fault_fn cancel_fault;
 
 class write_ring {
 public:
@@ -75,6 +83,8 @@ private:
         std::uint64_t remaining = 0;
         std::uint64_t token = 0;
         bool busy = false;
+        unsigned retries = 0;        // transient results in a row
+        bool cancel_injected = false;  // cancel_fault replaced it with a no-op
         std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
         std::function<void(int)> done;
     };
