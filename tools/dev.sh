@@ -28,7 +28,11 @@ install_deps() {
 }
 
 build() {
-    [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" -Dbuildtype=release
+    local opts=(-Dbuildtype=release)
+    # CI builds once from scratch: a unity build (12 sources per file) takes
+    # 195 s instead of 242 on 2 cores. Incremental work keeps one file per unit.
+    [ "${CI:-}" = true ] && opts+=(-Dunity=on -Dunity_size=12)
+    [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "${opts[@]}"
     ninja -C "$BUILD"
 }
 
