@@ -50,6 +50,17 @@ std::uint64_t total_of(const reader& r, const selection& sel) {
 
 const ra::error_code aborted = net::error::operation_aborted;
 
+// async_read of every tensor of r, run to completion on io: no error, every byte right.
+void read_all_exactly(net::io_context& io, ra::async_reader& r) {
+    auto sel = r.get().all();
+    tensor_buffers b(r.get(), sel);
+    ra::error_code got = make_error_code(errc::IoError);
+    ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
+    io.run();
+    CHECK_FALSE(got);
+    b.check(r.get(), sel);
+}
+
 }  // namespace
 
 TEST_CASE("asio: callback tokens open and read on the caller's io_context", "[asio][tokens]") {
@@ -219,14 +230,8 @@ TEST_CASE("asio: short reads are resubmitted for the remainder", "[asio][faults]
         if (res > 0 && (ev.file_offset % 3) == 1 && retried.fetch_add(1) < 3) return -EAGAIN;
         return res;
     });
-    auto sel = r.get().all();
-    tensor_buffers b(r.get(), sel);
-    ra::error_code got = make_error_code(errc::IoError);
-    ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
-    io.run();
-    CHECK_FALSE(got);
+    read_all_exactly(io, r);
     CHECK(shortened > 0);
-    b.check(r.get(), sel);
 }
 
 TEST_CASE("asio: -ECANCELED nobody asked for (io-wq under a pending signal) is retried", "[asio][faults]") {
@@ -240,14 +245,8 @@ TEST_CASE("asio: -ECANCELED nobody asked for (io-wq under a pending signal) is r
         ++injected;
         return -ECANCELED;
     });
-    auto sel = r.get().all();
-    tensor_buffers b(r.get(), sel);
-    ra::error_code got = make_error_code(errc::IoError);
-    ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
-    io.run();
-    CHECK_FALSE(got);
+    read_all_exactly(io, r);
     CHECK(injected > 0);
-    b.check(r.get(), sel);
 }
 
 TEST_CASE("asio: cancellation mid-read completes with operation_aborted and no later writes", "[asio][cancel]") {
@@ -374,13 +373,7 @@ TEST_CASE("asio: O_DIRECT sources read the same bytes", "[asio][direct]") {
     }
     net::io_context io;
     ra::async_reader r(io.get_executor(), std::move(*rd));
-    auto sel = r.get().all();
-    tensor_buffers b(r.get(), sel);
-    ra::error_code got = make_error_code(errc::IoError);
-    ra::async_read(r, sel, b.spans, [&](ra::error_code ec, std::size_t) { got = ec; });
-    io.run();
-    CHECK_FALSE(got);
-    b.check(r.get(), sel);
+    read_all_exactly(io, r);
 }
 
 TEST_CASE("asio: read_callbacks report bytes and finished tensors on the io_context's thread", "[asio][progress]") {
