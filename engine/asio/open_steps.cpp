@@ -17,6 +17,7 @@
 #include "ringsafe/open_source.hpp"
 #include "uring/file_open.hpp"
 #include "uring/file_view.hpp"
+#include "uring/transient_result.hpp"
 
 namespace ringsafe::asio::detail {
 namespace net = boost::asio;
@@ -36,10 +37,8 @@ net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> 
             },
             net::use_awaitable);
         pending = false;
-        // -ECANCELED that we did not ask for (check_cancelled() throws when we
-        // did): io-wq could not start a worker while a signal was pending and
-        // cancelled the queued operation before it ran. Submitted again.
-        if (res != -ECANCELED || tries >= 10000) co_return res;
+        // Resubmitted; a -ECANCELED we asked for throws in check_cancelled() first.
+        if (!uring::transient_result(res) || tries >= uring::max_transient_retries) co_return res;
     }
 }
 
@@ -56,7 +55,6 @@ net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& pa
         const int r = co_await ring_op(
             c, [&](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, to, len, at); }, nullptr);
         c.check_cancelled();
-        if (r == -EINTR || r == -EAGAIN) continue;
         if (r < 0) uring::raise_read_failed(path, -r, at);
         if (r == 0) uring::raise_read_truncated(path, at, offset, offset + dst.size());
         done += static_cast<std::uint64_t>(r);

@@ -40,8 +40,8 @@ struct open_context {
 };
 
 // One io_uring operation (`prep` fills the SQE); its CQE result. `keep`
-// holds what the kernel uses until the CQE. A -ECANCELED we did not ask for
-// (io-wq failed to start a worker under a pending signal) is resubmitted.
+// holds what the kernel uses until the CQE. Transient results
+// (uring::transient_result) are resubmitted.
 boost::asio::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep,
                                     std::shared_ptr<void> keep);
 // Opens `spec` (a path or URL) as open_source() does, without blocking.

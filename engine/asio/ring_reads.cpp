@@ -14,11 +14,12 @@
 
 #include "ringsafe/error.hpp"
 #include "uring/fault_injection.hpp"
+#include "uring/transient_result.hpp"
 
 namespace ringsafe::asio::detail {
 namespace {
 
-constexpr unsigned max_retries = 10000;  // -EAGAIN/-EINTR in a row
+constexpr unsigned max_retries = uring::max_transient_retries;
 
 int make_eventfd() {
     const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -259,9 +260,7 @@ void ring_reads::handle(unsigned id, int res) {
                               ")";
     if (res == -ECANCELED && job->stopping) {
         release();
-    } else if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
-        // -ECANCELED without a stop: io-wq could not start a worker while a
-        // signal was pending and cancelled the queued read before it ran.
+    } else if (uring::transient_result(res)) {
         if (job->stopping) {
             release();
         } else if (++s.retries > max_retries) {

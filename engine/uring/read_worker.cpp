@@ -7,12 +7,12 @@
 
 #include "ringsafe/error.hpp"
 #include "uring/fault_injection.hpp"
+#include "uring/transient_result.hpp"
 
 namespace ringsafe::uring {
 namespace {
 
-// A read that keeps failing with -EAGAIN/-EINTR this many times in a row is an error.
-constexpr unsigned max_retries = 10000;
+constexpr unsigned max_retries = max_transient_retries;
 
 std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
 
@@ -218,9 +218,7 @@ void read_worker::handle(unsigned id, int res) {
                         r.base + (r.pos - r.start), t.direct, index_, t.async_punt};
     res = apply_completion_fault(ev, res);
     const bool stopping = job_.stop.load(std::memory_order_relaxed);
-    // -ECANCELED without a stop: io-wq could not start a worker while a signal
-    // was pending and cancelled the queued read before it ran. Retried like EAGAIN.
-    if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
+    if (transient_result(res)) {
         if (stopping) return release_slot(r);
         if (++r.retries > max_retries) {
             release_slot(r);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ringsafe/error.hpp"
+#include "uring/transient_result.hpp"
 
 namespace ringsafe::write_engine {
 
@@ -14,8 +15,11 @@ cancel_fault_fn cancel_fault = nullptr;
 namespace {
 // One SQE moves at most this much; longer writes continue like short ones.
 constexpr std::uint64_t max_sqe_bytes = 1u << 30;
-constexpr unsigned max_retries = 10000;  // transient results in a row for one operation
 }  // namespace
+
+std::uint64_t write_ring::sqe_length(const op& o) noexcept {
+    return o.prep ? 0 : o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
+}
 
 write_ring::write_ring(int fd, unsigned depth, done_fn done)
     : fd_(fd), depth_(depth ? depth : 1), done_(std::move(done)), ops_(depth_) {
@@ -50,7 +54,7 @@ void write_ring::push(std::size_t slot) {
         io_uring_submit(&ring_);
         sqe = io_uring_get_sqe(&ring_);
     }
-    const auto len = static_cast<unsigned>(o.prep ? 0 : o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes);
+    const auto len = static_cast<unsigned>(sqe_length(o));
     o.cancel_injected = cancel_fault && cancel_fault(o.prep ? one_shot_offset : o.offset, len);
     if (o.cancel_injected) {
         io_uring_prep_nop(sqe);
@@ -123,13 +127,11 @@ void write_ring::reap(io_uring_cqe* cqe) {
     };
     if (o.cancel_injected) res = -ECANCELED;
     const bool one_shot = static_cast<bool>(o.prep);
-    const std::uint64_t asked = one_shot ? 0 : o.remaining < max_sqe_bytes ? o.remaining : max_sqe_bytes;
+    const std::uint64_t asked = sqe_length(o);
     if (completion_fault)
         res = completion_fault(one_shot ? one_shot_offset : o.offset, static_cast<std::uint32_t>(asked), res);
-    // This ring never cancels its operations, so -ECANCELED is io-wq failing
-    // to start a worker while a signal was pending (the kernel gives up after
-    // a few tries and cancels the queued work, which never ran): resubmit it.
-    if (res == -ECANCELED && ++o.retries <= max_retries) {
+    // This ring never cancels its operations: every -ECANCELED is io-wq's.
+    if (uring::transient_result(res) && ++o.retries <= uring::max_transient_retries) {
         push(slot);
         return;
     }
@@ -138,10 +140,6 @@ void write_ring::reap(io_uring_cqe* cqe) {
         o.prep = nullptr;
         release();
         done(res);
-        return;
-    }
-    if ((res == -EAGAIN || res == -EINTR) && ++o.retries <= max_retries) {
-        push(slot);
         return;
     }
     std::error_code ec;

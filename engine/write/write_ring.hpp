@@ -88,6 +88,7 @@ private:
         std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
         std::function<void(int)> done;
     };
+    static std::uint64_t sqe_length(const op& o) noexcept;  // bytes its next SQE writes (0: one-shot)
     void start(op o);  // into a free slot, or the queue
     void push(std::size_t slot);
     void reap(io_uring_cqe* cqe);
