@@ -1,0 +1,63 @@
+// Engine calls made from Python: run without the GIL, and while one runs the
+// calling thread keeps Python's signal handlers (Ctrl-C) and the caller's
+// progress callback working (engine-internal, the Python front end only).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ringsafe/plan.hpp"
+
+namespace ringsafe::python {
+
+// One engine job and what its waiter sees of it. The job reads `cancel` (via
+// control()) and reports bytes into `done`/`total`.
+class pending_call {
+public:
+    std::atomic<bool> cancel{false};
+    std::atomic<std::uint64_t> done{0};
+    std::atomic<std::uint64_t> total{0};
+    // Python objects the job's memory belongs to (kept until the job ends).
+    std::vector<pybind11::object> keep;
+
+    // A read_control wired to `cancel` and `done`/`total`.
+    read_control control();
+    // Blocks (GIL released) until the job has ended. Every poll interval it
+    // takes the GIL, runs Python's signal handlers and calls progress(done,
+    // total) when given: if either raises (KeyboardInterrupt), the job is
+    // cancelled, waited for, and that Python exception is raised. Otherwise
+    // the job's own exception, if any, is rethrown. Callable once.
+    void wait(const pybind11::object& progress);
+    bool finished() const;
+
+    // For the call thread.
+    void finish(std::exception_ptr error);
+
+private:
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    bool finished_ = false;
+    std::exception_ptr error_;
+};
+
+// Starts `job` on a call thread (threads are reused; a process that forks
+// gets a fresh set in the child). The job must not touch Python objects.
+std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job,
+                                         std::vector<pybind11::object> keep = {});
+
+// start_call + wait, or for small jobs (`small`) the job inline with the GIL
+// released (no thread hand-off; Ctrl-C is seen when it returns).
+void run_blocking(std::function<void(pending_call&)> job, const pybind11::object& progress, bool small);
+
+// Jobs below this many bytes run inline.
+inline constexpr std::uint64_t inline_job_bytes = 4u << 20;
+
+}  // namespace ringsafe::python

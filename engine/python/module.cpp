@@ -1,0 +1,15 @@
+// ringsafe._ringsafe: the compiled half of the Python package. The Python
+// modules in engine/python/ringsafe/ build the safetensors-style API on it.
+#include <pybind11/pybind11.h>
+
+#include "arena.hpp"
+#include "bindings.hpp"
+#include "errors.hpp"
+
+PYBIND11_MODULE(_ringsafe, m) {
+    m.doc() = "ringsafe's engine for Python: io_uring and HTTP reads into caller memory, streaming writes.";
+    ringsafe::python::register_errors(m);
+    ringsafe::python::bind_arena(m);
+    ringsafe::python::bind_reader(m);
+    ringsafe::python::bind_writer(m);
+}

@@ -1,0 +1,249 @@
+// The Reader class of the Python front end: ringsafe::reader's open, listing,
+// planning and execution, with the GIL released around every engine call.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arena.hpp"
+#include "blocking_call.hpp"
+#include "bindings.hpp"
+#include "ringsafe/reader.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+namespace {
+
+std::uint64_t to_u64(const py::handle& v, const char* what) {
+    long long x = v.cast<long long>();
+    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
+    return static_cast<std::uint64_t>(x);
+}
+
+// reader_options from the keyword arguments of Reader(); unknown keys are refused.
+reader_options make_options(const py::dict& kw) {
+    reader_options o;
+    for (auto [k, v] : kw) {
+        std::string key = k.cast<std::string>();
+        if (v.is_none()) continue;
+        if (key == "threads") o.source.file.threads = static_cast<unsigned>(to_u64(v, key.c_str()));
+        else if (key == "queue_depth") o.source.file.queue_depth = static_cast<unsigned>(to_u64(v, key.c_str()));
+        else if (key == "direct") o.source.file.direct = v.cast<bool>();
+        else if (key == "file_chunk") o.source.file.chunk_size = to_u64(v, key.c_str());
+        else if (key == "connections") o.source.http.connections_per_origin = static_cast<unsigned>(to_u64(v, key.c_str()));
+        else if (key == "http_chunk") o.source.http.chunk_size = to_u64(v, key.c_str());
+        else if (key == "token") o.source.http.bearer_token = v.cast<std::string>();
+        else if (key == "headers") {
+            for (auto [hk, hv] : v.cast<py::dict>())
+                o.source.http.headers.emplace_back(hk.cast<std::string>(), hv.cast<std::string>());
+        } else if (key == "ca_file") o.source.http.ca_file = v.cast<std::string>();
+        else if (key == "verify_tls") o.source.http.verify_peer = v.cast<bool>();
+        else if (key == "max_attempts") o.source.http.max_attempts = static_cast<unsigned>(to_u64(v, key.c_str()));
+        else if (key == "s3_endpoint") o.source.http.s3.endpoint = v.cast<std::string>();
+        else if (key == "s3_region") o.source.http.s3.region = v.cast<std::string>();
+        else if (key == "max_header_size") o.parse.max_header_size = to_u64(v, key.c_str());
+        else if (key == "parallel_shards") o.parallel_shards = static_cast<unsigned>(to_u64(v, key.c_str()));
+        else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
+    }
+    return o;
+}
+
+// A reader shared with the jobs that run on it: close() drops the Python
+// side's reference; a job still running keeps the reader until it ends.
+struct py_reader {
+    std::shared_ptr<reader> r;
+
+    reader& get() const {
+        if (!r) raise(errc::InvalidArgument, "the reader is closed");
+        return *r;
+    }
+};
+
+std::vector<dim_range> to_box(const py::handle& box) {
+    std::vector<dim_range> out;
+    for (auto d : box) {
+        auto t = d.cast<py::tuple>();
+        if (t.size() != 2) raise(errc::InvalidArgument, "a box is a list of (start, stop) pairs");
+        out.push_back({to_u64(t[0], "box start"), to_u64(t[1], "box stop")});
+    }
+    return out;
+}
+
+std::span<std::byte> to_span(const py::handle& addr, const py::handle& size) {
+    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(to_u64(size, "size"))};
+}
+
+// A plan together with the Python objects owning its destinations.
+struct py_plan {
+    std::shared_ptr<reader> r;
+    read_plan plan;
+    std::vector<py::object> keep;
+};
+
+py::object metadata_object(const std::optional<metadata_map>& md) {
+    if (!md) return py::none();
+    py::dict d;
+    for (const auto& [k, v] : *md) d[py::str(k)] = py::str(v);
+    return d;
+}
+
+}  // namespace
+
+void bind_reader(py::module_& m) {
+    m.def("parse_bytes", [](const py::bytes& data) {
+             std::string_view v = data;
+             header h = parse_file({reinterpret_cast<const std::byte*>(v.data()), v.size()});
+             py::list tensors;
+             for (const auto& t : h.tensors) {
+                 py::list shape;
+                 for (auto d : t.shape) shape.append(d);
+                 tensors.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape, t.begin, t.end, 0));
+             }
+             return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
+         },
+         py::arg("data"), "Parses and validates a whole file held in bytes: (tensors, metadata, data_start).");
+
+    py::class_<py_plan>(m, "Plan", "A validated read plan into caller memory; execute it with Reader.execute/start.")
+        .def_property_readonly("total_bytes", [](const py_plan& p) { return p.plan.total_bytes(); })
+        .def_property_readonly("op_count", [](const py_plan& p) { return p.plan.op_count(); });
+
+    py::class_<pending_call, std::shared_ptr<pending_call>>(m, "Pending", "An engine job running on a call thread.")
+        .def("wait", &pending_call::wait, py::arg("progress") = py::none(),
+             "Blocks until the job ends (Ctrl-C cancels it and raises); rethrows its error.")
+        .def("cancel", [](pending_call& p) { p.cancel.store(true); }, "Asks the job to stop; wait() then raises.")
+        .def_property_readonly("finished", &pending_call::finished);
+
+    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
+        .def(py::init([](const std::string& spec, const py::kwargs& kw) {
+                 reader_options o = make_options(kw);
+                 py::gil_scoped_release nogil;
+                 return py_reader{std::make_shared<reader>(reader::open(spec, o))};
+             }),
+             py::arg("spec"),
+             "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
+             "direct, file_chunk, connections, http_chunk, token, headers, ca_file, verify_tls, "
+             "max_attempts, s3_endpoint, s3_region, max_header_size, parallel_shards.")
+        .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
+        .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
+        .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })
+        .def_property_readonly("sharded", [](const py_reader& self) { return self.get().sharded(); })
+        .def_property_readonly("total_bytes", [](const py_reader& self) { return self.get().total_bytes(); })
+        .def("metadata", [](const py_reader& self) { return metadata_object(self.get().metadata()); },
+             "__metadata__ as a dict of str, or None.")
+        .def("tensors", [](const py_reader& self) {
+                 const reader& r = self.get();
+                 py::list out;
+                 auto ts = r.tensors();
+                 for (std::uint32_t i = 0; i < ts.size(); ++i) {
+                     const auto& t = ts[i];
+                     py::list shape;
+                     for (auto d : t.shape) shape.append(d);
+                     out.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape,
+                                               t.begin, t.end, r.shard_of(i)));
+                 }
+                 return out;
+             },
+             "Every tensor in data order: (name, dtype, shape, begin, end, shard).")
+        .def("shards", [](const py_reader& self) {
+                 py::list out;
+                 for (const auto& s : self.get().shards()) out.append(py::make_tuple(s.spec, s.size, s.data_start));
+                 return out;
+             },
+             "(spec, size, data_start) of each shard.")
+        .def("select_glob", [](const py_reader& self, const std::vector<std::string>& patterns) {
+                 const reader& r = self.get();
+                 std::vector<std::string> names;
+                 for (auto i : r.select_glob(patterns).indices()) names.push_back(r.tensors()[i].name);
+                 return names;
+             },
+             "Names of the tensors matching any glob, in data order.")
+        .def("select", [](const py_reader& self, const std::vector<std::string>& names) {
+                 self.get().select(names);  // TensorNotFound / a name given twice
+                 return names;
+             },
+             "Checks that every name exists (TensorNotFound naming the first that does not).")
+        .def("box_bytes", [](const py_reader& self, const std::string& name, const py::list& box) {
+                 auto b = to_box(box);
+                 return self.get().box_bytes(name, b);
+             },
+             "Bytes a box [(start, stop), ...] of the tensor occupies packed.")
+        .def("plan_tensors", [](const py_reader& self, const std::vector<std::string>& names, const py::list& dsts,
+                                const py::list& keep) {
+                 reader& r = self.get();
+                 if (dsts.size() != names.size()) raise(errc::InvalidArgument, "one destination per tensor is needed");
+                 std::vector<std::span<std::byte>> spans;
+                 for (auto d : dsts) {
+                     auto t = d.cast<py::tuple>();
+                     spans.push_back(to_span(t[0], t[1]));
+                 }
+                 py_plan p{self.r, {}, {}};
+                 for (auto k : keep) p.keep.push_back(py::reinterpret_borrow<py::object>(k));
+                 auto sel = r.select(names);
+                 p.plan = r.plan(sel, spans);
+                 return p;
+             },
+             py::arg("names"), py::arg("dsts"), py::arg("keep") = py::list(),
+             "Plans whole tensors into (address, size) destinations; `keep` owns that memory.")
+        .def("plan_requests", [](const py_reader& self, const py::list& requests, const py::list& keep) {
+                 reader& r = self.get();
+                 std::vector<read_request> reqs;
+                 for (auto q : requests) {
+                     auto t = q.cast<py::tuple>();  // (name, box, address, size)
+                     read_request rq;
+                     rq.tensor = t[0].cast<std::string>();
+                     rq.box = to_box(t[1]);
+                     rq.dst = to_span(t[2], t[3]);
+                     reqs.push_back(std::move(rq));
+                 }
+                 py_plan p{self.r, {}, {}};
+                 for (auto k : keep) p.keep.push_back(py::reinterpret_borrow<py::object>(k));
+                 p.plan = r.plan(reqs);
+                 return p;
+             },
+             py::arg("requests"), py::arg("keep") = py::list(),
+             "Plans boxes: a list of (name, [(start, stop), ...], address, size).")
+        .def("execute", [](const py_reader& self, const py_plan& p, const py::object& progress) {
+                 auto r = p.r;
+                 if (r != self.r) self.get();  // a closed reader is refused
+                 read_plan plan = p.plan;
+                 run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
+                              plan.total_bytes() < inline_job_bytes);
+             },
+             py::arg("plan"), py::arg("progress") = py::none(),
+             "Runs a plan, GIL released; Ctrl-C cancels it. progress(done, total) runs on this thread.")
+        .def("start", [](const py_reader& self, const py_plan& p) {
+                 self.get();
+                 auto r = p.r;
+                 read_plan plan = p.plan;
+                 return start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, p.keep);
+             },
+             "Starts a plan on a call thread; returns a Pending to wait() on.")
+        .def("read_packed", [](const py_reader& self, const std::optional<std::vector<std::string>>& names,
+                               std::uint64_t alignment, const py::object& progress) {
+                 auto r = self.r;
+                 self.get();
+                 selection sel = names ? r->select(*names) : r->all();
+                 std::uint64_t size = r->packed_size(sel, alignment);
+                 arena* raw = nullptr;
+                 {
+                     py::gil_scoped_release nogil;  // prefaulting takes a while
+                     raw = new arena(size, true);
+                 }
+                 py::object arena_obj = py::cast(raw, py::return_value_policy::take_ownership);
+                 arena& a = arena_obj.cast<arena&>();
+                 read_plan plan = r->plan_packed(sel, a.memory.span(), alignment);
+                 run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
+                              plan.total_bytes() < inline_job_bytes);
+                 std::vector<std::uint64_t> offsets;
+                 for (const auto& pl : plan.placements()) offsets.push_back(pl.offset);
+                 return py::make_tuple(arena_obj, offsets);
+             },
+             py::arg("names") = py::none(), py::arg("alignment") = 64, py::arg("progress") = py::none(),
+             "Reads the named tensors (None: all, data order) into one new Arena; returns (arena, offsets).");
+}
+
+}  // namespace ringsafe::python

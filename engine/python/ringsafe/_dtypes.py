@@ -1,0 +1,37 @@
+"""How safetensors dtypes map to torch and NumPy types (as the reference maps
+them on torch 2.13), and back for writing."""
+
+from ._ringsafe import SafetensorError
+
+# Bits per element of each safetensors dtype.
+BITS = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+    "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}
+
+# torch attribute names; a torch without one of them cannot hold that dtype.
+TORCH_NAMES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+    "BF16": "bfloat16", "I32": "int32", "U32": "uint32", "F32": "float32", "C64": "complex64",
+    "F64": "float64", "I64": "int64", "U64": "uint64", "F8_E5M2": "float8_e5m2",
+    "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz", "F4": "float4_e2m1fn_x2",
+}
+
+NUMPY_NAMES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+    "I32": "int32", "U32": "uint32", "F32": "float32", "C64": "complex64", "F64": "float64",
+    "I64": "int64", "U64": "uint64",
+}
+
+
+def error(kind, message):
+    """A SafetensorError with .kind, for errors found on the Python side."""
+    e = SafetensorError(message)
+    e.kind = kind
+    return e
+
+
+def unsupported(dtype, framework, name):
+    return error("InvalidArgument", f"tensor '{name}': dtype {dtype} has no {framework} type")

@@ -1,0 +1,81 @@
+"""get_slice() indexing: turns a NumPy-style index (ints, slices with any
+step, Ellipsis, None, lists of ints) into the smallest box of the tensor to
+read, and the index that picks the result out of that box."""
+
+import operator
+
+
+def _dim_error(i, dim, size):
+    return IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+
+
+def plan_index(index, shape):
+    """Returns (box, relative, flips): box is [(start, stop)] per dimension of
+    ``shape``; relative indexes the box read into memory; flips lists the box
+    dimensions to reverse first (negative steps, for frameworks without them)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    used = sum(1 for x in index if x is not None and x is not Ellipsis)
+    if sum(1 for x in index if x is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if used > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    expanded = []
+    for x in index:
+        if x is Ellipsis:
+            expanded.extend([slice(None)] * (len(shape) - used))
+        else:
+            expanded.append(x)
+    if Ellipsis not in index:
+        expanded.extend([slice(None)] * (len(shape) - used))
+    box, relative, flips = [], [], []
+    dim = 0
+    for x in expanded:
+        if x is None:
+            relative.append(None)
+            continue
+        size = shape[dim]
+        if isinstance(x, slice):
+            start, stop, step = x.indices(size)
+            picked = range(start, stop, step)
+            if len(picked) == 0:
+                box.append((0, 0))
+                relative.append(slice(0, 0))
+            elif step > 0:
+                lo = picked[0]
+                box.append((lo, picked[-1] + 1))
+                relative.append(slice(0, picked[-1] + 1 - lo, step))
+            else:
+                lo, hi = picked[-1], picked[0] + 1
+                box.append((lo, hi))
+                flips.append(dim)
+                relative.append(slice(0, hi - lo, -step))  # on the reversed box
+        elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
+            if isinstance(x, (list, tuple)):
+                if not x:
+                    box.append((0, 0))
+                    relative.append([])
+                    dim += 1
+                    continue
+                ints = [operator.index(i) for i in x]
+            else:
+                ints = None
+                i = operator.index(x)
+                if i < -size or i >= size:
+                    raise _dim_error(i, dim, size)
+                i %= size
+                box.append((i, i + 1))
+                relative.append(0)
+                dim += 1
+                continue
+            for i in ints:
+                if i < -size or i >= size:
+                    raise _dim_error(i, dim, size)
+            ints = [i % size for i in ints]
+            lo = min(ints)
+            box.append((lo, max(ints) + 1))
+            relative.append([i - lo for i in ints])
+        else:
+            raise TypeError(f"unsupported index {x!r}: use ints, slices, lists of ints, ... or None")
+        dim += 1
+    return box, tuple(relative), flips

@@ -1,0 +1,174 @@
+"""Loading for both frameworks: whole checkpoints into one arena, bytes, the
+caller's own tensors, and the bounded-memory streaming iterator."""
+
+from ._dtypes import error
+from ._paths import spec_of
+from ._progress import progress_callback
+from ._ringsafe import Arena, Reader, parse_bytes
+from ._selection import resolve
+
+ALIGNMENT = 64  # every tensor of an arena starts on a 64-byte boundary
+
+
+def open_reader(filename, options):
+    """A Reader for a path, URL or index, with the caller's Reader options."""
+    return Reader(spec_of(filename), **options)
+
+
+def _items(infos, names, offsets):
+    by_name = {t[0]: t for t in infos}
+    return [(n, off, by_name[n][1], by_name[n][2], by_name[n][4] - by_name[n][3]) for n, off in zip(names, offsets)]
+
+
+def load_file(adapter, filename, device, select, progress, options):
+    device = adapter.check_device(device)
+    reader = open_reader(filename, options)
+    try:
+        infos = reader.tensors()
+        names = resolve(reader, [t[0] for t in infos], select)
+        by_name = {t[0]: t for t in infos}
+        for n in names:
+            adapter.check_dtype(by_name[n][1], by_name[n][2], n)  # before any I/O
+        with progress_callback(progress, f"loading {filename}") as cb:
+            arena, offsets = reader.read_packed(None if select is None else names, ALIGNMENT, cb)
+        views = adapter.views(arena, _items(infos, names, offsets))
+    finally:
+        reader.close()
+    return {n: adapter.to_device(views[n], device) for n in sorted(views)}
+
+
+def load_bytes(adapter, data, device):
+    device = adapter.check_device(device)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    data = bytes(data) if not isinstance(data, bytes) else data
+    infos, _, start = parse_bytes(data)
+    for t in infos:
+        adapter.check_dtype(t[1], t[2], t[0])
+    # One copy of the data section, each tensor 64-byte aligned in it.
+    offsets, size = [], 0
+    for t in infos:
+        size = -(-size // ALIGNMENT) * ALIGNMENT
+        offsets.append(size)
+        size += t[4] - t[3]
+    arena = Arena(size)
+    view = memoryview(arena)
+    for t, off in zip(infos, offsets):
+        view[off:off + t[4] - t[3]] = data[start + t[3]:start + t[4]]
+    views = adapter.views(arena, _items(infos, [t[0] for t in infos], offsets))
+    return {n: adapter.to_device(views[n], device) for n in sorted(views)}
+
+
+def read_into(adapter, filename, tensors, progress, options):
+    if not isinstance(tensors, dict):
+        raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
+    reader = filename if isinstance(filename, Reader) else open_reader(filename, options)
+    try:
+        names = list(tensors)
+        reader.select(names)  # TensorNotFound before anything else
+        by_name = {t[0]: t for t in reader.tensors()}
+        dsts, owners = [], []
+        for name in names:
+            dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)
+            info = by_name[name]
+            if dtype != info[1]:
+                raise error("InvalidArgument",
+                            f"tensor '{name}': the file holds {info[1]}, the destination is {dtype}")
+            need = info[4] - info[3]
+            if nbytes != need:
+                raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
+                            f"tensor '{name}': {need} bytes ({info[1]} {info[2]}) in the file, "
+                            f"the destination holds {nbytes} ({shape})")
+            dsts.append((addr, nbytes))
+            owners.append(owner)
+        plan = reader.plan_tensors(names, dsts, owners)
+        with progress_callback(progress, "reading") as cb:
+            reader.execute(plan, cb)
+    finally:
+        if reader is not filename:
+            reader.close()
+    return tensors
+
+
+def _batches(names, sizes, budget):
+    """Consecutive runs of names whose aligned sizes fit in ``budget`` bytes."""
+    batch, used = [], 0
+    for n in names:
+        need = -(-sizes[n] // ALIGNMENT) * ALIGNMENT
+        if batch and used + need > budget:
+            yield batch
+            batch, used = [], 0
+        batch.append(n)
+        used += need
+    if batch:
+        yield batch
+
+
+def iter_tensors(adapter, filename, select, memory_limit, device, progress, options):
+    device = adapter.check_device(device)
+    if memory_limit <= 0:
+        raise ValueError("memory_limit must be positive")
+    reader = open_reader(filename, options)
+    try:
+        infos = reader.tensors()
+        names = resolve(reader, [t[0] for t in infos], select)
+        by_name = {t[0]: t for t in infos}
+        sizes = {n: by_name[n][4] - by_name[n][3] for n in names}
+        for n in names:
+            adapter.check_dtype(by_name[n][1], by_name[n][2], n)
+            if sizes[n] > memory_limit:
+                raise error("BufferTooSmall", f"tensor '{n}' ({sizes[n]} bytes) does not fit in "
+                                              f"memory_limit={memory_limit}")
+        # Two batches at a time (one read ahead while the consumer works on the
+        # other), each at most half the limit, or a whole tensor when larger.
+        budget = max(memory_limit // 2, 1)
+        batches = list(_batches(names, sizes, budget))
+    except BaseException:
+        reader.close()
+        raise
+    return _stream(adapter, reader, by_name, batches, device, progress)
+
+
+def _start(reader, by_name, batch):
+    offsets, size = [], 0
+    for n in batch:
+        size = -(-size // ALIGNMENT) * ALIGNMENT
+        offsets.append(size)
+        size += by_name[n][4] - by_name[n][3]
+    arena = Arena(size, prefault=False)
+    dsts = [(arena.address + off, by_name[n][4] - by_name[n][3]) for n, off in zip(batch, offsets)]
+    plan = reader.plan_tensors(batch, dsts, [arena])
+    return reader.start(plan), arena, offsets
+
+
+def _stream(adapter, reader, by_name, batches, device, progress):
+    pending = None
+    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    done = 0
+    try:
+        with progress_callback(progress, "streaming") as cb:
+            if batches:
+                pending = _start(reader, by_name, batches[0])
+            for k, batch in enumerate(batches):
+                job, arena, offsets = pending
+                job.wait()
+                pending = _start(reader, by_name, batches[k + 1]) if k + 1 < len(batches) else None
+                items = [(n, off, by_name[n][1], by_name[n][2], by_name[n][4] - by_name[n][3])
+                         for n, off in zip(batch, offsets)]
+                views = adapter.views(arena, items)
+                del arena
+                for n in batch:
+                    done += by_name[n][4] - by_name[n][3]
+                    t = views.pop(n)
+                    if cb:
+                        cb(done, total)
+                    yield n, adapter.to_device(t, device)
+                    del t
+    finally:
+        if pending is not None:
+            pending[0].cancel()
+            try:
+                pending[0].wait()
+            except BaseException:
+                pass
+        reader.close()

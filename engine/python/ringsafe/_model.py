@@ -1,0 +1,115 @@
+"""load_model / save_model for torch modules: parameters and buffers filled in
+place with one parallel read, and tensors that share memory handled as the
+reference handles them."""
+
+import torch
+
+from ._load import open_reader
+from ._progress import progress_callback
+from . import _write
+
+
+def _shared_groups(state_dict):
+    from .torch import ADAPTER
+    return _write._shared_groups(ADAPTER, state_dict)
+
+
+def _covers_storage(t):
+    s = t.untyped_storage()
+    return t.data_ptr() == s.data_ptr() and t.numel() * t.element_size() == s.nbytes()
+
+
+def _drop_aliases(state_dict, preferred=()):
+    """{kept: [dropped names]} for each group of tensors sharing memory: the kept
+    one covers its whole storage, preferring names in ``preferred``."""
+    out = {}
+    preferred = set(preferred)
+    for group in _shared_groups(state_dict):
+        whole = sorted(n for n in group if _covers_storage(state_dict[n]))
+        if not whole:
+            raise RuntimeError(f"Error while trying to find names to remove to save state dict, but found no "
+                               f"suitable name to keep for saving amongst: {sorted(group)}. None is covering the "
+                               f"entire storage. Refusing to save/load the model since you could be storing much "
+                               f"more memory than needed. Please refer to "
+                               f"https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. "
+                               f"Or open an issue.")
+        keep = next((n for n in whole if n in preferred), whole[0])
+        out[keep] = sorted(n for n in group if n != keep)
+    return out
+
+
+def _error_text(model, missing, unexpected):
+    text = f"Error(s) in loading state_dict for {model.__class__.__name__}:"
+    if missing:
+        text += "\n    Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(missing))
+    if unexpected:
+        text += "\n    Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(unexpected))
+    return text
+
+
+def load_model(model, filename, strict, device, progress, options):
+    from .torch import ADAPTER
+    device = ADAPTER.check_device(device)
+    reader = open_reader(filename, options)
+    try:
+        infos = {t[0]: t for t in reader.tensors()}
+        state = model.state_dict()
+        aliases = _drop_aliases(state, preferred=infos.keys())
+        dropped = {n for names in aliases.values() for n in names}
+        missing = {k for k in state if k not in infos}
+        unexpected = [k for k in infos if k not in state]
+        for n in dropped:
+            if n in missing:
+                missing.discard(n)
+            else:
+                unexpected.append(n)
+        if strict and (missing or unexpected):
+            raise RuntimeError(_error_text(model, missing, unexpected))
+        targets = [k for k in infos if k in state and k not in dropped]
+        direct, staged = [], []
+        sizes = []
+        for k in targets:
+            p, info = state[k], infos[k]
+            file_shape = ADAPTER._type(info[1], info[2], k)[1]
+            if list(p.shape) != file_shape:
+                raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {k}: copying a param with "
+                                   f"shape {torch.Size(file_shape)} from checkpoint, the shape in current model is "
+                                   f"{p.shape}.")
+            same = p.device.type == "cpu" and p.is_contiguous() and ADAPTER.describe(p, k, False)[0] == info[1]
+            (direct if same else staged).append(k)
+            sizes.append(info[4] - info[3])
+        with progress_callback(progress, f"loading {filename}") as cb:
+            if direct:
+                dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
+                plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])
+                reader.execute(plan, cb)
+            if staged:
+                from ._load import ALIGNMENT
+                arena, offsets = reader.read_packed(staged, ALIGNMENT, None)
+                items = [(k, off, infos[k][1], infos[k][2], infos[k][4] - infos[k][3]) for k, off in zip(staged, offsets)]
+                views = ADAPTER.views(arena, items)
+                with torch.no_grad():
+                    for k in staged:
+                        state[k].copy_(views[k])
+    finally:
+        reader.close()
+    if device.type != "cpu":
+        model.to(device)
+    return missing, unexpected
+
+
+def save_model(model, filename, metadata, force_contiguous, sync):
+    from .torch import ADAPTER
+    state = model.state_dict()
+    for kept, names in _drop_aliases(state).items():
+        for n in names:
+            if metadata is None:
+                metadata = {}
+            metadata.setdefault(n, kept)
+            del state[n]
+    if force_contiguous:
+        state = {k: v.contiguous() for k, v in state.items()}
+    try:
+        _write.save_file(ADAPTER, state, filename, metadata, sync, None)
+    except ValueError as e:
+        raise ValueError(f"{e}\nsave_model(..., force_contiguous=True) makes every tensor contiguous first.") from e

@@ -1,0 +1,11 @@
+"""What a path argument may be: a local path (str or os.PathLike), an
+http(s):// or s3:// URL, or a sharded ``*.index.json``, local or remote."""
+
+import os
+
+
+def spec_of(path):
+    """The string the engine opens for ``path``; TypeError for anything else."""
+    if isinstance(path, (str, os.PathLike)):
+        return os.fspath(path)
+    raise TypeError(f"expected a path or URL (str or os.PathLike), got {type(path).__name__}")

@@ -1,0 +1,139 @@
+"""Writing for both frameworks: a whole dict (save_file / save, the
+reference's exact layout, straight from the tensors' memory) and the Writer,
+for tensors produced one at a time (single pass, bounded memory, append)."""
+
+from ._frameworks import adapter_of
+from ._paths import spec_of
+from ._progress import progress_callback
+from ._ringsafe import StreamWriter, save_declared, serialize
+
+
+def _check_metadata(metadata):
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"metadata must map str to str: {k!r}: {v!r}")
+    return metadata
+
+
+def _shared_groups(adapter, tensors):
+    """Groups of names whose tensors share memory (the reference refuses them)."""
+    spans = []
+    for name, t in tensors.items():
+        key = adapter.storage_key(t)
+        if key is not None:
+            spans.append((key[0], key[0] + key[1], name))
+    spans.sort()
+    groups, current, end = [], [], -1
+    for start, stop, name in spans:
+        if current and start < end:
+            current.append(name)
+            end = max(end, stop)
+        else:
+            if len(current) > 1:
+                groups.append(current)
+            current, end = [name], stop
+    if len(current) > 1:
+        groups.append(current)
+    return groups
+
+
+def _describe_all(adapter, tensors):
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, tensor] but received {type(tensors)}")
+    described, owners = [], []
+    for name, t in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {name!r}")
+        dtype, shape, addr, nbytes, owner = adapter.describe(t, name)
+        described.append((name, dtype, shape, addr, nbytes))
+        owners.append(owner)
+    shared = _shared_groups(adapter, tensors)
+    if shared:
+        raise RuntimeError(
+            f"Some tensors share memory, this will lead to duplicate memory on disk and potential "
+            f"differences when loading them again: {shared}. Save a model with save_model(), which "
+            f"writes each shared tensor once.")
+    return described, owners
+
+
+def save_file(adapter, tensors, filename, metadata, sync, progress):
+    described, owners = _describe_all(adapter, tensors)
+    metadata = _check_metadata(metadata)
+    with progress_callback(progress, f"saving {filename}") as cb:
+        save_declared(spec_of(filename), described, metadata, sync, 2, cb)
+    del owners  # kept alive until the write returned
+
+
+def save_bytes(adapter, tensors, metadata):
+    described, owners = _describe_all(adapter, tensors)
+    out = serialize(described, _check_metadata(metadata))
+    del owners
+    return out
+
+
+class Writer:
+    """Writes a safetensors file one tensor at a time, in one pass:
+    ``with Writer(path) as w: w.write(name, tensor)``. Header space is reserved
+    up front and filled in at the end; the file appears at ``path`` only when
+    the block ends without an exception (otherwise nothing is left there).
+    ``append=True`` adds tensors to an existing file in place. Tensors may be
+    torch tensors or NumPy arrays; each is copied out before write() returns,
+    so memory stays bounded (48 MiB of staging) whatever the file's size."""
+
+    def __init__(self, path, *, metadata=None, append=False, repair=False, sync=True,
+                 expected_tensors=None, reserve_bytes=None, direct=None):
+        self._metadata = _check_metadata(metadata)
+        spec = spec_of(path)
+        if append:
+            self._w = StreamWriter.open_append(spec, repair=repair, sync=sync)
+        else:
+            self._w = StreamWriter(spec, sync=sync, expected_tensors=expected_tensors,
+                                   reserve_bytes=reserve_bytes, direct=direct)
+        self.path = spec
+        self.stats = None
+
+    def write(self, name, tensor):
+        """Adds a whole tensor (a torch tensor or NumPy array, any device)."""
+        adapter = adapter_of(tensor)
+        if adapter is None:
+            raise TypeError(f"write() takes a torch tensor or a NumPy array, got {type(tensor).__name__}")
+        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name)
+        self._w.add(name, dtype, shape, addr, nbytes)
+        del owner
+
+    def write_bytes(self, name, dtype, shape, data):
+        """Adds a tensor from raw little-endian bytes (any buffer) of the given
+        safetensors dtype ("F32", "BF16", ...) and shape."""
+        import numpy as np
+
+        raw = np.frombuffer(data, dtype=np.uint8)
+        self._w.add(name, dtype, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
+
+    def finish(self, metadata=None):
+        """Writes the header, syncs and publishes; returns the writer's stats."""
+        md = _check_metadata(metadata) if metadata is not None else self._metadata
+        self.stats = self._w.finish(md)
+        return self.stats
+
+    def abandon(self):
+        """Drops everything written; nothing appears at the path."""
+        self._w.abandon()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and not self._w.closed:
+            self.finish()
+        else:
+            self.abandon()
+        return False
+
+    def __del__(self):
+        w = getattr(self, "_w", None)
+        if w is not None and not w.closed:
+            w.abandon()

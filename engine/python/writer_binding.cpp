@@ -1,0 +1,291 @@
+// Writing from Python: the streaming writer (StreamWriter), a whole dict of
+// tensors through the declared writer (save_declared: the reference's exact
+// bytes, written straight from the tensors' memory by several threads), and
+// serialize() into a bytes object. The GIL is released around every write.
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "blocking_call.hpp"
+#include "bindings.hpp"
+#include "ringsafe/writer.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+namespace {
+
+// One tensor handed over from Python: (name, dtype, shape, address, size).
+struct tensor_source {
+    tensor_entry entry;
+    const std::byte* data = nullptr;
+    std::uint64_t size = 0;
+};
+
+dtype parse_dtype(const std::string& name, const std::string& tensor) {
+    auto t = dtype_from_name(name);
+    if (!t) raise(errc::InvalidArgument, "tensor '" + tensor + "': unknown dtype '" + name + "'");
+    return *t;
+}
+
+std::vector<std::uint64_t> parse_shape(const py::handle& shape, const std::string& tensor) {
+    std::vector<std::uint64_t> out;
+    for (auto d : shape) {
+        long long x = d.cast<long long>();
+        if (x < 0) raise(errc::InvalidArgument, "tensor '" + tensor + "': negative dimension " + std::to_string(x));
+        out.push_back(static_cast<std::uint64_t>(x));
+    }
+    return out;
+}
+
+std::optional<metadata_map> parse_metadata(const py::object& md) {
+    if (md.is_none()) return std::nullopt;
+    metadata_map out;
+    for (auto [k, v] : md.cast<py::dict>()) {
+        if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
+            raise(errc::InvalidArgument, "metadata keys and values must be str");
+        out.emplace(k.cast<std::string>(), v.cast<std::string>());
+    }
+    return out;
+}
+
+// Reads the Python list, checks each size against shape x dtype, and orders
+// the tensors as the reference writer does (dtype descending, then name),
+// with their data offsets.
+std::vector<tensor_source> parse_tensors(const py::list& tensors) {
+    std::vector<tensor_source> out;
+    out.reserve(tensors.size());
+    for (auto item : tensors) {
+        auto t = item.cast<py::tuple>();
+        tensor_source s;
+        s.entry.name = t[0].cast<std::string>();
+        s.entry.dtype = parse_dtype(t[1].cast<std::string>(), s.entry.name);
+        s.entry.shape = parse_shape(t[2], s.entry.name);
+        s.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
+        s.size = t[4].cast<std::uint64_t>();
+        std::uint64_t elements = 1;
+        bool overflow = false;
+        for (auto d : s.entry.shape) overflow |= __builtin_mul_overflow(elements, d, &elements);
+        auto bytes = overflow ? std::nullopt : dtype_bytes_for(s.entry.dtype, elements);
+        if (!bytes)
+            raise(errc::ValidationOverflow, "tensor '" + s.entry.name + "': its size in bytes is not a whole number or overflows");
+        if (*bytes != s.size)
+            raise(errc::TensorInvalidInfo, "tensor '" + s.entry.name + "': " + std::to_string(s.size) +
+                                               " bytes given, its shape and dtype need " + std::to_string(*bytes));
+        out.push_back(std::move(s));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const tensor_source& a, const tensor_source& b) {
+        return reference_writer_order(a.entry, b.entry);
+    });
+    std::uint64_t off = 0;
+    for (auto& s : out) {
+        s.entry.begin = off;
+        off += s.size;
+        s.entry.end = off;
+    }
+    return out;
+}
+
+constexpr std::uint64_t write_piece = 8u << 20;
+
+// Writes every tensor through `w` with `threads` threads taking 8 MiB pieces
+// in file order; stops at the first error or when cancelled.
+void write_all(declared_writer& w, const std::string& path, const std::vector<tensor_source>& ts, unsigned threads,
+               pending_call& pc) {
+    struct piece {
+        std::size_t tensor;
+        std::uint64_t offset, length;
+    };
+    std::vector<piece> pieces;
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < ts.size(); ++i)
+        for (std::uint64_t o = 0; o < ts[i].size; o += write_piece) {
+            pieces.push_back({i, o, std::min(write_piece, ts[i].size - o)});
+            total += pieces.back().length;
+        }
+    pc.total = total;
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr first;
+    std::mutex first_m;
+    auto worker = [&] {
+        try {
+            for (;;) {
+                if (failed.load() || pc.cancel.load()) return;
+                std::size_t k = next.fetch_add(1);
+                if (k >= pieces.size()) return;
+                const piece& p = pieces[k];
+                w.write(p.tensor, p.offset, {ts[p.tensor].data + p.offset, p.length});
+                pc.done += p.length;
+            }
+        } catch (...) {
+            std::lock_guard lk(first_m);
+            if (!first) first = std::current_exception();
+            failed = true;
+        }
+    };
+    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(pieces.size())));
+    std::vector<std::thread> extra;
+    for (unsigned i = 1; i < threads; ++i) extra.emplace_back(worker);
+    worker();
+    for (auto& t : extra) t.join();
+    if (first) std::rethrow_exception(first);
+    if (pc.cancel.load()) raise(errc::Cancelled, "writing '" + path + "' was cancelled");
+}
+
+struct py_writer {
+    std::optional<writer> w;
+    writer& get() {
+        if (!w) raise(errc::WriterState, "the writer is closed (finished or abandoned)");
+        return *w;
+    }
+};
+
+writer_options make_writer_options(const py::dict& kw) {
+    writer_options o;
+    for (auto [k, v] : kw) {
+        std::string key = k.cast<std::string>();
+        if (v.is_none()) continue;
+        if (key == "reserve_bytes") o.reserve_bytes = v.cast<std::uint64_t>();
+        else if (key == "expected_tensors") o.expected_tensors = v.cast<std::uint64_t>();
+        else if (key == "direct") o.direct = v.cast<bool>();
+        else if (key == "sync") o.sync = o.sync_dir = v.cast<bool>();
+        else if (key == "strict_reservation") o.strict_reservation = v.cast<bool>();
+        else raise(errc::InvalidArgument, "unknown writer option '" + key + "'");
+    }
+    return o;
+}
+
+py::dict stats_dict(const writer_stats& s) {
+    py::dict d;
+    d["tensors"] = s.tensors;
+    d["data_bytes"] = s.data_bytes;
+    d["file_size"] = s.file_size;
+    d["header_reserved"] = s.header_reserved;
+    d["header_json"] = s.header_json;
+    d["direct"] = s.direct;
+    d["relocation"] = s.relocation;
+    return d;
+}
+
+}  // namespace
+
+void bind_writer(py::module_& m) {
+    m.def("save_declared",
+          [](const std::string& path, const py::list& tensors, const py::object& metadata, bool sync,
+             unsigned threads, const py::object& progress) {
+              auto ts = parse_tensors(tensors);
+              auto md = parse_metadata(metadata);
+              std::uint64_t total = 0;
+              for (const auto& t : ts) total += t.size;
+              run_blocking(
+                  [&](pending_call& pc) {
+                      std::vector<tensor_decl> decls;
+                      for (const auto& t : ts) decls.push_back({t.entry.name, t.entry.dtype, t.entry.shape});
+                      declared_options o;
+                      o.sync = o.sync_dir = sync;
+                      declared_writer w(path, std::move(decls), md ? &*md : nullptr, o);
+                      write_all(w, path, ts, threads, pc);
+                      w.finish();
+                  },
+                  progress, total < inline_job_bytes);
+          },
+          py::arg("path"), py::arg("tensors"), py::arg("metadata") = py::none(), py::arg("sync") = true,
+          py::arg("threads") = 2, py::arg("progress") = py::none(),
+          "Writes (name, dtype, shape, address, size) tensors to `path` in the reference's layout, "
+          "straight from their memory; published atomically (temporary + rename).");
+
+    m.def("serialize",
+          [](const py::list& tensors, const py::object& metadata) {
+              auto ts = parse_tensors(tensors);
+              auto md = parse_metadata(metadata);
+              std::vector<tensor_entry> entries;
+              std::uint64_t data = 0;
+              for (const auto& t : ts) entries.push_back(t.entry), data += t.size;
+              std::string header = serialize_header(entries, md ? &*md : nullptr);
+              py::bytes out = py::reinterpret_steal<py::bytes>(
+                  PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(8 + header.size() + data)));
+              if (!out) throw py::error_already_set();
+              char* p = PyBytes_AS_STRING(out.ptr());
+              {
+                  py::gil_scoped_release nogil;
+                  encode_length_prefix(header.size(), reinterpret_cast<std::byte*>(p));
+                  std::memcpy(p + 8, header.data(), header.size());
+                  char* d = p + 8 + header.size();
+                  for (const auto& t : ts) std::memcpy(d + t.entry.begin, t.data, t.size);
+              }
+              return out;
+          },
+          py::arg("tensors"), py::arg("metadata") = py::none(),
+          "The safetensors bytes of (name, dtype, shape, address, size) tensors, in the reference's layout.");
+
+    py::class_<py_writer>(m, "StreamWriter", "The single-pass streaming writer (one thread calls it).")
+        .def(py::init([](const std::string& path, const py::kwargs& kw) {
+                 auto o = make_writer_options(kw);
+                 py::gil_scoped_release nogil;
+                 return new py_writer{writer(path, o)};
+             }),
+             py::arg("path"), "A new file for `path` (a temporary until finish()). Options: reserve_bytes, "
+                              "expected_tensors, direct, sync, strict_reservation.")
+        .def_static("open_append", [](const std::string& path, bool repair, bool sync) {
+                 append_options o;
+                 o.repair = repair;
+                 o.sync = sync;
+                 py::gil_scoped_release nogil;
+                 return new py_writer{writer::open_append(path, o)};
+             },
+             py::arg("path"), py::arg("repair") = false, py::arg("sync") = true,
+             "Reopens an existing file to add tensors after its data.")
+        .def("add", [](py_writer& self, const std::string& name, const std::string& dt, const py::object& shape,
+                       std::uintptr_t addr, std::uint64_t size) {
+                 writer& w = self.get();
+                 auto t = parse_dtype(dt, name);
+                 auto s = parse_shape(shape, name);
+                 py::gil_scoped_release nogil;
+                 w.add(name, t, s, {reinterpret_cast<const std::byte*>(addr), size});
+             },
+             "Adds a whole tensor from (address, size); the bytes are copied before it returns.")
+        .def("begin", [](py_writer& self, const std::string& name, const std::string& dt, const py::object& shape) {
+                 writer& w = self.get();
+                 w.begin(name, parse_dtype(dt, name), parse_shape(shape, name));
+             },
+             "Starts a tensor whose bytes come in pieces (append_bytes, then end).")
+        .def("append_bytes", [](py_writer& self, std::uintptr_t addr, std::uint64_t size) {
+                 writer& w = self.get();
+                 py::gil_scoped_release nogil;
+                 w.append({reinterpret_cast<const std::byte*>(addr), size});
+             },
+             "Appends bytes to the tensor begun (copied before it returns).")
+        .def("end", [](py_writer& self) { self.get().end(); }, "Ends the tensor begun; its bytes must be complete.")
+        .def("finish", [](py_writer& self, const py::object& metadata) {
+                 writer& w = self.get();
+                 auto md = parse_metadata(metadata);
+                 {
+                     py::gil_scoped_release nogil;
+                     w.finish(md ? &*md : nullptr);
+                 }
+                 py::dict d = stats_dict(w.stats());
+                 self.w.reset();
+                 return d;
+             },
+             py::arg("metadata") = py::none(),
+             "Writes the header, syncs and publishes; returns the stats. In append mode None keeps the metadata.")
+        .def("abandon", [](py_writer& self) {
+                 if (self.w) {
+                     py::gil_scoped_release nogil;
+                     self.w->abandon();
+                 }
+                 self.w.reset();
+             },
+             "Drops the file (or the appended data); never raises.")
+        .def_property_readonly("closed", [](const py_writer& self) { return !self.w; })
+        .def("stats", [](py_writer& self) { return stats_dict(self.get().stats()); });
+}
+
+}  // namespace ringsafe::python
