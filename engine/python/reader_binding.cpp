@@ -157,7 +157,8 @@ void bind_reader(py::module_& m) {
         .def("select_glob", [](const py_reader& self, const std::vector<std::string>& patterns) {
                  const reader& r = self.get();
                  std::vector<std::string> names;
-                 for (auto i : r.select_glob(patterns).indices()) names.push_back(r.tensors()[i].name);
+                 selection sel = r.select_glob(patterns);  // indices() views it: keep it alive
+                 for (auto i : sel.indices()) names.push_back(r.tensors()[i].name);
                  return names;
              },
              "Names of the tensors matching any glob, in data order.")
@@ -228,11 +229,10 @@ void bind_reader(py::module_& m) {
                  self.get();
                  selection sel = names ? r->select(*names) : r->all();
                  std::uint64_t size = r->packed_size(sel, alignment);
-                 arena* raw = nullptr;
-                 {
-                     py::gil_scoped_release nogil;  // prefaulting takes a while
-                     raw = new arena(size, true);
-                 }
+                 // Not prefaulted: the reads fault the huge pages in on every
+                 // io-wq worker at once, where a prefault zeroes them on one
+                 // thread first (and stalls on compaction).
+                 arena* raw = new arena(size, true, false);
                  py::object arena_obj = py::cast(raw, py::return_value_policy::take_ownership);
                  arena& a = arena_obj.cast<arena&>();
                  read_plan plan = r->plan_packed(sel, a.memory.span(), alignment);
