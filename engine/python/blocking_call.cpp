@@ -120,15 +120,26 @@ void pending_call::wait(const py::object& progress) {
             cancel.store(true);
         }
     }
-    keep.clear();
     if (raised) throw *raised;
     if (error_) std::rethrow_exception(error_);
     if (!progress.is_none()) progress(done.load(), total.load());
 }
 
-std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job, std::vector<py::object> keep) {
+void pending_call::wait_quiet() {
+    std::unique_lock lk(m_);
+    cv_.wait(lk, [&] { return finished_; });
+}
+
+py_pending::~py_pending() {
+    if (call && !call->finished()) {
+        call->cancel.store(true);
+        py::gil_scoped_release nogil;
+        call->wait_quiet();
+    }
+}
+
+std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job) {
     auto pc = std::make_shared<pending_call>();
-    pc->keep = std::move(keep);
     call_thread* t = take_thread();
     {
         std::lock_guard lk(t->m);

@@ -25,9 +25,6 @@ public:
     std::atomic<bool> cancel{false};
     std::atomic<std::uint64_t> done{0};
     std::atomic<std::uint64_t> total{0};
-    // Python objects the job's memory belongs to (kept until the job ends).
-    std::vector<pybind11::object> keep;
-
     // A read_control wired to `cancel` and `done`/`total`.
     read_control control();
     // Blocks (GIL released) until the job has ended. Every poll interval it
@@ -37,6 +34,8 @@ public:
     // the job's own exception, if any, is rethrown. Callable once.
     void wait(const pybind11::object& progress);
     bool finished() const;
+    // Blocks until the job has ended, without touching Python (GIL released by the caller).
+    void wait_quiet();
 
     // For the call thread.
     void finish(std::exception_ptr error);
@@ -50,8 +49,20 @@ private:
 
 // Starts `job` on a call thread (threads are reused; a process that forks
 // gets a fresh set in the child). The job must not touch Python objects.
-std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job,
-                                         std::vector<pybind11::object> keep = {});
+std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job);
+
+// What Python holds of a started job: the job and the objects owning the
+// memory it writes. Dropping it before the job ended cancels the job and
+// waits for it, so no I/O lands in memory Python has freed.
+struct py_pending {
+    std::shared_ptr<pending_call> call;
+    std::vector<pybind11::object> keep;
+    py_pending(std::shared_ptr<pending_call> c, std::vector<pybind11::object> k)
+        : call(std::move(c)), keep(std::move(k)) {}
+    py_pending(const py_pending&) = delete;
+    py_pending& operator=(const py_pending&) = delete;
+    ~py_pending();
+};
 
 // start_call + wait, or for small jobs (`small`) the job inline with the GIL
 // released (no thread hand-off; Ctrl-C is seen when it returns).

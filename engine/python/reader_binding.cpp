@@ -111,11 +111,13 @@ void bind_reader(py::module_& m) {
         .def_property_readonly("total_bytes", [](const py_plan& p) { return p.plan.total_bytes(); })
         .def_property_readonly("op_count", [](const py_plan& p) { return p.plan.op_count(); });
 
-    py::class_<pending_call, std::shared_ptr<pending_call>>(m, "Pending", "An engine job running on a call thread.")
-        .def("wait", &pending_call::wait, py::arg("progress") = py::none(),
+    py::class_<py_pending>(m, "Pending",
+                           "An engine job running on a call thread; dropping it cancels the job and waits for it.")
+        .def("wait", [](py_pending& p, const py::object& progress) { p.call->wait(progress); },
+             py::arg("progress") = py::none(),
              "Blocks until the job ends (Ctrl-C cancels it and raises); rethrows its error.")
-        .def("cancel", [](pending_call& p) { p.cancel.store(true); }, "Asks the job to stop; wait() then raises.")
-        .def_property_readonly("finished", &pending_call::finished);
+        .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.")
+        .def_property_readonly("finished", [](const py_pending& p) { return p.call->finished(); });
 
     py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
         .def(py::init([](const std::string& spec, const py::kwargs& kw) {
@@ -220,7 +222,7 @@ void bind_reader(py::module_& m) {
                  self.get();
                  auto r = p.r;
                  read_plan plan = p.plan;
-                 return start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, p.keep);
+                 return new py_pending(start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }), p.keep);
              },
              "Starts a plan on a call thread; returns a Pending to wait() on.")
         .def("read_packed", [](const py_reader& self, const std::optional<std::vector<std::string>>& names,
