@@ -11,12 +11,14 @@
 # sanitizer builds are unity builds (-Dunity=on): a third less compile time.
 # Each sanitizer test and each fuzz target run counts as one test. The last
 # line printed is the combined "N passed, N failed, N skipped" of every stage
-# plus the main suite's meson test log given as $1 (optional).
+# plus the main suite's meson test log given as $1 and pytest's JUnit XML as $2
+# (both optional).
 #   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 MAIN_LOG=${1:-}
+PYTEST_XML=${2:-}
 STAGES=${STAGES:-asan tsan fuzz soak}
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 SOAK_SECONDS=${SOAK_SECONDS:-15}
@@ -33,25 +35,15 @@ have_clang && SAN_CXX=clang++-14
 # library's 185 s of compile CPU under ASan becomes 131 s (the Boost headers are
 # parsed fewer times). With clang, lld (lld-14) links: 0.7 s against GNU ld's
 # 2.5 s per ASan test program, and there are 40 of them.
-SAN_OPTS=(-Db_lundef=false -Dbuildtype=plain -Doptimization=1 -Dbench=false -Dunity=on -Dunity_size=12)
+# No Python extension there (an ASan build of it cannot load into a plain python).
+SAN_OPTS=(-Db_lundef=false -Dbuildtype=plain -Doptimization=1 -Dbench=false -Dunity=on -Dunity_size=12 -Dpython=disabled)
 have_clang && [ -x /usr/lib/llvm-14/bin/ld.lld ] && SAN_OPTS+=(-Dcpp_link_args=-fuse-ld=lld)
 # tests/ubsan.supp: one false positive of UBSan's vptr check under fd exhaustion (see the file).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp"
 
 # Appends "passed failed skipped" of a meson test log to $COUNTS.
-count_log() {
-    python3 - "$1" >>"$COUNTS" <<'PY'
-import json, sys
-p = f = s = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"): p += 1
-    elif r == "SKIP": s += 1
-    else: f += 1
-print(p, f, s)
-PY
-}
+count_log() { python3 tools/test_counts.py --meson "$1" >>"$COUNTS"; }
 stage() { echo "== ringsafe ci: $* ($(date -u +%T))" >&2; }
 
 # Configures build-asan once: clang at -O1, no debug info, library with coverage for the fuzzers.
@@ -153,4 +145,5 @@ for s in $STAGES; do
 done
 
 [ -n "$MAIN_LOG" ] && [ -f "$MAIN_LOG" ] && count_log "$MAIN_LOG"
+[ -n "$PYTEST_XML" ] && [ -f "$PYTEST_XML" ] && python3 tools/test_counts.py --junit "$PYTEST_XML" >>"$COUNTS"
 awk '{p+=$1; f+=$2; s+=$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit (f > 0)}' "$COUNTS"

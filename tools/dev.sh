@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # ringsafe developer entry points (the README's quick start uses these):
-#   bash tools/dev.sh demo    install dependencies, build, write a sample checkpoint and load it
-#   bash tools/dev.sh test    install dependencies, build, run the test suite, print "N passed, N failed"
+#   bash tools/dev.sh demo    install what the demo needs, build, write a sample checkpoint and load
+#                             it (C++ CLI, then the Python API against the reference safetensors)
+#   bash tools/dev.sh test    install dependencies, build, run the C++ and Python test suites, print
+#                             "N passed, N failed, N skipped" for both together
 #                             (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, tools/ci_suites.sh)
 #   bash tools/dev.sh setup   install dependencies and build only
-#   bash tools/dev.sh bench   run every benchmark in bench/
+#   bash tools/dev.sh bench   run every benchmark in bench/ (C++ and Python)
+# The Python side lives in a virtual environment, .venv (made here with python3 -m venv):
+# torch 2.13.0 (CPU), numpy, the reference safetensors, pytest, hypothesis, tqdm, and the
+# build tools (meson, ninja, pybind11, meson-python). Every meson build uses .venv/bin/meson,
+# so the extension is built for .venv's Python; the package is then importable with
+# PYTHONPATH=build/engine/python .venv/bin/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${RINGSAFE_BUILD:-build}
-DEPS=(meson ninja-build pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev
-      catch2 libssl-dev openssl nginx-light fio curl python3 clang-14 libclang-rt-14-dev lld-14
-      radosgw ceph-mon ceph-osd)
+VENV=.venv
+# What building and the demo need; the test suite needs TEST_DEPS too.
+DEPS=(pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev libssl-dev openssl)
+TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosgw ceph-mon ceph-osd)
+# torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
+PY_DEPS=(torch==2.13.0 numpy safetensors pytest hypothesis tqdm pybind11 meson ninja meson-python)
 
 install_deps() {
     local missing=()
-    for p in "${DEPS[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     if ((${#missing[@]})); then
@@ -27,6 +37,18 @@ install_deps() {
     fi
 }
 
+# Makes .venv and installs what is missing from PY_DEPS; puts .venv/bin first on PATH.
+setup_venv() {
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    if ! "$VENV/bin/python" -c "import torch, numpy, safetensors, pytest, hypothesis, tqdm, pybind11, mesonpy" 2>/dev/null ||
+        [ ! -x "$VENV/bin/meson" ] || [ ! -x "$VENV/bin/ninja" ]; then
+        echo "ringsafe: installing ${PY_DEPS[*]} into $VENV" >&2
+        "$VENV/bin/python" -m pip install -q "${PY_DEPS[@]}"
+    fi
+    PATH="$PWD/$VENV/bin:$PATH"
+    export PATH
+}
+
 build() {
     local opts=(-Dbuildtype=release)
     # CI builds once from scratch: a unity build (12 sources per file) takes
@@ -35,23 +57,30 @@ build() {
     # type, in a .cpp the unity file includes, for a header's type with internal
     # linkage (-Wsubobject-linkage); one-file builds check that warning.
     [ "${CI:-}" = true ] && opts+=(-Dunity=on -Dunity_size=12 -Dcpp_args=-Wno-subobject-linkage)
-    [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "${opts[@]}"
+    # The demo builds no tests (Catch2 is a test dependency); `test` turns them back on.
+    if [ -n "${RINGSAFE_NO_TESTS:-}" ]; then opts+=(-Dtests=false -Dbench=false); fi
+    if [ ! -f "$BUILD/build.ninja" ]; then
+        meson setup "$BUILD" "${opts[@]}"
+    elif [ -z "${RINGSAFE_NO_TESTS:-}" ] && ! python3 tools/test_counts.py --has-tests "$BUILD"; then
+        meson configure "$BUILD" -Dtests=true -Dbench=true  # a build left by `demo`
+    fi
     ninja -C "$BUILD"
 }
 
-# Prints "N passed, N failed[, N skipped]" from meson's test log; fails if anything failed.
+# Prints "N passed, N failed, N skipped" over meson's test log and pytest's JUnit XML
+# (tools/test_counts.py); fails if anything failed.
 summarize() {
-    python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
-import json, sys
-passed = failed = skipped = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"): passed += 1
-    elif r == "SKIP": skipped += 1
-    else: failed += 1
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(1 if failed else 0)
-PY
+    python3 tools/test_counts.py --meson "$BUILD/meson-logs/testlog.json" --junit "$BUILD/pytest.xml" --total
+}
+
+# The Python suite (tests/python) against the package in the build tree; JUnit XML for the counts.
+run_pytest() {
+    local rc=0
+    rm -f "$BUILD/pytest.xml"
+    PYTHONPATH="$PWD/$BUILD/engine/python" python -m pytest tests/python -q -p no:cacheprovider \
+        --junitxml="$BUILD/pytest.xml" "$@" || rc=$?
+    ((rc == 5)) && rc=0  # no tests collected: nothing to count, nothing failed
+    return $rc
 }
 
 run_tests() {
@@ -59,15 +88,30 @@ run_tests() {
     [ "${1:-}" = --all ] && { all=1; shift; }
     [ "${CI:-}" = true ] && all=1
     meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@" || rc=$?
+    run_pytest || rc=1
     # With --all (or CI=true): sanitizer, fuzz and soak stages; their last line counts every stage.
-    if ((all)); then bash tools/ci_suites.sh "$BUILD/meson-logs/testlog.json" || rc=1; else summarize || rc=1; fi
+    if ((all)); then
+        bash tools/ci_suites.sh "$BUILD/meson-logs/testlog.json" "$BUILD/pytest.xml" || rc=1
+    else
+        summarize || rc=1
+    fi
     return $rc
 }
 
+# Runs a Python script of the repo with the package from the build tree.
+run_python() { PYTHONPATH="$PWD/$BUILD/engine/python" python "$@"; }
+
 case "${1:-}" in
-    setup) install_deps; build ;;
-    test) install_deps; build; shift; run_tests "$@" ;;
-    demo) install_deps; build; "$BUILD/tools/ringsafe" demo ;;
-    bench) install_deps; build; for b in "$BUILD"/bench/bench_*; do [ -x "$b" ] && "$b"; done ;;
+    setup) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build ;;
+    test) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build; shift; run_tests "$@" ;;
+    demo)
+        install_deps "${DEPS[@]}"; setup_venv; RINGSAFE_NO_TESTS=1 build
+        "$BUILD/tools/ringsafe" demo
+        echo
+        run_python tools/demo_python.py ;;
+    bench)
+        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build
+        for b in "$BUILD"/bench/bench_*; do [ -x "$b" ] && "$b"; done
+        run_python bench/bench_python.py ;;
     *) sed -n '2,8p' "$0"; exit 2 ;;
 esac
