@@ -35,3 +35,14 @@ def error(kind, message):
 
 def unsupported(dtype, framework, name):
     return error("InvalidArgument", f"tensor '{name}': dtype {dtype} has no {framework} type")
+
+
+_MAX_DIM = (1 << 63) - 1
+
+
+def check_dims(shape, framework, name):
+    """Frameworks index with signed 64-bit integers: a larger dimension (legal in
+    a zero-size tensor's header) is refused by name rather than by a TypeError."""
+    if any(d > _MAX_DIM for d in shape):
+        raise error("InvalidArgument", f"tensor '{name}': shape {list(shape)} has a dimension above 2^63 - 1, "
+                                       f"which {framework} cannot represent")

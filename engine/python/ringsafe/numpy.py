@@ -5,7 +5,7 @@ or float4 types: such tensors raise SafetensorError naming them."""
 import numpy as np
 
 from . import _load, _write
-from ._dtypes import NUMPY_NAMES, error, unsupported
+from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
 from ._frameworks import ARENA_MIN_BYTES
 from ._ringsafe import Arena
 
@@ -29,11 +29,13 @@ class _NumpyAdapter:
 
     def check_dtype(self, dtype, shape, name):
         self._type(dtype, name)
+        check_dims(shape, "numpy", name)
 
     def views(self, arena, items):
         out = {}
         for name, off, dtype, shape, nbytes in items:
             t = self._type(dtype, name)
+            check_dims(shape, "numpy", name)
             if nbytes == 0:
                 out[name] = np.empty(shape, dtype=t)
             else:
@@ -42,6 +44,7 @@ class _NumpyAdapter:
 
     def fresh(self, dtype, shape, nbytes, name):
         t = self._type(dtype, name)
+        check_dims(shape, "numpy", name)
         if nbytes >= ARENA_MIN_BYTES:
             v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
         else:

@@ -8,7 +8,7 @@ Switching is an import: ``from ringsafe.torch import load_file, save_file``.
 import torch
 
 from . import _load, _model, _write
-from ._dtypes import TORCH_NAMES, error, unsupported
+from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
 from ._frameworks import ARENA_MIN_BYTES
 from ._ringsafe import Arena
 
@@ -32,6 +32,7 @@ class _TorchAdapter:
         t = _TYPES.get(dtype)
         if t is None:
             raise unsupported(dtype, "torch", name)
+        check_dims(shape, "torch", name)
         if dtype == "F4":
             if not shape or shape[-1] % 2:
                 raise error("InvalidArgument",
