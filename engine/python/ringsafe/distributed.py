@@ -1,0 +1,1091 @@
+"""Cooperative loading across the ranks of a ``torch.distributed`` process group:
+every byte of the checkpoint is fetched from the source once, by one rank, and
+the ranks exchange what the others need over the group's collectives (gloo on
+CPU, NCCL on GPUs).
+
+    import torch.distributed as dist
+    import ringsafe.distributed as rd
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    state = rd.load_file("s3://bucket/model.safetensors.index.json")     # every rank: all tensors
+    part = rd.load_file(url, shard={"*.q_proj.weight": 0, "*.o_proj.weight": 1})  # tensor parallel
+
+How it works, on every rank of the group:
+
+1. Each rank opens the checkpoint (its header only) and works out what it needs:
+   ``select=`` names/globs, and per tensor a box (``shard=``); the ranks exchange
+   these needs (and any error) with one ``all_gather_object``.
+2. Every rank computes the same plan from the header and the needs: the bytes
+   anyone needs, split into balanced, disjoint shares (a rank first takes what
+   only it needs, whole tensors where possible, the rest in file order, cut
+   inside tensors only where the balance requires it), each share cut into
+   batches that fit ``memory_limit``.
+3. Per batch: each rank fetches its part with the engine (straight into its own
+   destination when it needs those bytes whole, else into staging) while the
+   previous batch is exchanged; an ``all_reduce`` of error flags follows each
+   fetch, so a failing rank makes every rank raise the same error; then
+   ``broadcast`` for bytes every rank needs (when every rank loads every tensor
+   whole, its memory holds the data section as the file does, so each rank's
+   share of a batch is one Range-friendly read and one broadcast, straight
+   between destinations; otherwise large pieces go one by one into the
+   destinations, small ones packed) and one ``all_to_all_single`` per batch for
+   bytes only some ranks need (each rank receives only its part).
+
+What it needs from the process group: every rank of ``group`` calls the same
+function with the same checkpoint (paths may differ, the headers must not);
+broadcast, all_reduce, all_to_all_single, all_gather_object and broadcast_object_list on uint8/int32
+tensors (gloo: CPU tensors; NCCL: CUDA tensors on the current device); and a
+finite ``timeout=`` given to ``init_process_group``/``new_group``, which bounds
+how long the others wait for a rank that died or hangs.
+"""
+
+import hashlib
+import math
+import time
+
+import torch
+import torch.distributed as dist
+
+from ._dtypes import BITS, error
+from ._load import ALIGNMENT, open_reader
+from ._ringsafe import Arena, SafetensorError
+from ._selection import is_glob, resolve
+from .torch import ADAPTER
+
+__all__ = ["load_file", "read_into", "load_model", "DEFAULT_MEMORY_LIMIT"]
+
+DEFAULT_MEMORY_LIMIT = 1 << 30
+_DIRECT_MIN = 1 << 20      # pieces every rank needs, at least this large: one broadcast each
+_BALANCE_SLACK = 0.02      # a share may pass its quota by this fraction to keep a tensor whole
+
+_SKIP, _LOCAL, _BCAST1, _BCASTP, _A2A = range(5)
+
+
+# ---------------------------------------------------------------- geometry
+
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+class _Tensor:
+    """A checkpoint tensor as the planner sees it: element geometry (a scalar is
+    one element of shape [1]) and where its bytes are."""
+
+    __slots__ = ("name", "dtype", "shape", "eshape", "bits", "granule", "order", "shard", "begin", "end")
+
+    def __init__(self, info, order):
+        self.name, self.dtype, shape, self.begin, self.end, self.shard = info
+        self.shape = list(shape)
+        self.eshape = self.shape if self.shape else [1]
+        self.bits = BITS[self.dtype]
+        self.granule = 8 // math.gcd(self.bits, 8)  # elements per whole byte along the last dimension
+        self.order = order
+
+    def full(self):
+        return [(0, n) for n in self.eshape]
+
+    def nbytes(self, box):
+        return _prod(e - s for s, e in box) * self.bits // 8
+
+    def byte_box(self, box):
+        s, e = box[-1]
+        return list(box[:-1]) + [(s * self.bits // 8, e * self.bits // 8)]
+
+    def engine_box(self, box):
+        return list(box) if self.shape else []
+
+    def flat_span(self, box):
+        """(first, stop): the flat element indices the box spans, stop exclusive."""
+        strides = [_prod(self.eshape[i + 1:]) for i in range(len(self.eshape))]
+        first = sum(s * st for (s, _), st in zip(box, strides))
+        last = sum((e - 1) * st for (_, e), st in zip(box, strides))
+        return first, last + 1
+
+
+def _intersect(a, b):
+    out = []
+    for (s1, e1), (s2, e2) in zip(a, b):
+        s, e = max(s1, s2), min(e1, e2)
+        if s >= e:
+            return None
+        out.append((s, e))
+    return out
+
+
+def _slices(inner, outer):
+    return tuple(slice(s - o, e - o) for (s, e), (o, _) in zip(inner, outer))
+
+
+def _flat_interval(box, eshape):
+    """(start, stop) flat indices when the box is one contiguous run of the tensor, else None."""
+    d = 0
+    while d < len(box) - 1 and box[d][1] - box[d][0] == 1:
+        d += 1
+    if any(box[i] != (0, eshape[i]) for i in range(d + 1, len(box))):
+        return None
+    stride = [_prod(eshape[i + 1:]) for i in range(len(eshape))]
+    start = sum(box[i][0] * stride[i] for i in range(len(box)))
+    return start, start + _prod(e - s for s, e in box)
+
+
+def _flat_boxes(a, b, extents):
+    """Boxes (relative to a region of these extents) covering its flat elements [a, b) in C order."""
+    if a >= b:
+        return []
+    if len(extents) == 1:
+        return [[(a, b)]]
+    inner = _prod(extents[1:])
+    i0, r0 = divmod(a, inner)
+    i1, r1 = divmod(b, inner)
+    if i0 == i1:
+        return [[(i0, i0 + 1)] + s for s in _flat_boxes(r0, r1, extents[1:])]
+    out = []
+    if r0:
+        out += [[(i0, i0 + 1)] + s for s in _flat_boxes(r0, inner, extents[1:])]
+        i0 += 1
+    if i1 > i0:
+        out.append([(i0, i1)] + [(0, n) for n in extents[1:]])
+    if r1:
+        out += [[(i1, i1 + 1)] + s for s in _flat_boxes(0, r1, extents[1:])]
+    return out
+
+
+# ---------------------------------------------------------------- what a rank needs
+
+def _box_of(spec, t, rank, world):
+    """The element box a shard spec gives this rank for tensor ``t``."""
+    name, shape = t.name, t.shape
+    if spec is None:
+        return t.full()
+    if isinstance(spec, bool):
+        raise TypeError(f"shard= for tensor '{name}': expected a dimension (int), a box or None, got a bool")
+    if isinstance(spec, int):
+        if not shape:
+            raise error("InvalidArgument", f"shard= splits tensor '{name}' along dimension {spec}, but it is a scalar")
+        d = spec + len(shape) if spec < 0 else spec
+        if not 0 <= d < len(shape):
+            raise error("InvalidArgument", f"shard= splits tensor '{name}' (shape {shape}) along dimension {spec}, "
+                                           f"which it does not have")
+        g = t.granule if d == len(shape) - 1 else 1
+        units = shape[d] // g
+        q, r = divmod(units, world)
+        start = (rank * q + min(rank, r)) * g
+        stop = start + (q + (1 if rank < r else 0)) * g
+        box = t.full()
+        box[d] = (start, stop)
+        return box
+    try:
+        items = list(spec)
+    except TypeError:
+        raise TypeError(f"shard= for tensor '{name}': expected a dimension (int), a box (a list of (start, stop) "
+                        f"pairs or slices) or None, got {type(spec).__name__}") from None
+    if len(items) > len(shape):
+        raise error("InvalidArgument", f"shard= gives tensor '{name}' (shape {shape}) a box of {len(items)} "
+                                       f"dimensions: {items}")
+    box = t.full()
+    for d, item in enumerate(items):
+        n = shape[d]
+        if isinstance(item, slice):
+            s, e, step = item.indices(n)
+            if step != 1:
+                raise error("InvalidArgument",
+                            f"shard= for tensor '{name}': a box takes slices with step 1, got {item}")
+            e = max(s, e)
+        else:
+            try:
+                s, e = item
+                s, e = int(s), int(e)
+            except (TypeError, ValueError):
+                raise TypeError(f"shard= for tensor '{name}': a box is a list of (start, stop) pairs or slices, "
+                                f"got {item!r}") from None
+            if not 0 <= s <= e <= n:
+                raise error("InvalidArgument", f"shard= for tensor '{name}' (shape {shape}): ({s}, {e}) is not "
+                                               f"within dimension {d} of size {n}")
+        box[d] = (s, e)
+    if shape and t.granule > 1:
+        s, e = box[-1]
+        if s % t.granule or e % t.granule:
+            raise error("InvalidArgument", f"shard= for tensor '{name}' ({t.dtype}): the last dimension of a box "
+                                           f"must start and stop on whole bytes, got ({s}, {e})")
+    return box
+
+
+def _shard_lookup(shard):
+    """A function (tensor) -> spec for shard=None, a dict of names/globs, or a callable(name, shape)."""
+    if shard is None:
+        return lambda t: None
+    if callable(shard):
+        return lambda t: shard(t.name, list(t.shape))
+    if isinstance(shard, dict):
+        exact = {k: v for k, v in shard.items() if not is_glob(k)}
+        globs = [(k, v) for k, v in shard.items() if is_glob(k)]
+        import fnmatch
+
+        def look(t):
+            if t.name in exact:
+                return exact[t.name]
+            for pattern, v in globs:
+                if fnmatch.fnmatchcase(t.name, pattern):
+                    return v
+            return None
+        return look
+    raise TypeError(f"shard= takes None, a dict {{name or glob: dim or box}} or a callable(name, shape), "
+                    f"got {type(shard).__name__}")
+
+
+def _torch_shape(t, box):
+    """The torch dtype and shape of the tensor holding ``box`` of ``t``."""
+    extents = [e - s for s, e in box] if t.shape else []
+    return ADAPTER._type(t.dtype, extents, t.name)
+
+
+# ---------------------------------------------------------------- the plan
+
+class _Unit:
+    """A box of one tensor fetched by one rank, with what each rank needs of it."""
+
+    __slots__ = ("t", "box", "owner", "nbytes", "inters", "mode", "key")
+
+    def __init__(self, t, box, owner, needs, world, key):
+        self.t, self.box, self.owner, self.key = t, box, owner, key
+        self.nbytes = t.nbytes(box)
+        self.inters = {}
+        for r in range(world):
+            b = needs[r].get(t.name)
+            if b is not None:
+                i = _intersect(box, b)
+                if i is not None:
+                    self.inters[r] = i
+        if world > 1 and len(self.inters) == world and all(i == box for i in self.inters.values()):
+            self.mode = _BCAST1 if self.nbytes >= _DIRECT_MIN else _BCASTP
+        elif any(r != owner for r in self.inters):
+            self.mode = _A2A
+        elif owner in self.inters:
+            self.mode = _LOCAL
+        else:
+            self.mode = _SKIP
+
+
+class _Batch:
+    def __init__(self, units, world, image):
+        self.units = units
+        if image:  # every rank's destination is an image of the data: no packing needed
+            for u in units:
+                if u.mode == _BCASTP:
+                    u.mode = _BCAST1
+        self.packed = [[u for u in units if u.owner == o and u.mode == _BCASTP] for o in range(world)]
+        self.packed_size = [sum(u.nbytes for u in p) for p in self.packed]
+        # Pieces every rank needs whole, one broadcast per run: with images, a run is each
+        # owner's pieces that follow each other in a file; otherwise one piece.
+        self.runs = []
+        for u in units:
+            if u.mode != _BCAST1:
+                continue
+            if image and self.runs:
+                prev = self.runs[-1][-1]
+                if prev.owner == u.owner and _file_bytes(prev)[0] == _file_bytes(u)[0] \
+                        and _file_bytes(prev)[2] == _file_bytes(u)[1]:
+                    self.runs[-1].append(u)
+                    continue
+            self.runs.append([u])
+        self.a2a = [u for u in units if u.mode == _A2A]
+
+
+def _file_bytes(u):
+    """(shard, first byte, end byte) of a unit within its shard's data section."""
+    first, stop = u.t.flat_span(u.box)
+    return u.t.shard, u.t.begin + first * u.t.bits // 8, u.t.begin + (stop * u.t.bits + 7) // 8
+
+
+def _segments(tensors, needs, world):
+    """(tensor, region, a, b, preferred rank or None) in data order: flat element
+    ranges [a, b) of a region box that some rank needs."""
+    out = []
+    for t in tensors:
+        boxes = {r: needs[r][t.name] for r in range(world)
+                 if t.name in needs[r] and t.nbytes(needs[r][t.name]) > 0}
+        if not boxes:
+            continue
+        flats = {r: _flat_interval(b, t.eshape) for r, b in boxes.items()}
+        if all(f is not None for f in flats.values()):
+            region = t.full()
+            cuts = sorted({x for f in flats.values() for x in f})
+            pieces = []
+            for a, b in zip(cuts, cuts[1:]):
+                cover = [r for r, (s, e) in flats.items() if s <= a and b <= e]
+                if cover:
+                    pref = cover[0] if len(cover) == 1 else None
+                    if pieces and pieces[-1][1] == a and pieces[-1][2] == pref:
+                        pieces[-1][1] = b
+                    else:
+                        pieces.append([a, b, pref])
+            out += [(t, region, a, b, pref) for a, b, pref in pieces]
+        else:
+            region = [(min(b[d][0] for b in boxes.values()), max(b[d][1] for b in boxes.values()))
+                      for d in range(len(t.eshape))]
+            pref = next(iter(boxes)) if len(boxes) == 1 else None
+            out.append((t, region, 0, _prod(e - s for s, e in region), pref))
+    return out
+
+
+def _assign(segments, world):
+    """Balanced, disjoint shares: per rank a list of (tensor, region, a, b) in data order.
+    Each share ends within max(slack, half an element) of the quota, the slack
+    being what keeps tensors whole."""
+    def nbytes(t, a, b):
+        return (b - a) * t.bits // 8
+
+    def cut(t, a, b, budget):
+        """Elements of [a, b) nearest ``budget`` bytes, whole bytes along the last dimension."""
+        units = round(budget * 8 / (t.bits * t.granule))
+        return min(max(units * t.granule, 0), b - a)
+
+    total = sum(nbytes(t, a, b) for t, _, a, b, _ in segments)
+    quota = total / world
+    slack = quota * _BALANCE_SLACK
+    loads = [0] * world
+    shares = [[] for _ in range(world)]
+
+    def give(r, t, region, a, b):
+        shares[r].append((t, region, a, b))
+        loads[r] += nbytes(t, a, b)
+
+    pool = []
+    # What only one rank needs goes to that rank, up to its quota.
+    for t, region, a, b, pref in segments:
+        if pref is None:
+            pool.append((t, region, a, b))
+            continue
+        room = quota - loads[pref]
+        n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
+        if n > 0:
+            give(pref, t, region, a, a + n)
+        if a + n < b:
+            pool.append((t, region, a + n, b))
+    # The rest in data order: each rank in turn filled to its quota (contiguous shares).
+    pool.sort(key=lambda s: (s[0].order, s[2]))
+    r = 0
+    for t, region, a, b in pool:
+        while a < b:
+            while r < world and loads[r] >= quota - slack:
+                r += 1
+            if r < world:
+                dst, room = r, quota - loads[r]
+                n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
+                if n <= 0:
+                    r += 1
+                    continue
+            else:  # every share is full to within the slack: top up the lightest
+                dst = min(range(world), key=lambda i: loads[i])
+                room = quota + slack - loads[dst]
+                n = b - a if nbytes(t, a, b) <= room else max(cut(t, a, b, room), min(t.granule, b - a))
+            give(dst, t, region, a, a + n)
+            a += n
+    for s in shares:
+        s.sort(key=lambda p: (p[0].order, p[2]))
+    return shares
+
+
+def _chunks(share, limit):
+    """A rank's share cut into consecutive chunks of at most ``limit`` bytes."""
+    out, cur, used = [], [], 0
+    for t, region, a, b in share:
+        while a < b:
+            room = limit - used
+            n = room * 8 // t.bits
+            n -= n % t.granule
+            n = min(n, b - a)
+            if n <= 0 and not cur:
+                n = min(t.granule, b - a)  # one element larger than the limit (only in tests' tiny limits)
+            if n <= 0:
+                out.append(cur)
+                cur, used = [], 0
+                continue
+            cur.append((t, region, a, a + n))
+            used += (n * t.bits) // 8
+            a += n
+    if cur:
+        out.append(cur)
+    return out
+
+
+def plan(tensors, needs, world, batch_bytes, image=False):
+    """The batches every rank runs: deterministic in its arguments. ``image``: every rank
+    holds the data sections as they are in the files (pieces that follow each other in a
+    file follow each other in memory, at the same offsets everywhere)."""
+    shares = _assign(_segments(tensors, needs, world), world)
+    chunks = [_chunks(s, batch_bytes) for s in shares]
+    batches = []
+    key = 0
+    for k in range(max((len(c) for c in chunks), default=0)):
+        units = []
+        for owner in range(world):
+            if k >= len(chunks[owner]):
+                continue
+            for t, region, a, b in chunks[owner][k]:
+                extents = [e - s for s, e in region]
+                for rel in _flat_boxes(a, b, extents):
+                    box = [(s + o, e + o) for (s, e), (o, _) in zip(rel, region)]
+                    units.append(_Unit(t, box, owner, needs, world, key))
+                    key += 1
+        batches.append(_Batch(units, world, image))
+    return batches
+
+
+# ---------------------------------------------------------------- errors
+
+_REBUILD = {c.__name__: c for c in (ValueError, TypeError, KeyError, IndexError, RuntimeError, MemoryError,
+                                     OSError, FileNotFoundError, PermissionError, IsADirectoryError,
+                                     NotADirectoryError, TimeoutError, ConnectionError)}
+
+
+def _describe(exc):
+    if isinstance(exc, KeyboardInterrupt):
+        return ("SafetensorError", "Cancelled", None, "interrupted (KeyboardInterrupt)")
+    kind = getattr(exc, "kind", None)
+    name = "SafetensorError" if isinstance(exc, SafetensorError) else type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        msg = exc.strerror + (f": '{exc.filename}'" if exc.filename else "")
+    else:
+        msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return (name, kind, getattr(exc, "errno", None), msg)
+
+
+def _rebuild(desc, text):
+    name, kind, errno, _ = desc
+    if name == "SafetensorError":
+        return error(kind or "DistributedError", text)
+    cls = _REBUILD.get(name)
+    if cls is None:
+        return error("DistributedError", f"{text} ({name})")
+    e = cls(text)
+    if issubclass(cls, OSError):
+        e.errno = errno
+    return e
+
+
+def _names(names, most=8):
+    names = sorted(names)
+    shown = ", ".join(f"'{n}'" for n in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+# ---------------------------------------------------------------- the run
+
+class _Run:
+    def __init__(self, group, memory_limit, stats):
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
+                               "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
+        self.group = group if group is not None else dist.group.WORLD
+        self.me = dist.get_rank(self.group)
+        if self.me < 0:
+            raise RuntimeError("this process is not a member of the process group it was given")
+        self.world = dist.get_world_size(self.group)
+        backend = str(dist.get_backend(self.group)).lower()
+        self.comm = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
+        self.memory_limit = memory_limit
+        self.batch_bytes = None
+        self.stats = stats if stats is not None else {}
+        self.stats.update(fetched_bytes=0, fetch_requests=0, sent_bytes=0, received_bytes=0, staging_peak=0,
+                          batches=0, broadcasts=0, all_to_alls=0, memory_limit=memory_limit,
+                          rank=self.me, world_size=self.world, fetch_wait_s=0.0, agree_s=0.0, exchange_s=0.0)
+        self.live = 0
+        self.reader = None
+        self.image = None        # {name: offset} when this rank's destinations are images of the data
+        self.image_bytes = None
+
+    # -- collectives ------------------------------------------------------------
+    def _src(self, r):
+        return dist.get_global_rank(self.group, r) if self.group is not dist.group.WORLD else r
+
+    def _collective(self, what, fn, *args, **kwargs):
+        try:
+            return fn(*args, group=self.group, **kwargs)
+        except SafetensorError:
+            raise
+        except Exception as e:  # a peer died, a timeout, a broken connection
+            raise self._comm_error(what, e) from e
+
+    def _comm_error(self, what, exc):
+        text = (f"rank {self.me} of {self.world}: {what} failed while loading {self.spec!r} (another rank died, "
+                f"hung past the process group's timeout, or lost its connection): {exc}")
+        return self._with_incomplete(error("DistributedError", text))
+
+    def _with_incomplete(self, e):
+        names = sorted(self.incomplete()) if hasattr(self, "batches") else []
+        e.incomplete = names
+        if names:
+            e.args = (f"{e.args[0]}; on rank {self.me} these destination tensors may be partly written: "
+                      f"{_names(names)}",)
+        return e
+
+    def agree(self, exc, what):
+        """Collective: raises the same error on every rank when any rank's ``exc`` is set."""
+        flags = torch.zeros(self.world, dtype=torch.int32, device=self.comm)
+        if exc is not None:
+            flags[self.me] = 1
+        self._collective(what, dist.all_reduce, flags)
+        failed = [r for r, f in enumerate(flags.tolist()) if f]
+        if not failed:
+            return
+        src = failed[0]
+        box = [_describe(exc) + (self.fetch_context,) if self.me == src else None]
+        kw = {"device": self.comm} if self.comm.type != "cpu" else {}
+        self._collective(what, dist.broadcast_object_list, box, src=self._src(src), **kw)
+        desc = box[0]
+        others = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
+        text = f"rank {src} of {self.world}{others}: {desc[4] + ': ' if desc[4] else ''}{desc[3]}"
+        e = self._with_incomplete(_rebuild(desc[:4], text))
+        e.rank = src
+        if isinstance(exc, KeyboardInterrupt):
+            raise exc  # the others raise "interrupted"; this rank's caller sees Ctrl-C
+        if exc is not None:
+            raise e from exc
+        raise e
+
+    # -- staging ---------------------------------------------------------------
+    def stage(self, n, device=None):
+        self.live += n
+        self.stats["staging_peak"] = max(self.stats["staging_peak"], self.live)
+        return torch.empty(n, dtype=torch.uint8, device=device or self.comm)
+
+    def unstage(self, n):
+        self.live -= n
+
+    # -- phases ----------------------------------------------------------------
+    def _check_limit(self):
+        limit = self.memory_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"memory_limit must be a positive int (bytes), got {limit!r}")
+        # Live staging, worst case per rank: two batches' fetches (one being exchanged, the
+        # next in flight) + all_to_all send and receive buffers of (world - 1) pieces each.
+        parts = 2 * self.world + (2 if self.comm.type != "cpu" else 0)
+        self.batch_bytes = limit // parts
+        if self.batch_bytes < 4096:
+            raise ValueError(f"memory_limit={limit} is too small for {self.world} ranks (at least {parts * 4096} "
+                             f"bytes)")
+
+    def start(self, filename, options, local):
+        """Opens, works out this rank's needs (``local(reader, tensors) -> (needs, dests)``),
+        exchanges needs and errors (every rank raises any rank's), and plans."""
+        self.spec = str(filename)
+        self.fetch_context = ""
+        self.caller_owned = set()
+        payload, exc = None, None
+        try:
+            self._check_limit()
+            if options.get("http_chunk") is None:
+                # Each batch's Range requests spread over the connections (two rounds of them).
+                per = self.batch_bytes // (2 * (options.get("connections") or 8))
+                options = dict(options, http_chunk=max(256 << 10, min(8 << 20, per >> 16 << 16)))
+            self.reader = open_reader(filename, options)
+            infos = self.reader.tensors()
+            self.shards = self.reader.shards()
+            self.tensors = [_Tensor(info, i) for i, info in enumerate(infos)]
+            self.by_name = {t.name: t for t in self.tensors}
+            needs, self.dests = local(self.reader, self.by_name)
+            digest = hashlib.sha256(repr((infos, [s[1:] for s in self.shards])).encode()).hexdigest()
+            payload = (digest, needs, self.image is not None)
+        except Exception as e:
+            exc = e
+        gathered = [None] * self.world
+        self._collective("exchanging the ranks' needs", dist.all_gather_object, gathered,
+                         (payload, None if exc is None else _describe(exc)))
+        failed = [r for r in range(self.world) if gathered[r][1] is not None]
+        if failed:
+            src = failed[0]
+            others = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
+            e = _rebuild(gathered[src][1], f"rank {src} of {self.world}{others}: {gathered[src][1][3]}")
+            e.rank = src
+            self.close()
+            if exc is not None:
+                raise e from exc
+            raise e
+        digests = [g[0][0] for g in gathered]
+        if len(set(digests)) > 1:
+            odd = [r for r in range(self.world) if digests[r] != digests[0]]
+            self.close()
+            raise error("DistributedError", f"the ranks opened different checkpoints: the header that ranks "
+                                            f"{', '.join(map(str, odd))} of {self.world} read differs from rank 0's")
+        self.needs = [g[0][1] for g in gathered]
+        if not all(g[0][2] for g in gathered):
+            self.image = None
+        self.stats["layout"] = "image" if self.image is not None else "packed"
+        self.batches = plan(self.tensors, self.needs, self.world, self.batch_bytes, self.image is not None)
+        self.stats["batches"] = len(self.batches)
+        self.done_batches = 0
+        self.started_batches = 0
+        # The last batch touching each of this rank's destinations (to name incomplete ones).
+        self.last_batch, self.first_batch = {}, {}
+        for k, b in enumerate(self.batches):
+            for u in b.units:
+                if self.me in u.inters:
+                    self.first_batch.setdefault(u.t.name, k)
+                    self.last_batch[u.t.name] = k
+        mine = self.needs[self.me]
+        self.dest_bytes = {}
+        for name, box in mine.items():
+            t = self.by_name[name]
+            if t.nbytes(box) == 0:
+                continue
+            d = self.dests[name]
+            raw = _bytes_of(d)
+            self.dest_bytes[name] = raw.view([e - s for s, e in t.byte_box(box)])
+
+    def incomplete(self):
+        """Caller-owned destinations possibly written but not complete: touched by a started
+        batch and not finished by an exchanged one."""
+        return {n for n in self.caller_owned if n in self.last_batch
+                and self.first_batch[n] < self.started_batches and self.last_batch[n] >= self.done_batches}
+
+    def dest_view(self, u, box):
+        t = u.t
+        need = self.needs[self.me][t.name]
+        return self.dest_bytes[t.name][_slices(t.byte_box(box), t.byte_box(need))]
+
+    def _file_range(self, u):
+        """(file, first byte, end byte) the unit's bytes span in its file."""
+        shard, first, end = _file_bytes(u)
+        spec, _, data_start = self.shards[shard]
+        return spec, data_start + first, data_start + end
+
+    def prepare(self, k):
+        """Buffers for this rank's units of batch k; starts their fetch. Returns the batch state."""
+        batch = self.batches[k]
+        mine = [u for u in batch.units if u.owner == self.me and u.mode != _SKIP]
+        state = {"k": k, "bufs": {}, "packed": None, "staged": 0, "job": None, "cpu": {}}
+        self.started_batches = max(self.started_batches, k + 1)
+        if not mine:
+            return state
+        packed_size = batch.packed_size[self.me]
+        if packed_size:
+            state["packed"] = self.stage(packed_size)
+            state["staged"] += packed_size
+        off = 0
+        reqs, keep = [], []
+        for u in mine:
+            shape = [e - s for s, e in u.t.byte_box(u.box)]
+            if u.mode == _BCASTP:
+                buf = state["packed"][off:off + u.nbytes].view(shape)
+                off += u.nbytes
+            else:
+                buf = None
+                if u.inters.get(self.me) == u.box:
+                    v = self.dest_view(u, u.box)
+                    if v.is_contiguous():
+                        buf = v
+                if buf is None:
+                    buf = self.stage(u.nbytes).view(shape)
+                    state["staged"] += u.nbytes
+            state["bufs"][u.key] = buf
+            target = buf
+            if self.comm.type != "cpu":
+                target = self.stage(u.nbytes, torch.device("cpu"))
+                state["staged"] += u.nbytes
+                state["cpu"][u.key] = target
+            reqs.append((u.t.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
+            keep.append(target)
+        ranges = {}
+        for u in mine:
+            spec, a, b = self._file_range(u)
+            lo, hi = ranges.get(spec, (a, b))
+            ranges[spec] = (min(lo, a), max(hi, b))
+        state["context"] = "; ".join(f"fetching bytes {a}-{b - 1} of {spec}" for spec, (a, b) in ranges.items())
+        state["context"] += f" (batch {k + 1} of {len(self.batches)})"
+        self.stats["fetched_bytes"] += sum(u.nbytes for u in mine)
+        self.stats["fetch_requests"] += len(reqs)
+        plan_ = self.reader.plan_requests(reqs, keep)
+        state["job"] = self.reader.start(plan_)
+        return state
+
+    def finish_fetch(self, state):
+        """Waits for a batch's fetch; returns the local error (or None)."""
+        job = state["job"]
+        if job is None:
+            return None
+        try:
+            job.wait()
+            for key, cpu in state["cpu"].items():
+                state["bufs"][key].view(-1).copy_(cpu)
+        except BaseException as e:  # KeyboardInterrupt too: the others must not hang
+            self.fetch_context = state.get("context", "")
+            return e
+        finally:
+            state["job"] = None
+        return None
+
+    def cancel(self, state):
+        if state is not None and state["job"] is not None:
+            state["job"].cancel()
+            try:
+                state["job"].wait()
+            except BaseException:
+                pass
+            state["job"] = None
+
+    def exchange(self, state):
+        k = state["k"]
+        batch = self.batches[k]
+        me, bufs = self.me, state["bufs"]
+        what = f"the exchange of batch {k + 1} of {len(self.batches)}"
+        # Small pieces every rank needs: one broadcast per owner of its packed block.
+        for o in range(self.world):
+            size = batch.packed_size[o]
+            if not size:
+                continue
+            buf = state["packed"] if o == me else self.stage(size)
+            self._collective(what, dist.broadcast, buf, src=self._src(o))
+            self.stats["broadcasts"] += 1
+            if o == me:
+                self.stats["sent_bytes"] += size * (self.world - 1)
+            else:
+                self.stats["received_bytes"] += size
+            off = 0
+            for u in batch.packed[o]:
+                v = self.dest_view(u, u.box)
+                v.copy_(buf[off:off + u.nbytes].view(v.shape))
+                off += u.nbytes
+            if o != me:
+                del buf
+                self.unstage(size)
+        # Large pieces every rank needs: straight between destinations where they are contiguous.
+        for run in batch.runs:
+            if self.image is not None:  # a run of the data section, at the same offsets on every rank
+                first, last = run[0], run[-1]
+                a = self.image[first.t.name] + _file_bytes(first)[1] - first.t.begin
+                b = self.image[last.t.name] + _file_bytes(last)[2] - last.t.begin
+                buf = self.image_bytes[a:b]
+                self._collective(what, dist.broadcast, buf, src=self._src(first.owner))
+                self.stats["broadcasts"] += 1
+                if first.owner == me:
+                    self.stats["sent_bytes"] += (b - a) * (self.world - 1)
+                else:
+                    self.stats["received_bytes"] += b - a
+                continue
+            u = run[0]
+            v = self.dest_view(u, u.box)
+            if u.owner == me:
+                buf = bufs[u.key]
+                self.stats["sent_bytes"] += u.nbytes * (self.world - 1)
+            else:
+                buf = v if v.is_contiguous() else self.stage(u.nbytes).view(v.shape)
+                self.stats["received_bytes"] += u.nbytes
+            self._collective(what, dist.broadcast, buf, src=self._src(u.owner))
+            self.stats["broadcasts"] += 1
+            if buf.data_ptr() != v.data_ptr():
+                v.copy_(buf)
+                if u.owner != me:
+                    self.unstage(u.nbytes)
+            del buf
+        # Pieces only some ranks need: each receives just its part, in one all_to_all.
+        if batch.a2a:
+            send_sizes = [0] * self.world
+            recv_sizes = [0] * self.world
+            for u in batch.a2a:
+                for r, box in u.inters.items():
+                    if r == u.owner:
+                        continue
+                    if u.owner == me:
+                        send_sizes[r] += u.t.nbytes(box)
+                    if r == me:
+                        recv_sizes[u.owner] += u.t.nbytes(box)
+            send = self.stage(sum(send_sizes))
+            off = 0
+            for r in range(self.world):
+                for u in batch.a2a:
+                    if u.owner != me or r == me or r not in u.inters:
+                        continue
+                    box = u.inters[r]
+                    src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
+                    n = u.t.nbytes(box)
+                    send[off:off + n].view(src.shape).copy_(src)
+                    off += n
+            recv = self.stage(sum(recv_sizes))
+            self._collective(what, dist.all_to_all_single, recv, send, output_split_sizes=recv_sizes,
+                             input_split_sizes=send_sizes)
+            self.stats["all_to_alls"] += 1
+            self.stats["sent_bytes"] += sum(send_sizes)
+            self.stats["received_bytes"] += sum(recv_sizes)
+            off = 0
+            for s in range(self.world):
+                for u in batch.a2a:
+                    if u.owner != s or s == me or me not in u.inters:
+                        continue
+                    box = u.inters[me]
+                    v = self.dest_view(u, box)
+                    n = u.t.nbytes(box)
+                    v.copy_(recv[off:off + n].view(v.shape))
+                    off += n
+            del send, recv
+            self.unstage(sum(send_sizes) + sum(recv_sizes))
+        # This rank's own part of what it fetched into staging.
+        for u in batch.units:
+            if u.owner != me or u.mode not in (_LOCAL, _A2A) or me not in u.inters:
+                continue
+            box = u.inters[me]
+            v = self.dest_view(u, box)
+            src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
+            if src.data_ptr() != v.data_ptr():
+                v.copy_(src)
+        state["bufs"] = {}
+        state["packed"] = None
+        state["cpu"] = {}
+        self.unstage(state["staged"])
+        self.done_batches = k + 1
+
+    def run(self):
+        """Fetches and exchanges every batch, the next batch's fetch running during
+        this one's exchange."""
+        pending = None
+        try:
+            nxt = self._guarded_prepare(0) if self.batches else None
+            clock = time.perf_counter
+            for k in range(len(self.batches)):
+                cur, exc = nxt
+                t0 = clock()
+                if exc is None:
+                    exc = self.finish_fetch(cur)
+                t1 = clock()
+                nxt = None
+                if exc is None and k + 1 < len(self.batches):
+                    nxt = self._guarded_prepare(k + 1)
+                    pending = nxt[0]
+                t2 = clock()
+                self.agree(exc, f"the fetch of batch {k + 1} of {len(self.batches)}")
+                t3 = clock()
+                self.exchange(cur)
+                t4 = clock()
+                self.stats["fetch_wait_s"] += t1 - t0
+                self.stats["agree_s"] += t3 - t2
+                self.stats["exchange_s"] += t4 - t3
+        except BaseException:
+            self.cancel(pending)
+            raise
+
+    def _guarded_prepare(self, k):
+        try:
+            return self.prepare(k), None
+        except Exception as e:
+            self.started_batches = max(self.started_batches, k + 1)
+            self.fetch_context = f"planning batch {k + 1} of {len(self.batches)}"
+            return {"k": k, "job": None, "bufs": {}, "packed": None, "staged": 0, "cpu": {}}, e
+
+    def close(self):
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+
+def _bytes_of(t):
+    """A flat uint8 view of a contiguous tensor's memory, whatever its dtype."""
+    n = t.numel() * t.element_size()
+    out = torch.empty(0, dtype=torch.uint8, device=t.device)
+    if n:
+        out.set_(t.untyped_storage(), t.storage_offset() * t.element_size(), (n,), (1,))
+    return out
+
+
+def _needs(reader, by_name, names, shard, rank, world):
+    """{name: element box} of what this rank needs, validated before any I/O."""
+    look = _shard_lookup(shard)
+    out = {}
+    for n in names:
+        t = by_name[n]
+        ADAPTER.check_dtype(t.dtype, t.shape, n)
+        box = _box_of(look(t), t, rank, world)
+        _torch_shape(t, box)
+        out[n] = box
+    return out
+
+
+def _image_layout(tensors, needs):
+    """({name: offset}, size) placing every tensor as the files' data sections hold them
+    (shards one after another, 64-byte aligned), when this rank needs every tensor whole
+    and each lands aligned for its dtype; else None."""
+    if len(needs) != len(tensors) or any(needs[t.name] != t.full() for t in tensors):
+        return None
+    ends = {}
+    for t in tensors:
+        ends[t.shard] = max(ends.get(t.shard, 0), t.end)
+    starts, size = {}, 0
+    for shard in sorted(ends):
+        starts[shard] = size
+        size = -(-(size + ends[shard]) // ALIGNMENT) * ALIGNMENT
+    offsets = {}
+    for t in tensors:
+        off = starts[t.shard] + t.begin
+        item = _torch_shape(t, t.full())[0].itemsize if t.end > t.begin else 1
+        if off % item:
+            return None
+        offsets[t.name] = off
+    return offsets, size
+
+
+def _execute(filename, group, memory_limit, stats, options, local, finish):
+    run = _Run(group, memory_limit, stats)
+    try:
+        run.start(filename, options, lambda reader, by_name: local(run, reader, by_name))
+        run.run()
+        return finish(run)
+    finally:
+        run.close()
+
+
+# ---------------------------------------------------------------- public API
+
+def load_file(filename, group=None, *, device="cpu", select=None, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
+              stats=None, **options):
+    """Loads a checkpoint on every rank of ``group`` (default: the world), each
+    byte fetched from the source by one rank only. Returns {name: tensor} on
+    every rank, as ``ringsafe.torch.load_file`` would alone.
+
+    ``filename``: a path, http(s):// or s3:// URL, or ``*.index.json`` (each rank
+    may spell it differently, e.g. a local mirror; the headers must be equal).
+    ``select``: names/globs this rank wants (rank-dependent; [] for nothing).
+    ``shard``: what part of each tensor this rank wants (tensor parallelism):
+    a dict {name or glob: dim or box} or a callable(name, shape) -> dim or box
+    or None. A dim ``d`` splits dimension d evenly across the group's ranks as
+    ``torch.tensor_split`` does; a box is a list of (start, stop) pairs or
+    slices for the leading dimensions. The returned tensor holds the box.
+    ``memory_limit``: staging bytes per rank (fetched bytes others need,
+    exchange buffers), whatever the tensors' sizes. ``stats``: a dict to fill
+    (fetched_bytes, sent/received_bytes, staging_peak, batches, ...).
+    ``options``: the Reader's (connections, http_chunk, threads, ...)."""
+    dev = []
+
+    def local(run, reader, by_name):
+        dev.append(ADAPTER.check_device(device))
+        names = resolve(reader, [t.name for t in run.tensors], select)
+        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        items, size = [], 0
+        image = _image_layout(run.tensors, needs)
+        for n in names:
+            t = by_name[n]
+            nbytes = t.nbytes(needs[n])
+            if image is not None:
+                off = image[0][n]
+                size = image[1]
+            else:
+                size = -(-size // ALIGNMENT) * ALIGNMENT
+                off = size
+                size += nbytes
+            items.append((n, off, t.dtype, [e - s for s, e in needs[n]] if t.shape else [], nbytes))
+        if run.comm.type == "cpu":
+            arena = Arena(size, prefault=False) if size else b""
+            views = ADAPTER.views(arena, items)
+            raw = torch.frombuffer(arena, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
+        else:
+            raw = torch.empty(size, dtype=torch.uint8, device=run.comm)
+            views = {}
+            for n, off, dtype, shape, nbytes in items:
+                tt, s = ADAPTER._type(dtype, shape, n)
+                views[n] = raw[off:off + nbytes].view(tt).view(s) if nbytes else torch.empty(s, dtype=tt,
+                                                                                              device=run.comm)
+        if image is not None:
+            run.image, run.image_bytes = image[0], raw
+        return needs, views
+
+    def finish(run):
+        return {n: (v if v.device == dev[0] else v.to(dev[0])) for n, v in sorted(run.dests.items())}
+
+    return _execute(filename, group, memory_limit, stats, options, local, finish)
+
+
+def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT, stats=None,
+              **options):
+    """Fills this rank's tensors {name: tensor} in place, cooperatively (see
+    ``load_file``). Each tensor holds this rank's box of the checkpoint tensor
+    (``shard=``; the whole tensor by default): its dtype and shape are checked
+    on every rank before any byte is fetched. On an error, the exception's
+    ``incomplete`` lists this rank's tensors that may be partly written; the
+    others are untouched or complete."""
+    copies = {}
+
+    def local(run, reader, by_name):
+        if not isinstance(tensors, dict):
+            raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
+        names = list(tensors)
+        reader.select(names)
+        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        dests = {}
+        for n in names:
+            t, dst = by_name[n], tensors[n]
+            if not isinstance(dst, torch.Tensor):
+                raise TypeError(f"read_into: tensor '{n}' is a {type(dst).__name__}, not a torch.Tensor")
+            tt, shape = _torch_shape(t, needs[n])
+            if dst.dtype != tt or list(dst.shape) != shape:
+                raise error("InvalidArgument", f"tensor '{n}': this rank's part is {t.dtype} {shape}, the "
+                                               f"destination is {dst.dtype} {list(dst.shape)}")
+            if dst.device == run.comm and dst.is_contiguous():
+                dests[n] = dst
+                run.caller_owned.add(n)
+            else:
+                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=run.comm)
+        return needs, dests
+
+    def finish(run):
+        with torch.no_grad():
+            for n, c in copies.items():
+                tensors[n].copy_(c)
+        return tensors
+
+    return _execute(filename, group, memory_limit, stats, options, local, finish)
+
+
+def load_model(model, filename, group=None, *, strict=True, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
+               stats=None, **options):
+    """Loads a checkpoint into this rank's model (its parameters and buffers,
+    in place), cooperatively (see ``load_file``). A rank's model may hold only
+    some of the checkpoint's tensors (pipeline stages) and, with ``shard=``,
+    parts of them (tensor parallelism: each parameter's shape must be its
+    box's). Returns (missing, unexpected) as ``ringsafe.torch.load_model``;
+    strict=True raises RuntimeError on every rank, before any byte is fetched,
+    when any rank's model does not match."""
+    from ._model import _drop_aliases, _error_text
+    copies = {}
+    result = {}
+
+    def local(run, reader, by_name):
+        state = model.state_dict()
+        aliases = _drop_aliases(state, preferred=by_name.keys())
+        dropped = {n for names in aliases.values() for n in names}
+        missing = {k for k in state if k not in by_name}
+        unexpected = [k for k in by_name if k not in state]
+        for n in dropped:
+            if n in missing:
+                missing.discard(n)
+            else:
+                unexpected.append(n)
+        if strict and (missing or unexpected):
+            raise RuntimeError(_error_text(model, missing, unexpected))
+        result["value"] = (missing, unexpected)
+        names = [t.name for t in run.tensors if t.name in state and t.name not in dropped]
+        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        dests = {}
+        for n in names:
+            t, p = by_name[n], state[n]
+            tt, shape = _torch_shape(t, needs[n])
+            if list(p.shape) != shape:
+                raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {n}: copying a param "
+                                   f"with shape {torch.Size(shape)} from checkpoint (this rank's part), the shape "
+                                   f"in current model is {p.shape}.")
+            if p.device == run.comm and p.is_contiguous() and p.dtype == tt:
+                dests[n] = p.detach()
+                run.caller_owned.add(n)
+            else:
+                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=run.comm)
+        result["state"] = state
+        return needs, dests
+
+    def finish(run):
+        state = result["state"]
+        with torch.no_grad():
+            for n, c in copies.items():
+                state[n].copy_(c)
+        return result["value"]
+
+    return _execute(filename, group, memory_limit, stats, options, local, finish)
