@@ -13,13 +13,16 @@
 # line printed is the combined "N passed, N failed, N skipped" of every stage
 # plus the main suite's meson test log given as $1 and pytest's JUnit XML as $2
 # (both optional).
-#   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults)
+#   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults;
+#   STAGES="" runs no stage and only adds up $1 and $2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The meson of .venv (tools/dev.sh makes it), also when this script runs on its own.
+[ -x .venv/bin/meson ] && PATH="$PWD/.venv/bin:$PATH"
 
 MAIN_LOG=${1:-}
 PYTEST_XML=${2:-}
-STAGES=${STAGES:-asan tsan fuzz soak}
+STAGES=${STAGES-asan tsan fuzz soak}
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 SOAK_SECONDS=${SOAK_SECONDS:-15}
 SHARED=$(cd .. && pwd)/shared

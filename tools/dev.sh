@@ -16,12 +16,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${RINGSAFE_BUILD:-build}
+PYPATH=$(realpath -m "$BUILD/engine/python")  # the package in the build tree
 VENV=.venv
 # What building and the demo need; the test suite needs TEST_DEPS too.
 DEPS=(pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev libssl-dev openssl)
 TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosgw ceph-mon ceph-osd)
+# The .venv's packages: what building and the demo need; the test suite needs PY_TEST_DEPS too.
 # torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
-PY_DEPS=(torch==2.13.0 numpy safetensors pytest hypothesis tqdm pybind11 meson ninja meson-python)
+PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
+PY_TEST_DEPS=(pytest hypothesis tqdm meson-python)
 
 install_deps() {
     local missing=()
@@ -37,13 +40,26 @@ install_deps() {
     fi
 }
 
-# Makes .venv and installs what is missing from PY_DEPS; puts .venv/bin first on PATH.
+# Makes .venv and installs the packages given ($@) that it lacks (or holds at another
+# version than a pin); puts .venv/bin first on PATH.
 setup_venv() {
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-    if ! "$VENV/bin/python" -c "import torch, numpy, safetensors, pytest, hypothesis, tqdm, pybind11, mesonpy" 2>/dev/null ||
-        [ ! -x "$VENV/bin/meson" ] || [ ! -x "$VENV/bin/ninja" ]; then
-        echo "ringsafe: installing ${PY_DEPS[*]} into $VENV" >&2
-        "$VENV/bin/python" -m pip install -q "${PY_DEPS[@]}"
+    local missing
+    missing=$("$VENV/bin/python" -c '
+import importlib.metadata as md, sys
+for req in sys.argv[1:]:
+    name, _, want = req.partition("==")
+    try:
+        have = md.version(name).split("+")[0]
+    except md.PackageNotFoundError:
+        have = None
+    if have is None or (want and have != want):
+        print(req)
+' "$@")
+    if [ -n "$missing" ]; then
+        echo "ringsafe: installing" $missing "into $VENV" >&2
+        # shellcheck disable=SC2086  # one requirement per word
+        "$VENV/bin/python" -m pip install -q $missing
     fi
     PATH="$PWD/$VENV/bin:$PATH"
     export PATH
@@ -61,8 +77,14 @@ build() {
     if [ -n "${RINGSAFE_NO_TESTS:-}" ]; then opts+=(-Dtests=false -Dbench=false); fi
     if [ ! -f "$BUILD/build.ninja" ]; then
         meson setup "$BUILD" "${opts[@]}"
-    elif [ -z "${RINGSAFE_NO_TESTS:-}" ] && ! python3 tools/test_counts.py --has-tests "$BUILD"; then
-        meson configure "$BUILD" -Dtests=true -Dbench=true  # a build left by `demo`
+    else
+        # A build dir set up by another meson (a system one) regenerates with that one, and
+        # its Python extension is for that meson's Python: set it up again with .venv's.
+        grep -qF " command = $PWD/$VENV/bin/meson --internal regenerate " "$BUILD/build.ninja" ||
+            meson setup --reconfigure "$BUILD"
+        if [ -z "${RINGSAFE_NO_TESTS:-}" ] && ! python3 tools/test_counts.py --has-tests "$BUILD"; then
+            meson configure "$BUILD" -Dtests=true -Dbench=true  # a build left by `demo`
+        fi
     fi
     ninja -C "$BUILD"
 }
@@ -77,7 +99,7 @@ summarize() {
 run_pytest() {
     local rc=0
     rm -f "$BUILD/pytest.xml"
-    PYTHONPATH="$PWD/$BUILD/engine/python" python -m pytest tests/python -q -p no:cacheprovider \
+    PYTHONPATH="$PYPATH" python -m pytest tests/python -q -p no:cacheprovider \
         --junitxml="$BUILD/pytest.xml" "$@" || rc=$?
     ((rc == 5)) && rc=0  # no tests collected: nothing to count, nothing failed
     return $rc
@@ -98,20 +120,25 @@ run_tests() {
     return $rc
 }
 
-# Runs a Python script of the repo with the package from the build tree.
-run_python() { PYTHONPATH="$PWD/$BUILD/engine/python" python "$@"; }
+# Runs a Python script of the repo with the package from the build tree (if the script exists).
+run_python() { if [ -f "$1" ]; then PYTHONPATH="$PYPATH" python "$@"; fi; }
 
 case "${1:-}" in
-    setup) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build ;;
-    test) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build; shift; run_tests "$@" ;;
+    setup) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build ;;
+    test)
+        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
+        shift; run_tests "$@" ;;
     demo)
-        install_deps "${DEPS[@]}"; setup_venv; RINGSAFE_NO_TESTS=1 build
+        install_deps "${DEPS[@]}"; setup_venv "${PY_DEPS[@]}"; RINGSAFE_NO_TESTS=1 build
         "$BUILD/tools/ringsafe" demo
         echo
         run_python tools/demo_python.py ;;
     bench)
-        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv; build
-        for b in "$BUILD"/bench/bench_*; do [ -x "$b" ] && "$b"; done
-        run_python bench/bench_python.py ;;
+        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
+        # The programs, not their bench_*.p object dirs.
+        for b in "$BUILD"/bench/bench_*; do
+            if [ -f "$b" ] && [ -x "$b" ]; then "$b"; fi
+        done
+        for py in bench/bench_*.py; do run_python "$py"; done ;;
     *) sed -n '2,8p' "$0"; exit 2 ;;
 esac
