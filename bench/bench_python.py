@@ -375,6 +375,7 @@ def run_all(ops, states, reps, path, work, size):
     print("\nspeed-up = reference median / ringsafe median (overhead: CLI / Python; below 1 = Python slower)")
     for n in notes:
         print(n)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (other processes share these cores)")
 
 
 if __name__ == "__main__":

@@ -57,12 +57,13 @@ def raw_bytes(t):
         return a.tobytes()
     import torch
 
-    t = t.detach().cpu().contiguous()
+    t = t.detach().cpu()
     if t.numel() == 0:
         return b""
-    if t.dim() == 0:
-        t = t.reshape(1)
-    return t.view(torch.uint8).numpy().tobytes()
+    # A fresh copy with standard strides (a "contiguous" tensor may still have an odd
+    # stride on a size-1 dimension, which view() refuses).
+    flat = torch.empty(t.shape, dtype=t.dtype).copy_(t).reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes()
 
 
 @pytest.fixture

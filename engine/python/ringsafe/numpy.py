@@ -74,7 +74,7 @@ class _NumpyAdapter:
         if flips:
             box_array = np.flip(box_array, flips)
         out = box_array[relative] if relative else box_array
-        return np.ascontiguousarray(out)
+        return np.array(out, order="C", copy=True)  # keeps a 0-d result 0-d
 
     def to_device(self, a, device):
         return a

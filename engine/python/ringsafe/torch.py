@@ -84,6 +84,9 @@ class _TorchAdapter:
             obj = obj.to("cpu")
         shape = list(obj.shape)
         if dtype == "F4":
+            if not shape:
+                raise ValueError(f"tensor `{name}`: a 0-d float4_e2m1fn_x2 holds two F4 values and has no "
+                                 f"safetensors shape; give it a last dimension")
             shape[-1] *= 2
         return dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj
 
