@@ -178,6 +178,63 @@ def test_f4_with_an_odd_last_dimension_is_refused(tmp_path, shape):
         assert e.value.kind == "MisalignedSlice"
 
 
+def _f4_file(tmp_path):
+    t = torch.arange(12, dtype=torch.uint8).view(torch.float4_e2m1fn_x2).reshape(3, 4)  # file shape [3, 8]
+    path = str(tmp_path / "f4.safetensors")
+    spt.save_file({"t": t}, path)
+    return path
+
+
+@pytest.mark.parametrize("index,rows", [
+    ((slice(None),), [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]),
+    ((1,), [4, 5, 6, 7]),
+    ((slice(None), slice(2, 6)), [[1, 2], [5, 6], [9, 10]]),
+    ((slice(0, 2), slice(0, 2)), [[0], [4]]),
+    ((None, 2, slice(4, 8)), [[10, 11]]),
+    ((Ellipsis, slice(-2, None)), [[3], [7], [11]]),
+])
+def test_f4_slices_index_the_file_shape(tmp_path, index, rows):
+    """get_slice on F4 indexes 4-bit elements (the file's shape, [3, 8] here) and
+    returns float4_e2m1fn_x2 (two a byte). The reference's get_slice cannot read
+    F4 at all (RuntimeError from a reshape to the file's shape)."""
+    path = _f4_file(tmp_path)
+    with ringsafe.safe_open(path, "pt") as f:
+        s = f.get_slice("t")
+        assert s.get_shape() == [3, 8] and s.get_dtype() == "F4"
+        r = s[index]
+        assert r.dtype == torch.float4_e2m1fn_x2
+        assert r.view(torch.uint8).tolist() == rows
+
+
+@pytest.mark.parametrize("index", [(Ellipsis, 1), (slice(None), slice(1, 3)), (slice(None), slice(None, None, 2)),
+                                   (slice(None), slice(6, 2, -1))])
+def test_f4_slices_inside_a_byte_are_refused(tmp_path, index):
+    path = _f4_file(tmp_path)
+    with ringsafe.safe_open(path, "pt") as f:
+        with pytest.raises(ringsafe.SafetensorError, match="'t'"):
+            f.get_slice("t")[index]
+
+
+@pytest.mark.xfail(strict=True, reason="ringsafe bug: an F4 slice with a list or a negative step "
+                                       "raises torch's NotImplementedError (index_cpu / flip_cpu not implemented "
+                                       "for Float4_e2m1fn_x2)")
+@pytest.mark.parametrize("index,rows", [(([2, 0],), [[8, 9, 10, 11], [0, 1, 2, 3]]),
+                                        ((slice(None, None, -1), slice(6, None)), [[11], [7], [3]]),
+                                        ((slice(None), slice(None, None, -1)), None),
+                                        ((slice(None), [0, 1]), None)])
+def test_f4_list_and_reversed_slices(tmp_path, index, rows):
+    """Whole rows picked by a list or a reversed leading slice are whole bytes and
+    could be returned; reversing or picking 4-bit elements inside bytes should be a SafetensorError, as other
+    slices inside a byte are."""
+    path = _f4_file(tmp_path)
+    with ringsafe.safe_open(path, "pt") as f:
+        if rows is None:
+            with pytest.raises(ringsafe.SafetensorError, match="'t'"):
+                f.get_slice("t")[index]
+        else:
+            assert f.get_slice("t")[index].view(torch.uint8).tolist() == rows
+
+
 ALL_DTYPES_TORCH = {
     "t_bf16": (torch.bfloat16, (2, 4)), "t_bool": (torch.bool, (2, 4)), "t_c64": (torch.complex64, (2, 4)),
     "t_f16": (torch.float16, (2, 4)), "t_f32": (torch.float32, (2, 4)),
@@ -236,6 +293,7 @@ def test_torch_write_mapping_matches_the_reference(dtype):
     assert f'"dtype":"{name}"'.encode() in data
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # complex32 and quint8 warn on creation
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.complex32, torch.bits8, torch.uint1, torch.int4,
                                    torch.quint8], ids=str)
 def test_torch_dtypes_without_a_safetensors_dtype_are_refused(dtype):
@@ -245,7 +303,7 @@ def test_torch_dtypes_without_a_safetensors_dtype_are_refused(dtype):
         pytest.skip(f"torch cannot allocate {dtype} here")
     with pytest.raises(KeyError):
         spt.save({"t": t})
-    with pytest.raises((ValueError, TypeError, ringsafe.SafetensorError), match="t"):
+    with pytest.raises((ValueError, TypeError, ringsafe.SafetensorError), match="[`']t[`']"):
         rpt.save({"t": t})
 
 

@@ -218,14 +218,19 @@ def test_strategies_cover_every_dtype():
         assert rpt.save({"x": t}) == data
 
 
-def test_float4_scalar_is_refused_with_a_clear_error():
+def test_float4_scalar_is_refused_with_a_clear_error(tmp_path):
     """A 0-d float4_e2m1fn_x2 tensor (two values in one byte) has no safetensors shape;
-    the reference raises SafetensorError on save."""
+    the reference raises SafetensorError on save, ringsafe an error naming it, and
+    save_file leaves no file."""
     t = torch.zeros((), dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
     with pytest.raises(safetensors.SafetensorError):
         spt.save({"x": t})
-    with pytest.raises((ringsafe.SafetensorError, ValueError)):
+    with pytest.raises((ringsafe.SafetensorError, ValueError), match="[`']x[`']"):
         rpt.save({"x": t})
+    path = tmp_path / "f4.safetensors"
+    with pytest.raises((ringsafe.SafetensorError, ValueError), match="[`']x[`']"):
+        rpt.save_file({"x": t, "y": torch.zeros(2)}, str(path))
+    assert not path.exists()
 
 
 def test_empty_metadata_without_tensors(tmp_path):
@@ -248,3 +253,29 @@ def test_empty_metadata_without_tensors(tmp_path):
                 assert f.metadata() == {} and f.keys() == []
     rpt.save_file({}, str(tmp_path / "ours.safetensors"), metadata={})
     assert (tmp_path / "ours.safetensors").read_bytes() == rpt.save({}, metadata={})
+
+
+def test_views_into_a_larger_storage_are_written_from_their_own_offset(tmp_path):
+    base = torch.arange(40, dtype=torch.float32).reshape(10, 4)
+    tensors = {"v": base[3:7], "w": torch.arange(6, dtype=torch.int16)[2:]}
+    assert rpt.save(tensors) == spt.save(tensors)
+    loaded = rpt.load(rpt.save(tensors))
+    assert torch.equal(loaded["v"], base[3:7]) and torch.equal(loaded["w"], tensors["w"])
+    arrays = {"v": np.arange(40, dtype=np.float32).reshape(10, 4)[3:7]}
+    assert rnp.save(arrays) == snp.save(arrays)
+
+
+@pytest.mark.parametrize("make", [lambda a: a[:, 1:3], lambda a: np.asfortranarray(a), lambda a: a[::-2]],
+                         ids=["column_slice", "fortran", "reversed_strided"])
+def test_numpy_arrays_that_are_not_c_contiguous_are_written_by_value(tmp_path, make):
+    """Deliberate difference: safetensors.numpy writes such an array's memory as
+    it lies (other values than the array's); ringsafe writes the array's values
+    in C order, exactly as for np.ascontiguousarray of it."""
+    a = make(np.arange(40, dtype=np.float32).reshape(10, 4))
+    assert not a.flags.c_contiguous
+    data = rnp.save({"a": a})
+    assert data == snp.save({"a": np.ascontiguousarray(a)})
+    assert (rnp.load(data)["a"] == a).all()
+    path = tmp_path / "a.safetensors"
+    rnp.save_file({"a": a}, str(path))
+    assert path.read_bytes() == data
