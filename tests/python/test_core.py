@@ -203,3 +203,16 @@ def test_load_model_fills_parameters_in_place(tmp_path):
         rpt.load_model(smaller, tmp_path / "m.safetensors")
     assert rpt.load_model(smaller, tmp_path / "m.safetensors", strict=False) == \
         spt.load_model(torch.nn.Sequential(torch.nn.Embedding(50, 8)), tmp_path / "m.safetensors", strict=False)
+
+
+def test_get_slice_refuses_boolean_masks_and_takes_huge_steps(tmp_path):
+    full = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    rnp.save_file({"t": full}, tmp_path / "t.safetensors")
+    for framework in ("np", "pt"):
+        with ringsafe.safe_open(tmp_path / "t.safetensors", framework) as f:
+            s = f.get_slice("t")
+            with pytest.raises(IndexError, match="boolean"):
+                s[[True, False, True]]  # read as rows 1, 0, 1 before: silently wrong
+            for index in ((slice(None, None, 2**63 - 1),), (slice(None, None, -2**63),), (slice(None, None, 2**64),)):
+                got = s[index]
+                assert np.array_equal(got.numpy() if framework == "pt" else got, full[index]), index

@@ -44,12 +44,13 @@ def plan_index(index, shape):
             elif step > 0:
                 lo = picked[0]
                 box.append((lo, picked[-1] + 1))
-                relative.append(slice(0, picked[-1] + 1 - lo, step))
+                # a step past the box picks one element; clamp it (torch refuses steps >= 2^63)
+                relative.append(slice(0, picked[-1] + 1 - lo, min(step, picked[-1] + 1 - lo)))
             else:
                 lo, hi = picked[-1], picked[0] + 1
                 box.append((lo, hi))
                 flips.append(dim)
-                relative.append(slice(0, hi - lo, -step))  # on the reversed box
+                relative.append(slice(0, hi - lo, min(-step, hi - lo)))  # on the reversed box
         elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
             if isinstance(x, (list, tuple)):
                 if not x:
@@ -57,6 +58,9 @@ def plan_index(index, shape):
                     relative.append([])
                     dim += 1
                     continue
+                if any(isinstance(i, (bool,)) or type(i).__name__ == "bool_" for i in x):
+                    raise IndexError("boolean masks are not supported by get_slice: index with ints, "
+                                     "slices or lists of ints")
                 ints = [operator.index(i) for i in x]
             else:
                 ints = None
