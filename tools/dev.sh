@@ -9,7 +9,8 @@
 #   bash tools/dev.sh bench   run every benchmark in bench/ (C++ and Python)
 # The Python side lives in a virtual environment, .venv (made here with python3 -m venv):
 # torch 2.13.0 (CPU), numpy, the reference safetensors, pytest, hypothesis, tqdm, and the
-# build tools (meson, ninja, pybind11, meson-python). Every meson build uses .venv/bin/meson,
+# build tools (meson, ninja, pybind11, meson-python; `demo` installs what it needs only).
+# Every meson build uses .venv/bin/meson (a build dir set up by another meson is set up again),
 # so the extension is built for .venv's Python; the package is then importable with
 # PYTHONPATH=build/engine/python .venv/bin/python.
 set -euo pipefail
@@ -140,5 +141,5 @@ case "${1:-}" in
             if [ -f "$b" ] && [ -x "$b" ]; then "$b"; fi
         done
         for py in bench/bench_*.py; do run_python "$py"; done ;;
-    *) sed -n '2,8p' "$0"; exit 2 ;;
+    *) sed -n '2,9p' "$0"; exit 2 ;;
 esac
