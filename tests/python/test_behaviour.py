@@ -157,6 +157,31 @@ def test_missing_file_names_path(tmp_path):
             call()
 
 
+def test_other_os_errors(tmp_path, small):
+    path, _ = small
+    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))):
+        rpt.load_file(str(tmp_path))
+    target = tmp_path / "no-such-dir" / "x.safetensors"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))):
+        rpt.save_file({"a": torch.ones(2)}, str(target))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))):
+        ringsafe.Writer(str(target))
+    empty = tmp_path / "empty.safetensors"
+    empty.write_bytes(b"")
+    with pytest.raises(ringsafe.SafetensorError, match=re.escape(str(empty))):
+        rpt.load_file(str(empty))
+
+
+def test_bad_arguments(small):
+    path, _ = small
+    with pytest.raises(TypeError):
+        rpt.load_file(str(path), select=[1])
+    with pytest.raises(ValueError):
+        list(rpt.iter_tensors(str(path), memory_limit=0))
+    with pytest.raises(TypeError):
+        rpt.read_into(str(path), [torch.empty(1)])
+
+
 def test_missing_tensor_kind(small):
     path, _ = small
     with ringsafe.safe_open(str(path), framework="pt") as f:
@@ -315,6 +340,18 @@ def test_read_into_numpy_refuses_before_io(small, bad):
     assert dst["scalar"] == 1.25
 
 
+def test_read_into_numpy_refuses_read_only(small):
+    path, tensors = small
+    frozen = bytes(17 * 2)  # a fresh immutable object (not a shared constant)
+    dst = {"lm_head.bias": np.frombuffer(frozen, dtype=np.float16)}
+    assert not dst["lm_head.bias"].flags.writeable
+    try:
+        with pytest.raises(ValueError, match="lm_head.bias"):
+            rnp.read_into(str(path), dst)
+    finally:
+        assert frozen == bytes(17 * 2), "an immutable bytes object was written to"
+
+
 # --- iter_tensors -------------------------------------------------------------
 
 def test_iter_tensors_data_order_and_values(small):
@@ -352,6 +389,18 @@ def test_iter_tensors_tensor_over_limit_raises(tmp_path):
         list(rpt.iter_tensors(str(path), memory_limit=1 * MiB))
 
 
+def _open_fds(path):
+    """How many of this process's file descriptors are open on ``path``."""
+    target = os.path.realpath(path)
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == target
+        except OSError:
+            pass
+    return n
+
+
 @pytest.mark.parametrize("how", ["break", "close", "drop"])
 def test_iter_tensors_stops_early(tmp_path, how):
     path, tensors = _chunky(tmp_path)
@@ -368,6 +417,7 @@ def test_iter_tensors_stops_early(tmp_path, how):
             gen.close()
         elif how == "close":
             got.append(tuple(next(gen)))
+            assert _open_fds(path) >= 1  # the instrument: open while iterating
             gen.close()
             with pytest.raises(StopIteration):
                 next(gen)
@@ -380,6 +430,7 @@ def test_iter_tensors_stops_early(tmp_path, how):
     got = _in_thread(consume)  # a hang in the generator's cleanup fails here
     for n, t in got:
         assert _equal(t, tensors[n])
+    assert _open_fds(path) == 0  # the stopped iterator closed its file
     # later reads, of other files and of the same one, still work
     loaded = _in_thread(lambda: rpt.load_file(str(other)))
     for k, v in other_tensors.items():
@@ -599,7 +650,7 @@ def _window(run):
     """Counter increments between the first and the last progress callback of
     run(cb): during that window the main thread is inside the engine, apart from
     the callbacks themselves (which never release the GIL). Also returns the
-    increments over the whole call."""
+    increments over the whole call, and run's result."""
     marks = []
     with _Counter() as c:
         start = c.n
@@ -609,47 +660,46 @@ def _window(run):
     return marks[-1] - marks[0], whole, result
 
 
-def test_gil_released_during_save_file(tmp_path, big_tensors):
-    path = tmp_path / "big.safetensors"
-    try:
-        inside, whole, _ = _window(lambda cb: rpt.save_file(big_tensors, str(path), progress=cb))
-        assert inside > 0
-        assert whole > 0
-        # without a progress callback too
-        with _Counter() as c:
-            before = c.n
-            rpt.save_file(big_tensors, str(path))
-            assert c.n - before > 0
-        with ringsafe.safe_open(str(path), "pt") as f:
-            assert f.keys() == sorted(big_tensors)
-            assert torch.equal(f.get_tensor("b7"), big_tensors["b7"])
-    finally:
-        path.unlink(missing_ok=True)
+@pytest.fixture(scope="module")
+def big_saved(tmp_path_factory, big_tensors):
+    """The big file, written by save_file under the counter: (path, inside, whole)."""
+    path = tmp_path_factory.mktemp("gil") / "big.safetensors"
+    inside, whole, _ = _window(lambda cb: rpt.save_file(big_tensors, str(path), progress=cb))
+    yield path, inside, whole
+    path.unlink(missing_ok=True)
 
 
-def test_gil_released_during_load_file(tmp_path, big_tensors):
-    path = tmp_path / "big.safetensors"
-    with ringsafe.Writer(str(path), sync=False) as w:
-        for k, v in big_tensors.items():
-            w.write(k, v)
-    try:
-        inside, whole, got = _window(lambda cb: rpt.load_file(str(path), progress=cb))
-        assert inside > 0
-        for k, v in big_tensors.items():
-            assert torch.equal(got[k], v)
-        del got
-        with _Counter() as c:
-            before = c.n
-            got = rpt.load_file(str(path))
-            assert c.n - before > 0
-        del got
-        dst = {k: torch.empty_like(v) for k, v in big_tensors.items()}
-        inside, _, _ = _window(lambda cb: rpt.read_into(str(path), dst, progress=cb))
-        assert inside > 0
-        for k, v in big_tensors.items():
-            assert torch.equal(dst[k], v)
-    finally:
-        path.unlink(missing_ok=True)
+def test_gil_released_during_save_file(big_saved, big_tensors):
+    path, inside, whole = big_saved
+    assert inside > 0
+    assert whole > 0
+    with ringsafe.safe_open(str(path), "pt") as f:
+        assert f.keys() == sorted(big_tensors)
+        assert torch.equal(f.get_tensor("b7"), big_tensors["b7"])
+
+
+def test_gil_released_during_load_file(big_saved, big_tensors):
+    path, _, _ = big_saved
+    inside, whole, got = _window(lambda cb: rpt.load_file(str(path), progress=cb))
+    assert inside > 0
+    for k, v in big_tensors.items():
+        assert torch.equal(got[k], v)
+    del got
+    # without a progress callback
+    with _Counter() as c:
+        before = c.n
+        got = rpt.load_file(str(path))
+        assert c.n - before > 0
+    del got
+
+
+def test_gil_released_during_read_into(big_saved, big_tensors):
+    path, _, _ = big_saved
+    dst = {k: torch.empty_like(v) for k, v in big_tensors.items()}
+    inside, _, _ = _window(lambda cb: rpt.read_into(str(path), dst, progress=cb))
+    assert inside > 0
+    for k, v in big_tensors.items():
+        assert torch.equal(dst[k], v)
 
 
 def test_concurrent_loads(tmp_path):

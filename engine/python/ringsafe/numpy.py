@@ -54,6 +54,8 @@ class _NumpyAdapter:
     def describe(self, obj, name, for_write=True):
         if not isinstance(obj, np.ndarray):
             raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(obj)}")
+        if not for_write and not obj.flags.writeable:
+            raise ValueError(f"read_into needs a writable array: `{name}` is read-only")
         if not obj.flags.c_contiguous:
             if not for_write:
                 raise ValueError(f"read_into needs a C-contiguous array: `{name}` is not")
