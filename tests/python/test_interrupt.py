@@ -1,6 +1,12 @@
-"""Ctrl-C during a long read or write: KeyboardInterrupt, no partial result,
-the process still works afterwards. Each case runs in a subprocess that sends
-itself SIGINT 0.1 s into the call and prints a RESULT line."""
+"""Ctrl-C during a long read or write: KeyboardInterrupt, the call cut short
+(no result, nothing at the target path), the process still works afterwards.
+Each case runs in a subprocess that sends itself SIGINT from a timer thread
+0.1 s into the call and prints a RESULT line. Reads start from a cold page
+cache (fsync + POSIX_FADV_DONTNEED) so that they are far from done when the
+signal comes; that a read was cut short is seen in the bytes the process read
+from storage (/proc/self/io) or in destinations left unfilled, never in timings.
+
+RINGSAFE_TEST_INTERRUPT_MIB (default 1024) sets the size of the data."""
 
 import json
 import os
@@ -9,15 +15,19 @@ import subprocess
 import sys
 import textwrap
 
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYPATH = str(ROOT / "build" / "engine" / "python")
 
+MiB = 1 << 20
+TOTAL = int(os.environ.get("RINGSAFE_TEST_INTERRUPT_MIB", "1024")) * MiB
+COUNT = 8
+NUMEL = TOTAL // COUNT // 4  # float32 elements per tensor
+
 PRELUDE = textwrap.dedent("""
-    import json, os, signal, sys, threading
+    import gc, json, os, signal, sys, threading
     import torch
     import ringsafe, ringsafe.torch as rpt
-
-    N, COUNT = 48 << 20, 8   # 8 x 192 MiB of float32 = 1.5 GiB
 
     def result(**kw):
         print("RESULT " + json.dumps(kw), flush=True)
@@ -26,6 +36,30 @@ PRELUDE = textwrap.dedent("""
         t = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
         t.start()
         return t
+
+    def make_cold(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    def storage_read():
+        # bytes this process (all its threads, io_uring workers included) had
+        # read from storage
+        with open("/proc/self/io") as f:
+            return int(dict(l.split(": ") for l in f.read().splitlines())["read_bytes"])
+
+    def interrupted(call):
+        timer = interrupt_soon()
+        try:
+            call()
+            return "completed"
+        except KeyboardInterrupt:
+            return "interrupted"
+        finally:
+            timer.join()
 """)
 
 
@@ -33,64 +67,106 @@ def _run(script, *args):
     env = dict(os.environ)
     env["PYTHONPATH"] = PYPATH + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(script), *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=500)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (proc.returncode, proc.stdout[-2000:], proc.stderr[-4000:])
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def test_interrupt_load_then_load_again(tmp_path):
+def test_interrupt_reads_then_read_again(tmp_path):
     path = tmp_path / "big.safetensors"
-    r = _run("""
-        path = sys.argv[1]
-        with ringsafe.Writer(path, sync=False) as w:
-            for i in range(COUNT):
-                w.write(f"t{i}", torch.full((N,), float(i + 1)))
-        fd = os.open(path, os.O_RDONLY)
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
-        got = None
-        timer = interrupt_soon()
-        try:
-            got = rpt.load_file(path)
-            outcome = "completed"
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-        timer.join()
-        again = rpt.load_file(path)
-        exact = sorted(again) == [f"t{i}" for i in range(COUNT)] and all(
-            bool(torch.all(again[f"t{i}"] == float(i + 1))) for i in range(COUNT))
-        result(outcome=outcome, got_is_none=got is None, exact=exact)
-    """, path)
-    assert r["outcome"] == "interrupted", r
-    assert r["got_is_none"]
+    try:
+        r = _run("""
+            path, numel, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+            with ringsafe.Writer(path) as w:
+                for i in range(count):
+                    w.write(f"t{i}", torch.arange(numel, dtype=torch.float32) + i)
+            size = os.path.getsize(path)
+
+            # load_file, interrupted
+            make_cold(path)
+            got = []
+            start = storage_read()
+            load = interrupted(lambda: got.append(rpt.load_file(path)))
+            load_read = storage_read() - start
+            gc.collect()
+
+            # read_into, interrupted: destinations full of a sentinel
+            make_cold(path)
+            dst = {f"t{i}": torch.full((numel,), -1.0) for i in range(count)}
+            into = interrupted(lambda: rpt.read_into(path, dst))
+            unfilled = sum(int((t == -1.0).sum()) for t in dst.values())
+            del dst
+
+            # the same file again, cold, all of it
+            make_cold(path)
+            start = storage_read()
+            again = rpt.load_file(path)
+            full_read = storage_read() - start
+            ref = torch.arange(numel, dtype=torch.float32)
+            exact = sorted(again) == sorted(f"t{i}" for i in range(count)) and all(
+                torch.equal(again[f"t{i}"], ref + i) for i in range(count))
+            result(size=size, load=load, got=len(got), load_read=load_read, into=into,
+                   unfilled=unfilled, full_read=full_read, exact=exact)
+        """, path, NUMEL, COUNT)
+    finally:
+        path.unlink(missing_ok=True)
+    # the instrument: a cold load of the whole file reads it from storage
+    assert r["full_read"] >= 0.9 * r["size"], r
     assert r["exact"], r
+    # load_file: KeyboardInterrupt, no result, and it stopped reading early
+    assert r["load"] == "interrupted", r
+    assert r["got"] == 0, r
+    assert r["load_read"] < r["full_read"], r
+    # read_into: KeyboardInterrupt with destinations left unfilled
+    assert r["into"] == "interrupted", r
+    assert r["unfilled"] > 0, r
 
 
-def test_interrupt_save_leaves_nothing(tmp_path):
+def test_interrupt_save_file(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    path = out / "big.safetensors"
     r = _run("""
-        path = sys.argv[1]
-        tensors = {f"t{i}": torch.full((N,), float(i + 1)) for i in range(COUNT)}
-        timer = interrupt_soon()
-        try:
-            rpt.save_file(tensors, path, sync=True)
-            outcome = "completed"
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-        timer.join()
-        left = sorted(os.listdir(os.path.dirname(path)))
+        folder, numel, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        tensors = {f"t{i}": torch.full((numel,), float(i + 1)) for i in range(count)}
+        new = os.path.join(folder, "new.safetensors")
+        outcome_new = interrupted(lambda: rpt.save_file(tensors, new, sync=True))
+        left_new = sorted(os.listdir(folder))
+
+        # over an existing file: the old one stays
+        old = os.path.join(folder, "old.safetensors")
+        rpt.save_file({"old": torch.arange(5)}, old)
+        with open(old, "rb") as f:
+            before = f.read()
+        outcome_old = interrupted(lambda: rpt.save_file(tensors, old, sync=True))
+        with open(old, "rb") as f:
+            kept = f.read() == before
+        left_old = sorted(os.listdir(folder))
+        os.unlink(old)
+
+        # the Writer too
+        written = os.path.join(folder, "written.safetensors")
+        def write():
+            with ringsafe.Writer(written) as w:
+                for k, v in tensors.items():
+                    w.write(k, v)
+        outcome_writer = interrupted(write)
+        left_writer = sorted(os.listdir(folder))
+
         # still usable afterwards
-        small = os.path.join(os.path.dirname(path), "small.safetensors")
+        small = os.path.join(folder, "small.safetensors")
         rpt.save_file({"x": torch.arange(5)}, small)
         ok = bool(torch.equal(rpt.load_file(small)["x"], torch.arange(5)))
         os.unlink(small)
-        result(outcome=outcome, left=left, ok=ok)
-    """, path)
-    assert r["outcome"] == "interrupted", r
-    assert r["left"] == [], r
-    assert r["ok"]
+        result(outcome_new=outcome_new, left_new=left_new, outcome_old=outcome_old, kept=kept,
+               left_old=left_old, outcome_writer=outcome_writer, left_writer=left_writer, ok=ok)
+    """, out, NUMEL, COUNT)
+    assert r["outcome_new"] == "interrupted", r
+    assert r["left_new"] == [], r
+    assert r["outcome_old"] == "interrupted", r
+    assert r["kept"], r
+    assert r["left_old"] == ["old.safetensors"], r
+    assert r["outcome_writer"] == "interrupted", r
+    assert r["left_writer"] == [], r
+    assert r["ok"], r
     assert os.listdir(out) == []

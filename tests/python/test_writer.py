@@ -222,9 +222,18 @@ def test_writer_rejects_non_tensor_then_usable(tmp_path):
     assert sorted(_ref_read(path)[0]) == ["y"]
 
 
-def test_writer_bad_metadata():
+@pytest.mark.parametrize("metadata", [{"k": 1}, {1: "v"}, ["k", "v"]])
+def test_writer_bad_metadata(tmp_path, metadata):
+    path = tmp_path / "w.safetensors"
     with pytest.raises(TypeError):
-        ringsafe.Writer("/nonexistent-dir/never.safetensors", metadata={"k": 1})
+        with ringsafe.Writer(str(path), metadata=metadata) as w:
+            w.write("x", torch.ones(2))
+    w = ringsafe.Writer(str(path))
+    w.write("x", torch.ones(2))
+    with pytest.raises(TypeError):
+        w.finish(metadata=metadata)
+    w.abandon()
+    assert os.listdir(tmp_path) == []
 
 
 # --- save_file ------------------------------------------------------------------
