@@ -184,17 +184,22 @@ void bind_writer(py::module_& m) {
               auto md = parse_metadata(metadata);
               std::uint64_t total = 0;
               for (const auto& t : ts) total += t.size;
+              // The data first, with progress reports (the last one says done == total);
+              // the file is published only after that report returned: a callback that
+              // raises leaves the target path as it was.
+              std::optional<declared_writer> w;
               run_blocking(
                   [&](pending_call& pc) {
                       std::vector<tensor_decl> decls;
                       for (const auto& t : ts) decls.push_back({t.entry.name, t.entry.dtype, t.entry.shape});
                       declared_options o;
                       o.sync = o.sync_dir = sync;
-                      declared_writer w(path, std::move(decls), md ? &*md : nullptr, o);
-                      write_all(w, path, ts, threads, pc);
-                      w.finish();
+                      w.emplace(path, std::move(decls), md ? &*md : nullptr, o);
+                      write_all(*w, path, ts, threads, pc);
                   },
                   progress, total < inline_job_bytes);
+              py::gil_scoped_release nogil;
+              w->finish();
           },
           py::arg("path"), py::arg("tensors"), py::arg("metadata") = py::none(), py::arg("sync") = true,
           py::arg("threads") = 2, py::arg("progress") = py::none(),

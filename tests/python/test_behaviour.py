@@ -527,8 +527,6 @@ def test_progress_callback_error_during_save(tmp_path):
         pytest.skip("no progress report came while the writes were running")
 
 
-@pytest.mark.xfail(strict=True, reason="save_file calls the last progress callback after the file is "
-                                       "published: its exception propagates with the new file in place")
 def test_progress_callback_error_at_the_end_of_save(tmp_path):
     path = tmp_path / "x.safetensors"
     spt.save_file({"old": torch.arange(3)}, str(path))

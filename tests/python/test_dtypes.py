@@ -215,9 +215,6 @@ def test_f4_slices_inside_a_byte_are_refused(tmp_path, index):
             f.get_slice("t")[index]
 
 
-@pytest.mark.xfail(strict=True, reason="ringsafe bug: an F4 slice with a list or a negative step "
-                                       "raises torch's NotImplementedError (index_cpu / flip_cpu not implemented "
-                                       "for Float4_e2m1fn_x2)")
 @pytest.mark.parametrize("index,rows", [(([2, 0],), [[8, 9, 10, 11], [0, 1, 2, 3]]),
                                         ((slice(None, None, -1), slice(6, None)), [[11], [7], [3]]),
                                         ((slice(None), slice(None, None, -1)), None),

@@ -290,8 +290,6 @@ def test_numpy_single_element_slice_is_0d(write_checkpoint):
         assert f.get_slice("s")[...].shape == ()
 
 
-@pytest.mark.xfail(strict=True, reason="ringsafe bug: plan_index drops an Ellipsis that stands for no dimension, "
-                                       "so NumPy no longer sees the int and the list as separated")
 def test_numpy_empty_ellipsis_between_advanced_indexes(write_checkpoint):
     """NumPy: in a[:, 0, ..., [1, 2]] on a 3-d array the Ellipsis stands for no
     dimension but still separates the two advanced indexes (0 and [1, 2]), so

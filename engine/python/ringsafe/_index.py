@@ -3,6 +3,15 @@ step, Ellipsis, None, lists of ints) into the smallest box of the tensor to
 read, and the index that picks the result out of that box."""
 
 import operator
+from collections import namedtuple
+
+# box: [(start, stop)] per dimension; relative: the index applied to the box read
+# into memory; flips: box dimensions to reverse first (negative steps); last: the
+# relative entry of the last dimension (slice(None) under an Ellipsis; None if 0-d).
+IndexPlan = namedtuple("IndexPlan", "box relative flips last")
+
+
+_COVERED = object()  # a dimension an Ellipsis stands for
 
 
 def _dim_error(i, dim, size):
@@ -10,9 +19,8 @@ def _dim_error(i, dim, size):
 
 
 def plan_index(index, shape):
-    """Returns (box, relative, flips): box is [(start, stop)] per dimension of
-    ``shape``; relative indexes the box read into memory; flips lists the box
-    dimensions to reverse first (negative steps, for frameworks without them)."""
+    """Returns the IndexPlan of ``index`` on a tensor of ``shape``: the box to
+    read and what picks the result out of it (see IndexPlan)."""
     if not isinstance(index, tuple):
         index = (index,)
     used = sum(1 for x in index if x is not None and x is not Ellipsis)
@@ -20,17 +28,25 @@ def plan_index(index, shape):
         raise IndexError("an index can only have a single ellipsis ('...')")
     if used > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    # The dimensions an Ellipsis stands for are read whole and stay an Ellipsis in
+    # the relative index: even when it stands for none, NumPy counts advanced
+    # indexes on both sides of it as separated (their dimension goes first).
+    covered = len(shape) - used
     expanded = []
     for x in index:
-        if x is Ellipsis:
-            expanded.extend([slice(None)] * (len(shape) - used))
-        else:
-            expanded.append(x)
-    if Ellipsis not in index:
-        expanded.extend([slice(None)] * (len(shape) - used))
-    box, relative, flips = [], [], []
+        expanded.extend([_COVERED] * covered if x is Ellipsis else [x])
+    if not any(x is Ellipsis for x in index):
+        expanded.extend([_COVERED] * covered)
+    box, relative, flips, last = [], [], [], None
     dim = 0
     for x in expanded:
+        if x is not None and dim == len(shape) - 1:
+            last = len(relative)  # where the last dimension's entry goes
+        if x is _COVERED:
+            box.append((0, shape[dim]))
+            relative.append(_COVERED)
+            dim += 1
+            continue
         if x is None:
             relative.append(None)
             continue
@@ -82,4 +98,12 @@ def plan_index(index, shape):
         else:
             raise TypeError(f"unsupported index {x!r}: use ints, slices, lists of ints, ... or None")
         dim += 1
-    return box, tuple(relative), flips
+    if last is not None:
+        last = slice(None) if relative[last] is _COVERED else relative[last]
+    if any(x is Ellipsis for x in index):  # the covered run (maybe empty) becomes one Ellipsis
+        at = next(i for i, x in enumerate(index) if x is Ellipsis)  # one relative entry per index entry before it
+        relative = [x for x in relative if x is not _COVERED]
+        relative.insert(at, Ellipsis)
+    else:  # trailing dimensions read whole
+        relative = [slice(None) if x is _COVERED else x for x in relative]
+    return IndexPlan(box, tuple(relative), flips, last)

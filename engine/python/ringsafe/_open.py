@@ -97,6 +97,11 @@ class safe_open:
         return read_into(self._adapter, self._open_reader(), tensors, progress, {})
 
 
+def _plain(entry):
+    """Whether a relative index entry keeps a dimension as it is read (a step-1 slice)."""
+    return isinstance(entry, slice) and entry.step in (None, 1)
+
+
 class TensorSlice:
     """One tensor of an open file, read on indexing. Indexes follow NumPy:
     ints (negative ones wrap), slices with any step (negative too), Ellipsis,
@@ -131,7 +136,11 @@ class TensorSlice:
         h = self._handle
         reader = h._open_reader()
         name, dtype, shape = self._info[0], self._info[1], self._info[2]
-        box, relative, flips = plan_index(index, shape)
+        box, relative, flips, last = plan_index(index, shape)
+        if dtype == "F4" and last is not None and (len(shape) - 1 in flips or not _plain(last)):
+            raise error("InvalidArgument",
+                        f"tensor '{name}': F4 values are packed two per byte; an index that reverses or "
+                        f"picks values of the last dimension splits bytes (index {index!r})")
         whole = all(b == (0, n) for b, n in zip(box, shape))
         box_shape = [b[1] - b[0] for b in box]
         if whole:

@@ -97,10 +97,14 @@ class _TorchAdapter:
         return obj.untyped_storage().data_ptr(), obj.untyped_storage().nbytes()
 
     def index(self, box_tensor, relative, flips):
+        packed = box_tensor.dtype == _F4  # torch has no flip/index kernels for it: move its bytes as uint8
+        base = box_tensor.view(torch.uint8) if packed else box_tensor
         if flips:
-            box_tensor = box_tensor.flip(flips)
-        out = box_tensor[relative] if relative else box_tensor
-        return out if out.is_contiguous() and out.data_ptr() == box_tensor.data_ptr() else out.contiguous()
+            base = base.flip(flips)
+        out = base[relative] if relative else base
+        if not (out.is_contiguous() and out.data_ptr() == box_tensor.data_ptr()):
+            out = out.contiguous()
+        return out.view(_F4) if packed else out
 
     def to_device(self, t, device):
         return t if device.type == "cpu" else t.to(device)
