@@ -27,7 +27,7 @@ import safetensors.numpy as snp
 import safetensors.torch as spt
 import torch
 from conftest import raw_bytes
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -159,10 +159,6 @@ def test_get_slice_equals_numpy_indexing(tmp_path, framework, case):
         st_dtype, np_dtype, torch_dtype = "U8", np.uint8, torch.uint8
     full = _full_array(shape, np_dtype, seed)
     expected = _expected(full, index)
-    if framework == "np":
-        # Known bug: an Ellipsis standing for no dimension does not separate advanced
-        # indexes (test_numpy_empty_ellipsis_between_advanced_indexes).
-        assume(not (_int_and_list(index) and any(p is Ellipsis for p in _parts(index))))
     path = tmp_path / "t.safetensors"
     _save(path, "t", full, torch_dtype, framework)
     with ringsafe.safe_open(str(path), framework) as f:
@@ -228,6 +224,33 @@ def test_get_slice_raises_index_error_like_numpy(tmp_path, framework, index):
             f.get_slice("t")[index]
         # The handle still works after the error.
         _check(f.get_slice("t")[1:], full[1:], framework, np.float32)
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+@pytest.mark.parametrize("make", [np.array, torch.tensor], ids=["ndarray", "tensor"])
+def test_1d_int_arrays_index_like_lists(tmp_path, framework, make):
+    full = np.arange(3 * 5, dtype=np.int32).reshape(3, 5)
+    path = tmp_path / "t.safetensors"
+    _save(path, "t", full, torch.int32, framework)
+    with ringsafe.safe_open(str(path), framework) as f:
+        s = f.get_slice("t")
+        _check(s[make([2, 0])], full[[2, 0]], framework, np.int32)
+        _check(s[:, make([4, -5, 1])], full[:, [4, -5, 1]], framework, np.int32)
+        _check(s[make(1), make([3])], full[1, [3]], framework, np.int32)  # a 0-d array is an int
+
+
+@pytest.mark.parametrize("index, match", [
+    (np.array([True, False, True]), "boolean"), (torch.tensor([True, False, True]), "boolean"),
+    (np.array([[0, 1]]), "2-d index array"), (np.array([0.5]), "integers"),
+    ([[0, 1], [1, 2]], "nested"), ([0, np.array([1])], "nested"),
+])
+def test_unsupported_index_arrays_raise_index_error(tmp_path, index, match):
+    full = np.arange(15, dtype=np.float32).reshape(3, 5)
+    path = tmp_path / "t.safetensors"
+    _save(path, "t", full, torch.float32, "pt")
+    with ringsafe.safe_open(str(path), "pt") as f:
+        with pytest.raises(IndexError, match=match):
+            f.get_slice("t")[index]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -14,6 +14,30 @@ IndexPlan = namedtuple("IndexPlan", "box relative flips last")
 _COVERED = object()  # a dimension an Ellipsis stands for
 
 
+def _array_dims(x):
+    """The number of dimensions of a NumPy array or torch tensor, else 0."""
+    ndim = getattr(x, "ndim", None)
+    return ndim if isinstance(ndim, int) and not isinstance(x, (int, bool)) else 0
+
+
+def _as_list(x):
+    """A 1-d NumPy array or torch tensor of ints as a list; 0-d ones stay scalars
+    (they have __index__); boolean and multi-dimensional ones raise IndexError."""
+    dims = _array_dims(x)
+    if dims == 0:
+        return x
+    kind = str(getattr(x, "dtype", ""))
+    if "bool" in kind:
+        raise IndexError("boolean masks are not supported by get_slice: index with ints, "
+                         "slices or lists of ints")
+    if dims > 1:
+        raise IndexError(f"a {dims}-d index array is not supported by get_slice: "
+                         "index each dimension with an int, a slice or a 1-d list of ints")
+    if "int" not in kind:
+        raise IndexError(f"index arrays must hold integers, got dtype {kind}")
+    return x.tolist()
+
+
 def _dim_error(i, dim, size):
     return IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
 
@@ -37,6 +61,7 @@ def plan_index(index, shape):
         expanded.extend([_COVERED] * covered if x is Ellipsis else [x])
     if not any(x is Ellipsis for x in index):
         expanded.extend([_COVERED] * covered)
+    expanded = [_as_list(x) for x in expanded]
     box, relative, flips, last = [], [], [], None
     dim = 0
     for x in expanded:
@@ -69,6 +94,9 @@ def plan_index(index, shape):
                 relative.append(slice(0, hi - lo, min(-step, hi - lo)))  # on the reversed box
         elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
             if isinstance(x, (list, tuple)):
+                if any(isinstance(i, (list, tuple)) or _array_dims(i) for i in x):
+                    raise IndexError(f"nested index lists are not supported by get_slice (dimension {dim}): "
+                                     "index each dimension with an int, a slice or a flat list of ints")
                 if not x:
                     box.append((0, 0))
                     relative.append([])

@@ -105,7 +105,8 @@ def _plain(entry):
 class TensorSlice:
     """One tensor of an open file, read on indexing. Indexes follow NumPy:
     ints (negative ones wrap), slices with any step (negative too), Ellipsis,
-    None and lists of ints; stops clamp; an out-of-range int raises IndexError.
+    None, lists of ints and 1-d integer arrays (NumPy or torch); stops clamp; an
+    out-of-range int raises IndexError, as do boolean masks and nested lists.
     Only the bounding box of the index is read (one contiguous range when
     only leading dimensions are sliced)."""
 
