@@ -113,6 +113,7 @@ void write_all(declared_writer& w, const std::string& path, const std::vector<te
     std::atomic<std::size_t> next{0};
     std::atomic<bool> failed{false};
     std::exception_ptr first;
+    bool first_is_echo = false;
     std::mutex first_m;
     auto worker = [&] {
         try {
@@ -125,8 +126,20 @@ void write_all(declared_writer& w, const std::string& path, const std::vector<te
                 pc.done += p.length;
             }
         } catch (...) {
+            // A write that fails marks the writer failed, and a racing write then sees
+            // "the writer is finished or failed": the cause is reported, not that echo.
+            bool echo = false;
+            try {
+                throw;
+            } catch (const ringsafe::error& e) {
+                echo = e.code() == make_error_code(errc::WriterState);
+            } catch (...) {
+            }
             std::lock_guard lk(first_m);
-            if (!first) first = std::current_exception();
+            if (!first || (first_is_echo && !echo)) {
+                first = std::current_exception();
+                first_is_echo = echo;
+            }
             failed = true;
         }
     };
