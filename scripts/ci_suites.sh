@@ -107,14 +107,17 @@ for s in $STAGES; do
     tsan)
         stage "concurrency tests under TSan"
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
-        # Programs tests/test_<name>; test_asio_http, test_asio_open and test_asio_writer
-        # also run as the asio_http_threads, asio_open_threads and asio_writer_threads tests.
-        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http asio_direct asio_open asio_writer asio_writer_cancel)
+        # Programs tests/AREA/test_<name>, each run as test <name>; test_asio_http, test_asio_open
+        # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
+        # asio_writer_threads tests.
+        tsan_programs=(uring/test_file_source read/test_reader_files write/test_writer_declared
+            http/test_http_faults hardening/test_read_faults asio/test_asio asio/test_asio_http
+            asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
-                build_and_test build-tsan "${tsan_programs[@]/#/tests/test_}" tools/ringsafe tests/fault_server \
-                -- "${tsan_programs[@]}" asio_http_threads asio_open_threads asio_writer_threads
+                build_and_test build-tsan "${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server \
+                -- "${tsan_programs[@]##*/test_}" asio_http_threads asio_open_threads asio_writer_threads
         else
             echo "0 1 0" >>"$COUNTS"
         fi
@@ -136,7 +139,7 @@ for s in $STAGES; do
         ;;
     soak)
         stage "soak suite for ${SOAK_SECONDS}s under ASan"
-        if setup_asan && ninja -C build-asan -j"$JOBS" tests/test_soak; then
+        if setup_asan && ninja -C build-asan -j"$JOBS" tests/hardening/test_soak; then
             RINGSAFE_SOAK_SECONDS=$SOAK_SECONDS meson test -C build-asan --no-rebuild --print-errorlogs --setup soak --suite soak
             count_log build-asan/meson-logs/testlog.json
         else
