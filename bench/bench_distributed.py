@@ -5,8 +5,8 @@ machine.
     PYTHONPATH=build/engine/python .venv/bin/python bench/bench_distributed.py \\
         --ranks 4 --size-mib 128 --rate 1m --connections 8 --http-chunk-mib 1 --memory-limit-mib 64
 
-The store is the project's fault server (tests/fault_server.cpp, built as
-build/tests/fault_server), whose ``rate=`` caps every response's send rate
+The store is the project's fault server (tests/support/fault_server.cpp, built as
+build/tests/support/fault_server), whose ``rate=`` caps every response's send rate
 exactly, and whose /stats?id= counts the body bytes and requests of each URL
 id: each rank and arm gets its own id, so the bytes are the server's own count.
 ``--server nginx`` uses nginx ``limit_rate`` instead (counted from its access
@@ -189,7 +189,7 @@ def main():
     ap.add_argument("--size-mib", type=int, default=128)
     ap.add_argument("--rate", default="1m", help="cap per connection, bytes/s with k/m/g suffix (default 1m)")
     ap.add_argument("--server", choices=("fault", "nginx"), default="fault")
-    ap.add_argument("--fault-server", help="path of the fault server (default: <build>/tests/fault_server)")
+    ap.add_argument("--fault-server", help="path of the fault server (default: <build>/tests/support/fault_server)")
     ap.add_argument("--connections", type=int, default=8, help="connections per rank (Reader option)")
     ap.add_argument("--http-chunk-mib", type=float, default=1.0, help="Range request size (Reader option)")
     ap.add_argument("--memory-limit-mib", type=int, default=64, help="cooperative staging limit per rank")
@@ -212,7 +212,7 @@ def main():
         server = Nginx(ckpt.parent, work / "nginx", rate)
     else:
         import ringsafe
-        exe = args.fault_server or str(pathlib.Path(ringsafe.__file__).resolve().parents[3] / "tests" / "fault_server")
+        exe = args.fault_server or str(pathlib.Path(ringsafe.__file__).resolve().parents[3] / "tests" / "support" / "fault_server")
         server = FaultServer(exe, ckpt, rate)
     options = {"connections": args.connections, "http_chunk": int(args.http_chunk_mib * 2**20)}
     ctx = mp.get_context("spawn")

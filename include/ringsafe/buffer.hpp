@@ -2,12 +2,12 @@
 //
 // Why destination memory matters more than anything else here: a read from
 // the page cache is a kernel memcpy into the caller's pages, and its speed is
-// set by those pages. Measured on the 2-core VM this project targets:
-//   - into ordinary 4 KiB pages, already touched:      ~2 GB/s per core
-//   - into transparent huge pages (2 MiB), touched:    14-16 GB/s per core
-//   - into memory never touched before (page faults):  ~0.3 GB/s
-// (the per-4 KiB-page cost dominates: TLB misses and the copy routine's
-// per-page setup; an untouched page adds a fault and zeroing per page).
+// set by those pages:
+//   - ordinary 4 KiB pages: every page costs TLB misses and the copy
+//     routine's per-page setup;
+//   - transparent huge pages (2 MiB): that cost once per 512 such pages;
+//   - memory never touched before: a page fault and zeroing per page on top.
+// (The README's "Destination memory" section has measured figures.)
 // So a loader should read into huge-page-backed, prefaulted memory; that is
 // what host_buffer gives by default. Huge pages need THP set to `madvise` or
 // `always` (/sys/kernel/mm/transparent_hugepage/enabled); pages() reports

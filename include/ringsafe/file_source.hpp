@@ -19,13 +19,13 @@
 
 namespace ringsafe {
 
-// How local files are read. The defaults were chosen by bench/bench_read on a
-// 2-core VM (see the README's table); they suit a page-cache-hot file read into
-// huge-page destination memory, and are sound for cold and O_DIRECT reads.
+// How local files are read. The defaults suit a page-cache-hot file read into
+// huge-page destination memory, and are sound for cold and O_DIRECT reads
+// (bench/bench_read compares them with other settings; the README has figures).
 struct file_options {
     // Reads in flight per ring. Page-cache copies are CPU-bound, so depth
     // matters mostly for cold and O_DIRECT reads (deeper queues keep the device
-    // busy); 32 matches what fio needs to saturate virtio here.
+    // busy).
     unsigned queue_depth = 32;
     // Ranges larger than this are split. 4 MiB: large enough that per-request
     // cost is negligible, small enough that two rings share work evenly and
@@ -37,8 +37,8 @@ struct file_options {
     // for copies needs N rings. 0 = one per online CPU. This is the most an
     // execute() uses: rings are made on first need and kept for later calls,
     // and a hot plan punted to io-wq runs on the calling thread's ring alone
-    // (its io-wq spreads the copies over the cores; another thread's fresh
-    // io-wq measured slower, most of all for small plans).
+    // (its io-wq spreads the copies over the cores; the other rings and their
+    // threads stay idle).
     unsigned threads = 2;
     // O_DIRECT: bypass the page cache. Ranges are rounded out to the file's
     // DIO alignment (statx STATX_DIOALIGN, else 4096); only the unaligned
@@ -52,11 +52,11 @@ struct file_options {
     bool register_buffers = true;
     // Buffered reads only: mark every read IOSQE_ASYNC so the kernel's io-wq
     // workers perform the page-cache copies, several at once, spread over all
-    // cores. On by default: it measured faster than copying inline on the
-    // submitting threads (26 vs 16 GB/s for one ring into huge pages on a
-    // quiet 2-core VM, and ahead of 1-3 inline rings on a busy one). Ignored
-    // with `direct`: io-wq would issue direct reads one per worker, limiting
-    // the depth.
+    // cores, so a single ring copies on every core; without it, copying on
+    // N cores needs N rings (see `threads`). On by default. Applies to hot
+    // plans only: cold ones never punt (see `mode`). Ignored with `direct`:
+    // io-wq would issue direct reads one per worker, limiting the depth that
+    // `queue_depth` asks for.
     bool async_punt = true;
     // Buffered reads only: how execute() shapes them, decided per call.
     //  automatic: ask the kernel how much of the planned bytes is in the page
@@ -68,14 +68,14 @@ struct file_options {
     //    description (a ring that finishes early takes over half of the largest
     //    remaining share). The kernel then sees sequential streams and reads
     //    ahead into large page-cache folios; out-of-order or io-wq reads are
-    //    taken for random ones and cached in 4 KiB pages (3-4x fewer GB/s
-    //    measured on the 2-core VM for a file not in the page cache).
+    //    taken for random ones and cached in 4 KiB pages, slower to fill and
+    //    to copy from.
     enum class buffered_mode : std::uint8_t { automatic, hot, cold };
     buffered_mode mode = buffered_mode::automatic;
     // Bytes read speculatively at open (the header lives there); prefix().
     // 64 KiB holds most headers (a few hundred tensors); a larger header
-    // costs one more read. 256 KiB measured ~100 us more per open on the VM
-    // after an idle moment (a fresh buffer to fault in, zero and fill).
+    // costs one more read. A larger prefetch makes every open fault in, zero
+    // and fill a larger buffer.
     std::uint64_t prefetch = 64u << 10;
 };
 

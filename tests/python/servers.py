@@ -2,8 +2,8 @@
 stopped by PID: nginx (its own prefix and config, http and optionally https
 with a throwaway CA made by the openssl CLI) and a throwaway Ceph cluster (one
 monitor, one memstore OSD, radosgw with one S3 user, ``auth none`` inside the
-cluster), the Python twin of tests/http_harness.cpp and
-tests/radosgw_cluster.cpp.
+cluster), the Python twin of tests/support/http_harness.cpp and
+tests/support/radosgw_cluster.cpp.
 
 Use from a test module::
 

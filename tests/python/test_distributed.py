@@ -284,8 +284,8 @@ def _fault_server_path():
     exe = os.environ.get("RINGSAFE_FAULT_SERVER")
     if exe:
         return exe
-    # <build>/engine/python/ringsafe/__init__.py -> <build>/tests/fault_server
-    return str(pathlib.Path(ringsafe.__file__).resolve().parents[3] / "tests" / "fault_server")
+    # <build>/engine/python/ringsafe/__init__.py -> <build>/tests/support/fault_server
+    return str(pathlib.Path(ringsafe.__file__).resolve().parents[3] / "tests" / "support" / "fault_server")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 // that keeps ticking during a large write, ordering, errors (the same kinds
 // and messages as the blocking writer, nothing left at the target),
 // abandonment, status overloads, relocation and append mode. The [threads]
-// case runs in a process of its own (tests/meson.build): it needs a process in
+// case runs in a process of its own (tests/asio/meson.build): it needs a process in
 // which nothing has started ringsafe's blocking pool.
 #include <catch2/catch.hpp>
 

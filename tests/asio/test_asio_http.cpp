@@ -1,4 +1,4 @@
-// include/ringsafe/asio.hpp over HTTP (nginx and tests/fault_server.cpp):
+// include/ringsafe/asio.hpp over HTTP (nginx and tests/support/fault_server.cpp):
 // async_read of a remote checkpoint runs on the caller's io_context (no
 // thread of its own; progress, per-tensor completion and the handler on the
 // thread running it; a timer keeps ticking), cancellation abandons stalled

@@ -1,6 +1,6 @@
 // Real servers for the HTTP tests and benchmarks, on 127.0.0.1 with free
 // ports, stopped by PID: nginx (unprivileged, its own prefix), the fault
-// server (tests/fault_server.cpp), and a throwaway TLS CA made with openssl.
+// server (tests/support/fault_server.cpp), and a throwaway TLS CA made with openssl.
 #pragma once
 
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-// open_url against tests/fault_server.cpp: broken connections, stalls, lying
+// open_url against tests/support/fault_server.cpp: broken connections, stalls, lying
 // servers, changing objects and transient failures.
 #include <catch2/catch.hpp>
 

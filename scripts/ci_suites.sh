@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hardening stages CI runs after the main test suite (tools/dev.sh test
+# The hardening stages CI runs after the main test suite (scripts/dev.sh test
 # runs this when CI=true or with --all):
 #   asan   the whole test suite under ASan+UBSan           (build-asan)
 #   tsan   the concurrency tests under TSan                 (build-tsan)
@@ -17,7 +17,7 @@
 #   STAGES="" runs no stage and only adds up $1 and $2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# The meson of .venv (tools/dev.sh makes it), also when this script runs on its own.
+# The meson of .venv (scripts/dev.sh makes it), also when this script runs on its own.
 [ -x .venv/bin/meson ] && PATH="$PWD/.venv/bin:$PATH"
 
 MAIN_LOG=${1:-}
@@ -46,7 +46,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp"
 
 # Appends "passed failed skipped" of a meson test log to $COUNTS.
-count_log() { python3 tools/test_counts.py --meson "$1" >>"$COUNTS"; }
+count_log() { python3 scripts/test_counts.py --meson "$1" >>"$COUNTS"; }
 stage() { echo "== ringsafe ci: $* ($(date -u +%T))" >&2; }
 
 # Configures build-asan once: clang at -O1, no debug info, library with coverage for the fuzzers.
@@ -107,14 +107,17 @@ for s in $STAGES; do
     tsan)
         stage "concurrency tests under TSan"
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
-        # Programs tests/test_<name>; test_asio_http, test_asio_open and test_asio_writer
-        # also run as the asio_http_threads, asio_open_threads and asio_writer_threads tests.
-        tsan_programs=(file_source reader_files writer_declared http_faults read_faults asio asio_http asio_direct asio_open asio_writer asio_writer_cancel)
+        # Programs tests/AREA/test_<name>, each run as test <name>; test_asio_http, test_asio_open
+        # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
+        # asio_writer_threads tests.
+        tsan_programs=(uring/test_file_source read/test_reader_files write/test_writer_declared
+            http/test_http_faults hardening/test_read_faults asio/test_asio asio/test_asio_http
+            asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
-                build_and_test build-tsan "${tsan_programs[@]/#/tests/test_}" tools/ringsafe tests/fault_server \
-                -- "${tsan_programs[@]}" asio_http_threads asio_open_threads asio_writer_threads
+                build_and_test build-tsan "${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server \
+                -- "${tsan_programs[@]##*/test_}" asio_http_threads asio_open_threads asio_writer_threads
         else
             echo "0 1 0" >>"$COUNTS"
         fi
@@ -136,7 +139,7 @@ for s in $STAGES; do
         ;;
     soak)
         stage "soak suite for ${SOAK_SECONDS}s under ASan"
-        if setup_asan && ninja -C build-asan -j"$JOBS" tests/test_soak; then
+        if setup_asan && ninja -C build-asan -j"$JOBS" tests/hardening/test_soak; then
             RINGSAFE_SOAK_SECONDS=$SOAK_SECONDS meson test -C build-asan --no-rebuild --print-errorlogs --setup soak --suite soak
             count_log build-asan/meson-logs/testlog.json
         else
@@ -148,5 +151,5 @@ for s in $STAGES; do
 done
 
 [ -n "$MAIN_LOG" ] && [ -f "$MAIN_LOG" ] && count_log "$MAIN_LOG"
-[ -n "$PYTEST_XML" ] && [ -f "$PYTEST_XML" ] && python3 tools/test_counts.py --junit "$PYTEST_XML" >>"$COUNTS"
+[ -n "$PYTEST_XML" ] && [ -f "$PYTEST_XML" ] && python3 scripts/test_counts.py --junit "$PYTEST_XML" >>"$COUNTS"
 awk '{p+=$1; f+=$2; s+=$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit (f > 0)}' "$COUNTS"
