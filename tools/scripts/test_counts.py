@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counts test results for scripts/dev.sh and scripts/ci_suites.sh.
+"""Counts test results for tools/dev.sh and tools/scripts/ci_suites.sh.
 
   test_counts.py --meson testlog.json [--junit pytest.xml] [--total]
       prints "passed failed skipped" (or, with --total, "N passed, N failed,

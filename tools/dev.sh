@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # ringsafe developer entry points (the README's quick start uses these):
-#   bash scripts/dev.sh demo    install what the demo needs, build, write a sample checkpoint and load
+#   bash tools/dev.sh demo    install what the demo needs, build, write a sample checkpoint and load
 #                               it (C++ CLI, then the Python API against the reference safetensors)
-#   bash scripts/dev.sh test    install dependencies, build, run the C++ and Python test suites, print
+#   bash tools/dev.sh test    install dependencies, build, run the C++ and Python test suites, print
 #                               "N passed, N failed, N skipped" for both together
-#                               (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, scripts/ci_suites.sh)
-#   bash scripts/dev.sh setup   install dependencies and build only
-#   bash scripts/dev.sh bench   run every benchmark in bench/ (C++ and Python)
+#                               (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, tools/scripts/ci_suites.sh)
+#   bash tools/dev.sh setup   install dependencies and build only
+#   bash tools/dev.sh bench   run every benchmark in bench/ (C++ and Python)
 # The Python side lives in a virtual environment, .venv (made here with python3 -m venv):
 # torch 2.13.0 (CPU), numpy, the reference safetensors, pytest, hypothesis, tqdm, and the
 # build tools (meson, ninja, pybind11, meson-python; `demo` installs what it needs only).
@@ -83,7 +83,7 @@ build() {
         # its Python extension is for that meson's Python: set it up again with .venv's.
         grep -qF " command = $PWD/$VENV/bin/meson --internal regenerate " "$BUILD/build.ninja" ||
             meson setup --reconfigure "$BUILD"
-        if [ -z "${RINGSAFE_NO_TESTS:-}" ] && ! python3 scripts/test_counts.py --has-tests "$BUILD"; then
+        if [ -z "${RINGSAFE_NO_TESTS:-}" ] && ! python3 tools/scripts/test_counts.py --has-tests "$BUILD"; then
             meson configure "$BUILD" -Dtests=true -Dbench=true  # a build left by `demo`
         fi
     fi
@@ -91,9 +91,9 @@ build() {
 }
 
 # Prints "N passed, N failed, N skipped" over meson's test log and pytest's JUnit XML
-# (scripts/test_counts.py); fails if anything failed.
+# (tools/scripts/test_counts.py); fails if anything failed.
 summarize() {
-    python3 scripts/test_counts.py --meson "$BUILD/meson-logs/testlog.json" --junit "$BUILD/pytest.xml" --total
+    python3 tools/scripts/test_counts.py --meson "$BUILD/meson-logs/testlog.json" --junit "$BUILD/pytest.xml" --total
 }
 
 # The Python suite (tests/python) against the package in the build tree; JUnit XML for the counts.
@@ -114,7 +114,7 @@ run_tests() {
     run_pytest || rc=1
     # With --all (or CI=true): sanitizer, fuzz and soak stages; their last line counts every stage.
     if ((all)); then
-        bash scripts/ci_suites.sh "$BUILD/meson-logs/testlog.json" "$BUILD/pytest.xml" || rc=1
+        bash tools/scripts/ci_suites.sh "$BUILD/meson-logs/testlog.json" "$BUILD/pytest.xml" || rc=1
     else
         summarize || rc=1
     fi
@@ -133,7 +133,7 @@ case "${1:-}" in
         install_deps "${DEPS[@]}"; setup_venv "${PY_DEPS[@]}"; RINGSAFE_NO_TESTS=1 build
         "$BUILD/tools/ringsafe" demo
         echo
-        run_python scripts/demo_python.py ;;
+        run_python tools/scripts/demo_python.py ;;
     bench)
         install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
         # The programs, not their bench_*.p object dirs.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The Python half of `bash scripts/dev.sh demo` (run after the C++ demo):
+"""The Python half of `bash tools/dev.sh demo` (run after the C++ demo):
 ringsafe's Python API beside the reference `safetensors` package on a ~1 GiB
 llama-like sample checkpoint, in this process, page cache hot.
 
-  PYTHONPATH=build/engine/python .venv/bin/python scripts/demo_python.py [--dir DIR] [--keep]
+  PYTHONPATH=build/engine/python .venv/bin/python tools/scripts/demo_python.py [--dir DIR] [--keep]
 
 It writes the checkpoint with ringsafe.torch.save_file (and a copy with the
 reference's, to compare the files byte for byte), loads it with both

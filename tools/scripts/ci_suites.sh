@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hardening stages CI runs after the main test suite (scripts/dev.sh test
+# The hardening stages CI runs after the main test suite (tools/dev.sh test
 # runs this when CI=true or with --all):
 #   asan   the whole test suite under ASan+UBSan           (build-asan)
 #   tsan   the concurrency tests under TSan                 (build-tsan)
@@ -16,8 +16,8 @@
 #   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults;
 #   STAGES="" runs no stage and only adds up $1 and $2)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-# The meson of .venv (scripts/dev.sh makes it), also when this script runs on its own.
+cd "$(dirname "$0")/../.."
+# The meson of .venv (tools/dev.sh makes it), also when this script runs on its own.
 [ -x .venv/bin/meson ] && PATH="$PWD/.venv/bin:$PATH"
 
 MAIN_LOG=${1:-}
@@ -46,7 +46,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp"
 
 # Appends "passed failed skipped" of a meson test log to $COUNTS.
-count_log() { python3 scripts/test_counts.py --meson "$1" >>"$COUNTS"; }
+count_log() { python3 tools/scripts/test_counts.py --meson "$1" >>"$COUNTS"; }
 stage() { echo "== ringsafe ci: $* ($(date -u +%T))" >&2; }
 
 # Configures build-asan once: clang at -O1, no debug info, library with coverage for the fuzzers.
@@ -151,5 +151,5 @@ for s in $STAGES; do
 done
 
 [ -n "$MAIN_LOG" ] && [ -f "$MAIN_LOG" ] && count_log "$MAIN_LOG"
-[ -n "$PYTEST_XML" ] && [ -f "$PYTEST_XML" ] && python3 scripts/test_counts.py --junit "$PYTEST_XML" >>"$COUNTS"
+[ -n "$PYTEST_XML" ] && [ -f "$PYTEST_XML" ] && python3 tools/scripts/test_counts.py --junit "$PYTEST_XML" >>"$COUNTS"
 awk '{p+=$1; f+=$2; s+=$3} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit (f > 0)}' "$COUNTS"
