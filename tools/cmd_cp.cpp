@@ -256,6 +256,7 @@ struct cp_options {
 struct cp_result {
     std::uint64_t bytes = 0;
     std::size_t tensors = 0, buffers = 0;
+    std::uint64_t buffer_bytes = 0;  // bytes per buffer (--buffer, or less when the largest batch is smaller)
     unsigned readers = 0;
     double seconds = 0, write_waited = 0, read_waited = 0;
     bool interrupted = false;  // stopped by SIGINT/SIGTERM before publishing: nothing at OUT
@@ -292,9 +293,13 @@ cp_result copy(const cp_options& o) {
     readers = static_cast<unsigned>(std::min<std::size_t>({readers, batches.size(), o.nbufs}));
 
     // Declared before the writer: the writer's holds give buffers back to it.
-    buffer_pool pool(o.nbufs, o.buf_size, batches.size());
-    handoff h;
+    // Buffers no larger than the largest batch needs (a small file, a small pool).
+    std::uint64_t extent = page;
+    for (auto& b : batches) extent = std::max(extent, b.out_offset % page + b.bytes);
     cp_result res;
+    res.buffer_bytes = std::min(o.buf_size, (extent + page - 1) / page * page);
+    buffer_pool pool(o.nbufs, res.buffer_bytes, batches.size());
+    handoff h;
     res.readers = readers;
     std::vector<double> read_waited(readers, 0.0);
 
@@ -489,7 +494,7 @@ int run(const std::vector<std::string_view>& args) {
                 "{\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f,\"peak_rss_kib\":%llu,\"buffers\":%zu,"
                 "\"buffer_bytes\":%llu,\"readers\":%u,\"write_waited_seconds\":%.6f,\"read_waited_seconds\":%.6f}\n",
                 static_cast<unsigned long long>(res.bytes), res.seconds, gbps, peak_rss_kib(), res.buffers,
-                static_cast<unsigned long long>(o.buf_size), res.readers, res.write_waited, res.read_waited);
+                static_cast<unsigned long long>(res.buffer_bytes), res.readers, res.write_waited, res.read_waited);
         else
             std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", res.tensors,
                         human_bytes(res.bytes).c_str(), res.seconds, gbps, o.out.c_str());
