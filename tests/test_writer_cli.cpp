@@ -255,3 +255,31 @@ TEST_CASE("cp's peak memory does not grow with the file size") {
     CHECK(large < 100 * 1024);
     CHECK(reader::open((d / "copy_large.safetensors").string()).tensors().size() == 24);
 }
+
+TEST_CASE("pack and cp draw a progress bar on a terminal only") {
+    temp_dir d;
+    auto raw = pattern(3u << 20, 9);
+    write_file(d / "w.bin", raw);
+    const std::string pack = cli_path() + " pack " + q(d / "p.safetensors") + " --raw 'w:U8:" +
+                             std::to_string(raw.size()) + ":" + (d / "w.bin").string() + "' --no-sync";
+    const std::string cp = cli_path() + " cp " + q(d / "p.safetensors") + " " + q(d / "c.safetensors") +
+                           " --buffer 1M --no-sync";
+    // Not a terminal: no bar.
+    auto r = run_command(pack + " 2>&1");
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, !Catch::Contains("100%"));
+    r = run_command(cp + " 2>&1");
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, !Catch::Contains("100%"));
+    CHECK(written_file(d / "c.safetensors").tensor("w") == raw);
+    // On a pseudo-terminal (util-linux script): the bar reaches 100 %.
+    if (run_command("command -v script").status != 0) return;
+    fs::remove(d / "p.safetensors");
+    fs::remove(d / "c.safetensors");
+    for (auto& cmd : {pack, cp}) {
+        INFO(cmd);
+        r = run_command("script -qec \"" + cmd + "\" /dev/null");
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.out, Catch::Contains("100%") && Catch::Contains("3.00 MiB / 3.00 MiB"));
+    }
+}
