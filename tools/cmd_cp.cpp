@@ -279,7 +279,10 @@ cp_result copy(const cp_options& o) {
         total += t.size();
     }
     const metadata_map* meta = r.metadata() ? &*r.metadata() : nullptr;
-    const auto batches = cut_batches(r, sel, o.buf_size);
+    // A file smaller than the pool is still cut into about one batch per
+    // buffer (of at least 4 MiB), so that its reads and writes overlap too.
+    const std::uint64_t spread = std::max<std::uint64_t>(4u << 20, (total / o.nbufs + 2 * page - 1) / page * page);
+    const auto batches = cut_batches(r, sel, std::min(o.buf_size, spread));
 
     // URLs: two readers, the connections split between them.
     bool remote = false;
@@ -313,7 +316,8 @@ cp_result copy(const cp_options& o) {
         std::map<std::uint32_t, std::unique_ptr<source>> sources;  // this reader's, per shard
         io_control ctl;
         ctl.cancel = &stop_requested;
-        ctl.describe = [&](std::uint32_t tag) { return "tensor '" + tensors[tag].name + "'"; };
+        // An op starts at tensor `tag` and may run on into the tensors after it.
+        ctl.describe = [&](std::uint32_t tag) { return "the range from tensor '" + tensors[tag].name + "'"; };
         try {
             while (auto c = pool.claim(read_waited[id])) {
                 const auto& b = batches[c->batch];
@@ -321,8 +325,13 @@ cp_result copy(const cp_options& o) {
                 std::vector<read_op> ops;
                 std::byte* dst = pool.data(c->buf) + b.out_offset % page;
                 for (auto& pc : b.pieces) {
-                    if (pc.length)
-                        ops.push_back({sh.data_start + tensors[pc.tensor].begin + pc.offset, pc.length, dst, pc.tensor});
+                    const std::uint64_t at = sh.data_start + tensors[pc.tensor].begin + pc.offset;
+                    // Neighbours in the source (and so in the buffer) are one range: one
+                    // request (URLs) or a few large reads instead of one per small tensor.
+                    if (!ops.empty() && ops.back().offset + ops.back().length == at && ops.back().dst + ops.back().length == dst)
+                        ops.back().length += pc.length;
+                    else if (pc.length)
+                        ops.push_back({at, pc.length, dst, pc.tensor});
                     dst += pc.length;
                 }
                 try {
