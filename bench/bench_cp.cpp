@@ -2,11 +2,12 @@
 // and its writer alone), and how does URL -> local file compare with the
 // user-level downloaders, in the same run?
 //
-//   bench_cp [--size SIZE] [--reps N] [--dir DIR] [--cli PATH] [--no-s3] [--no-peers]
+//   bench_cp [--size SIZE] [--reps N] [--dir DIR] [--cli PATH] [--s3-size SIZE] [--no-s3] [--no-peers]
 //
 // A checkpoint of a few hundred tensors (SIZE, default 2G) is written to DIR
 // (default: the current directory), served by nginx and uploaded to a
-// throwaway radosgw (Ceph, memstore). Then, repetitions interleaved, every
+// throwaway radosgw (Ceph, memstore: a second checkpoint of --s3-size, default
+// 768M, since the test cluster's store holds 1 GiB). Then, repetitions interleaved, every
 // arm moves it into DIR, page cache hot (dropping caches is not reliable
 // here: the source is in the page cache for every arm):
 //   local   reader alone     `ringsafe load FILE --json` (its own seconds: destination prefaulted first)
@@ -92,12 +93,42 @@ struct arm {
     std::vector<double> gbps = {};
 };
 
+// A checkpoint of about `size` bytes at `path`: a few hundred tensors, mixed
+// sizes, not 4 KiB multiples. Returns its tensor bytes.
+std::uint64_t make_checkpoint(const fs::path& path, std::uint64_t size) {
+    std::uint64_t total = 0;
+    writer_options o;
+    o.sync = o.sync_dir = false;
+    o.expected_tensors = 1024;
+    writer w(path.string(), o);
+    std::vector<std::byte> chunk(std::min<std::uint64_t>(size / 80 + 4096, 64u << 20));
+    for (std::size_t i = 0; i < chunk.size(); i += 8) {
+        std::uint64_t v = i * 0x9E3779B97F4A7C15ull;
+        std::memcpy(chunk.data() + i, &v, std::min<std::size_t>(8, chunk.size() - i));
+    }
+    for (int layer = 0; total < size; ++layer) {
+        const std::uint64_t sizes[] = {size / 80 + 6, size / 320 + 10, size / 800 + 6, 4096 * 3 + 2, 2 * 4096};
+        const char* parts[] = {"mlp.up", "attn.qkv", "attn.out", "norm", "bias"};
+        for (int k = 0; k < 5 && total < size; ++k) {
+            std::uint64_t n = std::min(sizes[k] & ~std::uint64_t{1}, size - total);
+            w.begin("model.layers." + std::to_string(layer) + "." + parts[k], dtype::U8, {n});
+            for (std::uint64_t at = 0; at < n; at += chunk.size())
+                w.append(std::span(chunk.data(), std::min<std::uint64_t>(chunk.size(), n - at)));
+            w.end();
+            total += n;
+        }
+    }
+    w.finish();
+    return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::uint64_t size = 2ull << 30;
     int reps = 3;
     std::string dir = ".", cli;
+    std::uint64_t s3_size = 768u << 20;  // the test cluster's memstore holds 1 GiB
     bool s3 = true, peers = true;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -105,10 +136,11 @@ int main(int argc, char** argv) {
         else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
         else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
         else if (a == "--cli" && i + 1 < argc) cli = argv[++i];
+        else if (a == "--s3-size" && i + 1 < argc) s3_size = parse_size(argv[++i]);
         else if (a == "--no-s3") s3 = false;
         else if (a == "--no-peers") peers = false;
         else {
-            std::fprintf(stderr, "usage: bench_cp [--size SIZE] [--reps N] [--dir DIR] [--cli PATH] [--no-s3] [--no-peers]\n");
+            std::fprintf(stderr, "usage: bench_cp [--size SIZE] [--reps N] [--dir DIR] [--cli PATH] [--s3-size SIZE] [--no-s3] [--no-peers]\n");
             return 2;
         }
     }
@@ -121,32 +153,7 @@ int main(int argc, char** argv) {
     const fs::path src = work / "www" / "model.safetensors";
     const std::string out = (work / "out" / "copy.safetensors").string();
 
-    // The checkpoint: a few hundred tensors, mixed sizes, not 4 KiB multiples.
-    std::uint64_t total = 0;
-    {
-        writer_options o;
-        o.sync = o.sync_dir = false;
-        o.expected_tensors = 1024;
-        writer w(src.string(), o);
-        std::vector<std::byte> chunk(std::min<std::uint64_t>(size / 80 + 4096, 64u << 20));
-        for (std::size_t i = 0; i < chunk.size(); i += 8) {
-            std::uint64_t v = i * 0x9E3779B97F4A7C15ull;
-            std::memcpy(chunk.data() + i, &v, std::min<std::size_t>(8, chunk.size() - i));
-        }
-        for (int layer = 0; total < size; ++layer) {
-            const std::uint64_t sizes[] = {size / 80 + 6, size / 320 + 10, size / 800 + 6, 4096 * 3 + 2, 2 * 4096};
-            const char* parts[] = {"mlp.up", "attn.qkv", "attn.out", "norm", "bias"};
-            for (int k = 0; k < 5 && total < size; ++k) {
-                std::uint64_t n = std::min(sizes[k] & ~std::uint64_t{1}, size - total);
-                w.begin("model.layers." + std::to_string(layer) + "." + parts[k], dtype::U8, {n});
-                for (std::uint64_t at = 0; at < n; at += chunk.size())
-                    w.append(std::span(chunk.data(), std::min<std::uint64_t>(chunk.size(), n - at)));
-                w.end();
-                total += n;
-            }
-        }
-        w.finish();
-    }
+    const std::uint64_t total = make_checkpoint(src, size);
     auto r = reader::open(src.string());
     std::printf("bench_cp: %zu tensors, %.3f GB (file %.3f GB), %d reps, dir %s, page cache hot\n", r.tensors().size(),
                 total / 1e9, fs::file_size(src) / 1e9, reps, work.c_str());
@@ -170,12 +177,16 @@ int main(int argc, char** argv) {
     const std::string url = ng.base_url() + "/model.safetensors";
     std::unique_ptr<test::radosgw_cluster> rgw;
     std::string presigned;
+    std::uint64_t s3_total = 0;
     if (s3) {
         rgw = std::make_unique<test::radosgw_cluster>(work / "ceph");
-        if (rgw->create_bucket("bench") != 200 || rgw->put_object("bench", "model.safetensors", src) != 200) {
+        s3_total = make_checkpoint(work / "s3model.safetensors", std::min(s3_size, size));
+        if (rgw->create_bucket("bench") != 200 ||
+            rgw->put_object("bench", "model.safetensors", work / "s3model.safetensors") != 200) {
             std::fprintf(stderr, "radosgw: bucket or upload failed\n");
             return 1;
         }
+        fs::remove(work / "s3model.safetensors");
         ::setenv("AWS_ACCESS_KEY_ID", test::radosgw_cluster::access_key, 1);
         ::setenv("AWS_SECRET_ACCESS_KEY", test::radosgw_cluster::secret_key, 1);
         ::setenv("AWS_ENDPOINT_URL", rgw->endpoint().c_str(), 1);
@@ -194,7 +205,12 @@ int main(int argc, char** argv) {
     auto cp_arm = [&](const std::string& from, const std::string& extra) {
         return arm{"ringsafe cp" + extra, cli + " cp " + from + " " + out + extra + " > /dev/null", {}};
     };
-    std::vector<std::pair<std::string, std::vector<arm>>> cases;
+    struct bench_case {
+        std::string name;
+        std::uint64_t bytes;
+        std::vector<arm> arms;
+    };
+    std::vector<bench_case> cases;
     {
         std::vector<arm> local = {
             {"reader alone", cli + " load " + src.string() + " --json", {}},
@@ -203,10 +219,10 @@ int main(int argc, char** argv) {
             cp_arm(src.string(), ""),
             cp_arm(src.string(), " --no-sync"),
         };
-        cases.emplace_back("local file", std::move(local));
+        cases.push_back({"local file", total, std::move(local)});
     }
-    auto remote = [&](const std::string& name, const std::string& from, const std::string& plain_url,
-                      const std::string& rclone_cmd) {
+    auto remote = [&](const std::string& name, std::uint64_t bytes, const std::string& from,
+                      const std::string& plain_url, const std::string& rclone_cmd) {
         std::vector<arm> v = {
             {"reader alone", cli + " load '" + from + "' --json", {}},
             cp_arm("'" + from + "'", ""),
@@ -218,18 +234,18 @@ int main(int argc, char** argv) {
                          {}});
             v.push_back({"rclone 16 streams", rclone_cmd, {}});
         }
-        cases.emplace_back(name, std::move(v));
+        cases.push_back({name, bytes, std::move(v)});
     };
-    remote("nginx", url, url,
+    remote("nginx", total, url, url,
            "rclone copyto --config /dev/null --http-url " + ng.base_url() + " :http:model.safetensors " + out +
                " --multi-thread-streams 16 --ignore-checksum");
     if (s3)
-        remote("radosgw", "s3://bench/model.safetensors", presigned,
+        remote("radosgw", s3_total, "s3://bench/model.safetensors", presigned,
                "env -u AWS_CA_BUNDLE rclone copyto --config /dev/null :s3:bench/model.safetensors " + out +
                    " --s3-provider Ceph --s3-endpoint " + rgw->endpoint() + " --s3-access-key-id " +
                    test::radosgw_cluster::access_key + " --s3-secret-access-key " + test::radosgw_cluster::secret_key +
                    " --multi-thread-streams 16 --ignore-checksum");
-    for (auto& [cname, arms] : cases)
+    for (auto& [cname, cbytes, arms] : cases)
         for (auto& a : arms)
             if (!a.run) {
                 const std::string cmd = a.command;
@@ -248,11 +264,11 @@ int main(int argc, char** argv) {
             }
 
     for (int rep = 0; rep < reps; ++rep)
-        for (auto& [cname, arms] : cases)
+        for (auto& [cname, cbytes, arms] : cases)
             for (auto& a : arms) {
                 double t = a.run();
                 fs::remove(out);
-                a.gbps.push_back(t > 0 ? total / t / 1e9 : 0);
+                a.gbps.push_back(t > 0 ? cbytes / t / 1e9 : 0);
                 std::fprintf(stderr, "rep %d %-10s %-24s %.3f GB/s\n", rep, cname.c_str(), a.name.c_str(), a.gbps.back());
             }
 
@@ -262,14 +278,14 @@ int main(int argc, char** argv) {
         return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
     };
     double writer_sync = 0, writer_nosync = 0;
-    for (auto& [cname, arms] : cases) {
+    for (auto& [cname, cbytes, arms] : cases) {
         std::vector<arm_result> rows;
         for (auto& a : arms) {
             arm_result row;
             row.case_name = "cp " + cname;
             row.arm = a.name;
             row.dst_pages = "disk";
-            row.bytes = static_cast<double>(total);
+            row.bytes = static_cast<double>(cbytes);
             row.gbps = a.gbps;
             row.note = a.command;
             rows.push_back(row);
