@@ -1,20 +1,37 @@
-// `ringsafe cp`: copies a selection of a checkpoint into a new file in one
-// pass: a reader thread fills huge-page buffers through the source's executor
-// while the streaming writer writes the previous ones from those same buffers
-// (zero-copy: each batch sits in its buffer at the file offset's alignment).
+// `ringsafe cp`: copies a selection of a checkpoint into a new file as a
+// pipeline. The selection is cut into batches of at most one buffer each;
+// reader threads fill the buffers of a fixed pool (local files: one thread,
+// the file source spreads its reads over its own rings; URLs: two threads,
+// each with its own connections, so one batch's last ranges never leave the
+// connections idle) while the streaming writer writes the batches, in order,
+// straight from those buffers (zero-copy O_DIRECT: each batch sits in its
+// buffer at its output offset's alignment). A buffer goes back to the pool
+// when the writer's last write from it completes. Memory: --buffers x
+// --buffer, allocated as the pipeline first needs them, plus the writer's
+// staging blocks for unaligned edges; nothing grows with the file.
+// The output is published by rename only when everything is written and
+// synced; an error, SIGINT or SIGTERM leaves nothing at OUT.
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <deque>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "args.hpp"
 #include "command.hpp"
+#include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
+#include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/writer.hpp"
 
@@ -22,22 +39,71 @@ namespace {
 
 using namespace ringsafe;
 using namespace ringsafe::cli;
+using clock_type = std::chrono::steady_clock;
 
 constexpr std::string_view help =
     "usage: ringsafe cp SOURCE OUT.safetensors [--select PATTERN]... [options]\n"
     "Copies the selected tensors (all by default) and the metadata of SOURCE (a\n"
-    "path, URL or sharded index) into a new file, reading and writing at once.\n"
+    "path, an http(s):// or s3:// URL, or a sharded *.index.json) into a new file.\n"
+    "Reading and writing run as a pipeline: the next batches are read into free\n"
+    "buffers while earlier ones are written from theirs (no copy in between).\n"
+    "Memory stays at about BUFFERS x SIZE (+ < 64 MiB) whatever the file size.\n"
     "\n"
     "  --select PATTERN   glob over tensor names (*, ?, [...]); repeatable\n"
-    "  --buffer SIZE      bytes per pipeline buffer (default 64M)\n"
-    "  --buffers N        pipeline buffers (default 4)\n"
+    "  --buffer SIZE      bytes per pipeline buffer, 1M..16G, rounded up to 4K\n"
+    "                     (default 64M; K, M, G suffixes)\n"
+    "  --buffers N        pipeline buffers, 2..1024 (default 4); a batch is read\n"
+    "                     into one buffer, so N - 1 batches can be read ahead\n"
     "  --no-direct        buffered writes instead of O_DIRECT\n"
     "  --no-sync          skip fsync of the file and directory\n"
-    "  --json             print {\"bytes\":...,\"seconds\":...,\"gbps\":...,\"peak_rss_kib\":...}\n"
+    "  --json             print {\"bytes\":...,\"seconds\":...,\"gbps\":...,\"peak_rss_kib\":...,\n"
+    "                     \"buffers\":...,\"buffer_bytes\":...,\"readers\":...,\n"
+    "                     \"write_waited_seconds\":...,\"read_waited_seconds\":...}\n"
+    "                     (write_waited: the writer waiting for reads; read_waited:\n"
+    "                     readers waiting for a free buffer, summed over readers)\n"
     "  -h, --help         this text\n"
     "\n"
-    "Progress goes to stderr when it is a terminal. Exit status: 0 copied,\n"
-    "1 failed (nothing at OUT), 2 bad usage.\n";
+    "OUT is written to a temporary beside it and renamed into place at the end.\n"
+    "A progress bar goes to stderr when it is a terminal (not with --json).\n"
+    "Exit status: 0 copied, 1 failed (nothing at OUT), 2 bad usage, 130/143\n"
+    "interrupted by SIGINT/SIGTERM (nothing at OUT).\n";
+
+constexpr std::uint64_t page = 4096;
+constexpr std::uint64_t min_buffer = 1u << 20;
+constexpr std::uint64_t max_buffer = 16ull << 30;
+constexpr std::uint64_t max_buffers = 1024;
+
+// Set by SIGINT/SIGTERM (and by a failure): everything stops, nothing is published.
+std::atomic<bool> stop_requested{false};
+volatile sig_atomic_t stop_signal = 0;
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int sig) {
+    stop_signal = sig;
+    stop_requested.store(true);
+}
+
+// SIGINT/SIGTERM set stop_requested for the life of this object (a second
+// signal kills the process: SA_RESETHAND; the O_TMPFILE temporary vanishes
+// with it, a named one would stay).
+class stop_on_signals {
+public:
+    stop_on_signals() {
+        struct sigaction sa {};
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGINT, &sa, &old_int_);
+        ::sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~stop_on_signals() {
+        ::sigaction(SIGINT, &old_int_, nullptr);
+        ::sigaction(SIGTERM, &old_term_, nullptr);
+    }
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
 
 // VmHWM of this process (KiB), 0 when unknown.
 unsigned long long peak_rss_kib() {
@@ -57,54 +123,341 @@ struct piece {
     std::uint64_t length;
 };
 
+// Consecutive output bytes of one shard that fit one buffer.
 struct batch {
     std::vector<piece> pieces;
     std::uint32_t shard = 0;
+    std::uint64_t out_offset = 0;  // data-section offset of its first byte in OUT
     std::uint64_t bytes = 0;
 };
 
-// A fixed pool of buffers handed out to the read thread and given back when
-// the writer releases the last hold on them.
+// Cuts the selection, in order, into batches. A batch lies in its buffer at
+// (out_offset mod 4096), congruent with its file offset in OUT (whose data
+// section starts 4096-aligned), so it holds at most buf_size - that.
+std::vector<batch> cut_batches(const reader& r, const selection& sel, std::uint64_t buf_size) {
+    auto tensors = r.tensors();
+    std::vector<batch> out(1);
+    std::uint64_t pos = 0;
+    for (auto i : sel.indices()) {
+        const auto& t = tensors[i];
+        const auto shard = r.shard_of(i);
+        std::uint64_t off = 0;
+        do {
+            auto* b = &out.back();
+            const std::uint64_t cap = buf_size - b->out_offset % page;
+            if ((b->bytes >= cap || b->shard != shard) && !b->pieces.empty()) {
+                b = &out.emplace_back();
+                b->out_offset = pos;
+            }
+            b->shard = shard;
+            const std::uint64_t n = std::min(t.size() - off, buf_size - b->out_offset % page - b->bytes);
+            b->pieces.push_back({i, off, n});
+            b->bytes += n;
+            off += n;
+            pos += n;
+        } while (off < t.size());
+    }
+    return out;
+}
+
+// A fixed number of buffers, allocated (huge pages, prefaulted) by the reader
+// that first needs one, so the first read starts after one allocation, not
+// all. claim() hands out a free buffer together with the next batch index:
+// a reader that holds a batch index always holds a buffer for it, so the
+// batch the writer waits for is always being read (no deadlock).
 class buffer_pool {
 public:
-    buffer_pool(std::size_t count, std::size_t size) {
-        for (std::size_t i = 0; i < count; ++i) {
-            bufs_.emplace_back(size);
-            free_.push_back(i);
-        }
-    }
-    std::size_t take() {
+    buffer_pool(std::size_t count, std::size_t size, std::size_t batches)
+        : size_(size), batches_(batches), bufs_(count) {}
+
+    struct claim_result {
+        std::size_t buf, batch;
+    };
+    // A buffer and the batch to read into it; nullopt when every batch is
+    // claimed or stop_requested. Adds the time spent waiting to `waited`.
+    std::optional<claim_result> claim(double& waited) {
         std::unique_lock l(mu_);
-        cv_.wait(l, [&] { return !free_.empty(); });
-        auto i = free_.front();
-        free_.pop_front();
-        return i;
+        std::optional<std::size_t> buf;
+        while (!buf) {
+            if (stop_requested || next_batch_ >= batches_) return std::nullopt;
+            if (!free_.empty()) {
+                buf = free_.back();
+                free_.pop_back();
+            } else if (allocated_ < bufs_.size()) {
+                std::size_t i = allocated_++;
+                l.unlock();
+                try {
+                    bufs_[i] = host_buffer(size_);
+                } catch (...) {
+                    l.lock();
+                    --allocated_;  // lets the caller report it; no other reader retries past stop
+                    throw;
+                }
+                l.lock();
+                buf = i;
+            } else {
+                auto t0 = clock_type::now();
+                cv_.wait_for(l, std::chrono::milliseconds(50));  // polls stop_requested (set by a signal)
+                waited += std::chrono::duration<double>(clock_type::now() - t0).count();
+            }
+        }
+        if (stop_requested || next_batch_ >= batches_) {
+            free_.push_back(*buf);
+            return std::nullopt;
+        }
+        return claim_result{*buf, next_batch_++};
     }
     void give(std::size_t i) {
         std::lock_guard l(mu_);
         free_.push_back(i);
         cv_.notify_all();
     }
+    void wake_all() {
+        std::lock_guard l(mu_);
+        cv_.notify_all();
+    }
     std::byte* data(std::size_t i) { return bufs_[i].data(); }
+    std::size_t allocated() {
+        std::lock_guard l(mu_);
+        return allocated_;
+    }
 
 private:
-    std::vector<host_buffer> bufs_;
-    std::deque<std::size_t> free_;
+    std::size_t size_, batches_;
+    std::vector<host_buffer> bufs_;  // sized once; entry i is written only by the reader that allocates it
+    std::vector<std::size_t> free_;
+    std::size_t allocated_ = 0, next_batch_ = 0;
     std::mutex mu_;
     std::condition_variable cv_;
 };
 
 struct filled {
     std::size_t buf;
-    std::size_t batch;
-    std::string error;  // non-empty: the read failed
 };
+
+// Batches read and not yet written, keyed by batch index; the first read
+// error; readers still running.
+struct handoff {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::size_t, filled> ready;
+    std::string error;
+    unsigned running = 0;
+};
+
+struct cp_options {
+    std::string src, out;
+    std::vector<std::string> patterns;
+    std::uint64_t buf_size = 64u << 20;
+    std::uint64_t nbufs = 4;
+    bool direct = true, sync = true, json = false;
+};
+
+struct cp_result {
+    std::uint64_t bytes = 0;
+    std::size_t tensors = 0, buffers = 0;
+    std::uint64_t buffer_bytes = 0;  // bytes per buffer (--buffer, or less when the largest batch is smaller)
+    unsigned readers = 0;
+    double seconds = 0, write_waited = 0, read_waited = 0;
+    bool interrupted = false;  // stopped by SIGINT/SIGTERM before publishing: nothing at OUT
+};
+
+cp_result copy(const cp_options& o) {
+    const auto t0 = clock_type::now();
+    reader_options ro;
+    apply_environment_credentials(o.src, ro.source.http);  // HF_TOKEN for the Hub
+    auto r = reader::open(o.src, ro);
+    auto sel = o.patterns.empty() ? r.all() : r.select_glob(o.patterns);
+    auto tensors = r.tensors();
+
+    // The exact header size is known: reserve it so nothing ever relocates.
+    std::vector<tensor_entry> entries;
+    std::uint64_t total = 0;
+    for (auto i : sel.indices()) {
+        const auto& t = tensors[i];
+        entries.push_back({t.name, t.dtype, t.shape, total, total + t.size()});
+        total += t.size();
+    }
+    const metadata_map* meta = r.metadata() ? &*r.metadata() : nullptr;
+    // A file smaller than the pool is still cut into about one batch per
+    // buffer (of at least 4 MiB), so that its reads and writes overlap too.
+    const std::uint64_t spread = std::max<std::uint64_t>(4u << 20, (total / o.nbufs + 2 * page - 1) / page * page);
+    const auto batches = cut_batches(r, sel, std::min(o.buf_size, spread));
+
+    // URLs: two readers, the connections split between them.
+    bool remote = false;
+    for (auto& sh : r.shards()) remote = remote || is_url(sh.spec);
+    source_options so = ro.source;
+    unsigned readers = 1;
+    if (remote && so.http.connections_per_origin >= 2) {
+        readers = 2;
+        so.http.connections_per_origin /= 2;
+    }
+    readers = static_cast<unsigned>(std::min<std::size_t>({readers, batches.size(), o.nbufs}));
+
+    // Declared before the writer: the writer's holds give buffers back to it.
+    // Buffers no larger than the largest batch needs (a small file, a small pool).
+    std::uint64_t extent = page;
+    for (auto& b : batches) extent = std::max(extent, b.out_offset % page + b.bytes);
+    cp_result res;
+    res.buffer_bytes = std::min(o.buf_size, (extent + page - 1) / page * page);
+    buffer_pool pool(o.nbufs, res.buffer_bytes, batches.size());
+    handoff h;
+    res.readers = readers;
+    std::vector<double> read_waited(readers, 0.0);
+
+    writer_options wo;
+    wo.reserve_bytes = serialized_json_size(entries, meta);
+    wo.direct = o.direct;
+    wo.sync = wo.sync_dir = o.sync;
+    writer w(o.out, wo);
+
+    auto read_loop = [&](unsigned id) {
+        std::map<std::uint32_t, std::unique_ptr<source>> sources;  // this reader's, per shard
+        io_control ctl;
+        ctl.cancel = &stop_requested;
+        // An op starts at tensor `tag` and may run on into the tensors after it.
+        ctl.describe = [&](std::uint32_t tag) { return "the range from tensor '" + tensors[tag].name + "'"; };
+        try {
+            while (auto c = pool.claim(read_waited[id])) {
+                const auto& b = batches[c->batch];
+                const auto& sh = r.shards()[b.shard];
+                std::vector<read_op> ops;
+                std::byte* dst = pool.data(c->buf) + b.out_offset % page;
+                for (auto& pc : b.pieces) {
+                    const std::uint64_t at = sh.data_start + tensors[pc.tensor].begin + pc.offset;
+                    // Neighbours in the source (and so in the buffer) are one range: one
+                    // request (URLs) or a few large reads instead of one per small tensor.
+                    if (!ops.empty() && ops.back().offset + ops.back().length == at && ops.back().dst + ops.back().length == dst)
+                        ops.back().length += pc.length;
+                    else if (pc.length)
+                        ops.push_back({at, pc.length, dst, pc.tensor});
+                    dst += pc.length;
+                }
+                try {
+                    if (!ops.empty()) {
+                        auto& s = sources[b.shard];
+                        if (!s) s = open_source(sh.spec, so);
+                        s->execute(ops, ctl);
+                    }
+                } catch (...) {
+                    pool.give(c->buf);
+                    throw;
+                }
+                std::lock_guard l(h.mu);
+                h.ready.emplace(c->batch, filled{c->buf});
+                h.cv.notify_all();
+            }
+        } catch (const std::exception& e) {
+            std::lock_guard l(h.mu);
+            if (h.error.empty() && !stop_signal) h.error = e.what();
+        }
+        std::lock_guard l(h.mu);
+        --h.running;
+        h.cv.notify_all();
+    };
+
+    // Stops and joins the readers on every way out of this scope.
+    std::vector<std::thread> threads;
+    struct joiner {
+        std::vector<std::thread>& t;
+        buffer_pool& p;
+        ~joiner() {
+            if (t.empty()) return;
+            stop_requested = true;
+            p.wake_all();
+            for (auto& th : t) th.join();
+        }
+    } join_readers{threads, pool};
+    h.running = readers;
+    for (unsigned id = 0; id < readers; ++id) threads.emplace_back(read_loop, id);
+
+    progress_bar bar(total, !o.json && stderr_is_tty());
+    std::uint64_t done = 0;
+    std::string failure;
+    for (std::size_t k = 0; k < batches.size() && failure.empty(); ++k) {
+        filled f{};
+        {
+            std::unique_lock l(h.mu);
+            auto t_wait = clock_type::now();
+            for (;;) {
+                if (auto it = h.ready.find(k); it != h.ready.end()) {
+                    f = it->second;
+                    h.ready.erase(it);
+                    break;
+                }
+                if (!h.error.empty()) {
+                    failure = h.error;
+                    break;
+                }
+                if (stop_requested) break;
+                if (h.running == 0) {
+                    failure = "the reads stopped before batch " + std::to_string(k);
+                    break;
+                }
+                if (w.writes_in_flight()) {
+                    // Reap a finished write: it may hand a buffer back to a reader.
+                    l.unlock();
+                    try {
+                        w.wait_write();
+                    } catch (const std::exception& e) {
+                        failure = e.what();
+                    }
+                    l.lock();
+                    if (!failure.empty()) break;
+                } else {
+                    h.cv.wait_for(l, std::chrono::milliseconds(50));  // polls stop_requested
+                }
+            }
+            res.write_waited += std::chrono::duration<double>(clock_type::now() - t_wait).count();
+        }
+        if (!failure.empty() || stop_requested) break;
+        // Released when the writer's last write from this buffer completes.
+        std::shared_ptr<const void> hold(pool.data(f.buf), [&pool, i = f.buf](const void*) { pool.give(i); });
+        const std::byte* data = pool.data(f.buf) + batches[k].out_offset % page;
+        try {
+            for (auto& pc : batches[k].pieces) {
+                const auto& t = tensors[pc.tensor];
+                if (pc.offset == 0) w.begin(t.name, t.dtype, t.shape);
+                if (pc.length) w.append(std::span(data, pc.length), hold);
+                data += pc.length;
+                if (pc.offset + pc.length == t.size()) w.end();
+                done += pc.length;
+            }
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        bar.update(done);
+    }
+    if (!failure.empty() || stop_requested) {
+        stop_requested = true;
+        w.abandon();  // releases every buffer the writer held; nothing at OUT
+        pool.wake_all();
+        for (auto& th : threads) th.join();
+        threads.clear();
+        if (stop_signal) {
+            res.interrupted = true;
+            return res;
+        }
+        raise(errc::IoError, "copying '" + o.src + "' to '" + o.out + "': " + failure);
+    }
+    for (auto& th : threads) th.join();
+    threads.clear();
+    w.finish(meta);
+    bar.finish();
+    res.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    res.bytes = total;
+    res.tensors = sel.size();
+    res.buffers = pool.allocated();
+    for (double x : read_waited) res.read_waited += x;
+    return res;
+}
 
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
     for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
-    std::uint64_t buf_size = 0, nbufs = 0;
+    cp_options o;
     try {
         p.parse();
         if (p.has("--help") || p.has("-h")) {
@@ -112,174 +465,60 @@ int run(const std::vector<std::string_view>& args) {
             return exit_ok;
         }
         if (p.positional().size() != 2) throw usage_error{"expected SOURCE and OUT.safetensors"};
-        buf_size = p.size_or("--buffer", 64u << 20);
-        nbufs = p.uint_or("--buffers", 4);
-        if (buf_size < (1u << 20) || nbufs < 2) throw usage_error{"--buffer must be >= 1M and --buffers >= 2"};
+        o.buf_size = p.size_or("--buffer", o.buf_size);
+        o.nbufs = p.uint_or("--buffers", o.nbufs);
+        if (o.buf_size < min_buffer || o.buf_size > max_buffer)
+            throw usage_error{"--buffer " + *p.value("--buffer") + ": a buffer must hold 1M to 16G"};
+        o.buf_size = (o.buf_size + page - 1) / page * page;
+        if (o.nbufs < 2 || o.nbufs > max_buffers)
+            throw usage_error{"--buffers " + *p.value("--buffers") +
+                              ": need 2 to 1024 buffers (one being written, one being read)"};
+        const long pages = ::sysconf(_SC_PHYS_PAGES), psize = ::sysconf(_SC_PAGESIZE);
+        const std::uint64_t ram = pages > 0 && psize > 0 ? static_cast<std::uint64_t>(pages) * psize : 0;
+        if (ram && o.nbufs * o.buf_size > ram / 2)
+            throw usage_error{"--buffers " + std::to_string(o.nbufs) + " x --buffer " + human_bytes(o.buf_size) +
+                              " = " + human_bytes(o.nbufs * o.buf_size) + ", more than half of this machine's " +
+                              human_bytes(ram) + " of memory"};
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
         return exit_usage;
     }
-    const std::string src = p.positional()[0], out = p.positional()[1];
+    o.src = p.positional()[0];
+    o.out = p.positional()[1];
+    o.patterns = p.values("--select");
+    o.direct = !p.has("--no-direct");
+    o.sync = !p.has("--no-sync");
+    o.json = p.has("--json");
+    stop_on_signals guard;
     try {
-        auto t0 = std::chrono::steady_clock::now();
-        auto r = reader::open(src);
-        auto patterns = p.values("--select");
-        auto sel = patterns.empty() ? r.all() : r.select_glob(patterns);
-        auto tensors = r.tensors();
-
-        // Exact header size is known: reserve it so nothing ever relocates.
-        std::vector<tensor_entry> entries;
-        std::uint64_t pos = 0;
-        for (auto i : sel.indices()) {
-            auto& t = tensors[i];
-            entries.push_back({t.name, t.dtype, t.shape, pos, pos + t.size()});
-            pos += t.size();
+        auto res = copy(o);
+        if (res.interrupted) {
+            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
+                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
+            return 128 + stop_signal;
         }
-        const metadata_map* meta = r.metadata() ? &*r.metadata() : nullptr;
-        writer_options wo;
-        wo.reserve_bytes = serialized_json_size(entries, meta);
-        wo.direct = !p.has("--no-direct");
-        wo.sync = wo.sync_dir = !p.has("--no-sync");
-        writer w(out, wo);
-
-        // Cut the selection into batches of at most buf_size bytes, one shard each.
-        std::vector<batch> batches(1);
-        for (auto i : sel.indices()) {
-            auto& t = tensors[i];
-            auto shard = r.shard_of(i);
-            for (std::uint64_t off = 0; off < t.size() || (t.size() == 0 && off == 0);) {
-                auto* b = &batches.back();
-                if ((b->bytes >= buf_size || b->shard != shard) && !b->pieces.empty()) b = &batches.emplace_back();
-                b->shard = shard;
-                std::uint64_t n = std::min(t.size() - off, buf_size - b->bytes);
-                b->pieces.push_back({i, off, n});
-                b->bytes += n;
-                off += n;
-                if (t.size() == 0) break;
-            }
-        }
-
-        std::map<std::uint32_t, std::unique_ptr<source>> sources;
-        for (auto& b : batches)
-            if (!sources.count(b.shard)) sources[b.shard] = open_source(r.shards()[b.shard].spec);
-
-        buffer_pool pool(nbufs, buf_size + 4096);
-        std::mutex mu;
-        std::condition_variable cv;
-        std::deque<filled> ready;
-        std::atomic<bool> stop{false};
-        bool reading_done = false;  // guarded by mu
-        // The writer's data section starts 4096-aligned, so a batch placed at
-        // (its output offset mod 4096) within a page-aligned buffer is congruent
-        // with its file offset: the O_DIRECT writes go straight from the buffer.
-        std::vector<std::uint64_t> out_off(batches.size());
-        for (std::size_t k = 0, o = 0; k < batches.size(); ++k) out_off[k] = o, o += batches[k].bytes;
-        std::thread reading([&] {
-            for (std::size_t k = 0; k < batches.size() && !stop; ++k) {
-                auto buf = pool.take();
-                filled f{buf, k, {}};
-                try {
-                    auto& b = batches[k];
-                    auto& sh = r.shards()[b.shard];
-                    std::vector<read_op> ops;
-                    std::byte* dst = pool.data(buf) + out_off[k] % 4096;
-                    for (auto& pc : b.pieces) {
-                        if (pc.length)
-                            ops.push_back({sh.data_start + tensors[pc.tensor].begin + pc.offset, pc.length, dst, pc.tensor});
-                        dst += pc.length;
-                    }
-                    if (!ops.empty()) sources[b.shard]->execute(ops, {});
-                } catch (const std::exception& e) {
-                    f.error = e.what();
-                }
-                bool failed = !f.error.empty();
-                std::lock_guard l(mu);
-                ready.push_back(std::move(f));
-                cv.notify_all();
-                if (failed) break;
-            }
-            std::lock_guard l(mu);
-            reading_done = true;
-            cv.notify_all();
-        });
-        bool tty = ::isatty(2) && !p.has("--json");
-        std::uint64_t done = 0;
-        std::string failure;
-        for (std::size_t k = 0; k < batches.size() && failure.empty(); ++k) {
-            filled f;
-            try {
-                std::unique_lock l(mu);
-                while (ready.empty()) {
-                    if (w.writes_in_flight()) {
-                        // Let finished writes hand their buffers back to the read thread.
-                        l.unlock();
-                        w.wait_write();
-                        l.lock();
-                    } else {
-                        cv.wait(l);
-                    }
-                }
-                f = std::move(ready.front());
-                ready.pop_front();
-            } catch (const std::exception& e) {
-                failure = e.what();
-                break;
-            }
-            if (!f.error.empty()) {
-                failure = f.error;
-                pool.give(f.buf);
-                break;
-            }
-            // Released when the writer's last write from this buffer completes.
-            std::shared_ptr<const void> hold(pool.data(f.buf), [&pool, i = f.buf](const void*) { pool.give(i); });
-            const std::byte* data = pool.data(f.buf) + out_off[k] % 4096;
-            try {
-                for (auto& pc : batches[k].pieces) {
-                    auto& t = tensors[pc.tensor];
-                    if (pc.offset == 0) w.begin(t.name, t.dtype, t.shape);
-                    w.append(std::span(data, pc.length), hold);
-                    data += pc.length;
-                    if (pc.offset + pc.length == t.size()) w.end();
-                    done += pc.length;
-                }
-            } catch (const std::exception& e) {
-                failure = e.what();
-            }
-            if (tty) {
-                double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                std::fprintf(stderr, "\r%s / %s  %.2f GB/s   ", human_bytes(done).c_str(), human_bytes(pos).c_str(),
-                             s > 0 ? done / s / 1e9 : 0.0);
-            }
-        }
-        if (!failure.empty()) {
-            stop = true;
-            w.abandon();  // releases every buffer the writer held
-            // Hand back what the read thread still delivers until it stops.
-            for (;;) {
-                std::unique_lock l(mu);
-                cv.wait(l, [&] { return !ready.empty() || reading_done; });
-                for (; !ready.empty(); ready.pop_front()) pool.give(ready.front().buf);
-                if (reading_done) break;
-            }
-        }
-        reading.join();
-        if (!failure.empty()) raise(errc::IoError, "copying '" + src + "' to '" + out + "': " + failure);
-        w.finish(meta);
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (tty) std::fprintf(stderr, "\n");
-        if (p.has("--json"))
-            std::printf("{\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f,\"peak_rss_kib\":%llu}\n",
-                        static_cast<unsigned long long>(pos), s, s > 0 ? pos / s / 1e9 : 0.0, peak_rss_kib());
+        const double gbps = res.seconds > 0 ? res.bytes / res.seconds / 1e9 : 0.0;
+        if (o.json)
+            std::printf(
+                "{\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f,\"peak_rss_kib\":%llu,\"buffers\":%zu,"
+                "\"buffer_bytes\":%llu,\"readers\":%u,\"write_waited_seconds\":%.6f,\"read_waited_seconds\":%.6f}\n",
+                static_cast<unsigned long long>(res.bytes), res.seconds, gbps, peak_rss_kib(), res.buffers,
+                static_cast<unsigned long long>(res.buffer_bytes), res.readers, res.write_waited, res.read_waited);
         else
-            std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", sel.size(), human_bytes(pos).c_str(), s,
-                        s > 0 ? pos / s / 1e9 : 0.0, out.c_str());
+            std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", res.tensors,
+                        human_bytes(res.bytes).c_str(), res.seconds, gbps, o.out.c_str());
         return exit_ok;
     } catch (const error& e) {
+        if (stop_signal) {
+            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
+                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
+            return 128 + stop_signal;
+        }
         std::fprintf(stderr, "ringsafe cp: %s: %s\n", std::string(e.kind()).c_str(), e.what());
         return exit_invalid;
     }
 }
 
-command_registration reg{"cp", "copy a selection of a checkpoint into a new file (one pass)", &run};
+command_registration reg{"cp", "copy a selection of a checkpoint into a new file (read/write pipeline)", &run};
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "npy_input.hpp"
+#include "progress_bar.hpp"
 #include "ringsafe/writer.hpp"
 
 namespace {
@@ -36,6 +37,7 @@ constexpr std::string_view help =
     "  --no-sync                     skip fsync of the file and directory\n"
     "  -h, --help                    this text\n"
     "\n"
+    "A progress bar is drawn on stderr when it is a terminal.\n"
     "Exit status: 0 written, 1 failed (nothing at OUT), 2 bad usage.\n";
 
 // A read-only mapping of a whole input file, shared with the writer until its
@@ -127,8 +129,42 @@ int run(const std::vector<std::string_view>& args) {
         o.expected_tensors = p.positional().size() + p.values("--raw").size();
         o.expected_metadata_bytes = 256;
         for (auto& [k, v] : meta) o.expected_metadata_bytes += 8 + k.size() * 6 + v.size() * 6;
+        // The progress bar's total: the inputs' sizes (headers of .npy files included).
+        std::uint64_t total = 0, done = 0;
+        for (std::size_t i = 1; i < p.positional().size(); ++i) {
+            struct stat st {};
+            if (::stat(p.positional()[i].c_str(), &st) == 0) total += static_cast<std::uint64_t>(st.st_size);
+        }
+        for (auto& spec : p.values("--raw")) {
+            struct stat st {};
+            if (auto c = spec.rfind(':'); c != std::string::npos && ::stat(spec.c_str() + c + 1, &st) == 0)
+                total += static_cast<std::uint64_t>(st.st_size);
+        }
+        progress_bar bar(total, stderr_is_tty());
         auto t0 = std::chrono::steady_clock::now();
         writer w(out, o);
+        // Adds one tensor in 64 MiB appends (zero-copy from the mapping) so the bar moves within large inputs.
+        auto add = [&](const std::string& name, dtype t, const std::vector<std::uint64_t>& shape,
+                       std::span<const std::byte> bytes, const std::shared_ptr<mapped_file>& keep,
+                       std::uint64_t input_size, const std::string& path) {
+            constexpr std::size_t step = 64u << 20;
+            std::uint64_t n = 1;
+            for (auto d : shape)
+                if (__builtin_mul_overflow(n, d, &n)) raise(errc::ValidationOverflow, "'" + path + "': shape overflows");
+            auto need = dtype_bytes_for(t, n);
+            if (!need || *need != bytes.size())
+                raise(errc::TensorInvalidInfo, "'" + path + "' holds " + std::to_string(bytes.size()) +
+                                                   " data bytes; its shape and dtype need " +
+                                                   (need ? std::to_string(*need) : std::string("an invalid size")));
+            w.begin(name, t, shape);
+            for (std::size_t at = 0; at < bytes.size(); at += step) {
+                w.append(bytes.subspan(at, std::min(step, bytes.size() - at)), keep);
+                bar.update(done + at);
+            }
+            w.end();
+            done += input_size;
+            bar.update(done);
+        };
         for (std::size_t i = 1; i < p.positional().size(); ++i) {
             const std::string& path = p.positional()[i];
             auto m = map_input(path);
@@ -147,7 +183,7 @@ int run(const std::vector<std::string_view>& args) {
                 raise(errc::TensorInvalidInfo, "'" + path + "' holds " + std::to_string(have) +
                                                    " data bytes; its shape and dtype need " +
                                                    (need ? std::to_string(*need) : std::string("an invalid size")));
-            w.add(name, layout.dtype, layout.shape, std::span(data, have), m);
+            add(name, layout.dtype, layout.shape, std::span(data, have), m, m->size, path);
         }
         for (auto& spec : p.values("--raw")) {
             // NAME:DTYPE:SHAPE:PATH; the name may itself contain ':' so split from the right.
@@ -160,9 +196,11 @@ int run(const std::vector<std::string_view>& args) {
             auto t = dtype_from_name(dt);
             if (!t) throw usage_error{"--raw " + spec + ": unknown dtype '" + dt + "'"};
             auto m = map_input(spec.substr(c3 + 1));
-            w.add(name, *t, shape, std::span(static_cast<const std::byte*>(m->base), m->base == MAP_FAILED ? 0 : m->size), m);
+            add(name, *t, shape, std::span(static_cast<const std::byte*>(m->base), m->base == MAP_FAILED ? 0 : m->size), m,
+                m->size, spec.substr(c3 + 1));
         }
         w.finish(meta.empty() ? nullptr : &meta);
+        bar.finish();
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         auto& st = w.stats();
         std::printf("wrote %s: %llu tensors, %s in %.3f s (%.2f GB/s)%s\n", out.c_str(),

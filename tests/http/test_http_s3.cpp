@@ -11,6 +11,8 @@
 #include "radosgw_cluster.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/reader.hpp"
+#include "ringsafe/writer.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -140,5 +142,44 @@ TEST_CASE("an object overwritten during a read fails If-Match (412) -> ObjectCha
     } catch (const error& e) {
         CHECK(e.code() == errc::ObjectChanged);
         CHECK(std::string(e.what()).find("HTTP 412") != std::string::npos);
+    }
+}
+
+TEST_CASE("ringsafe cp from s3:// (credentials from the environment) writes a byte-exact file") {
+    auto& st = the_store();
+    std::vector<std::pair<std::string, std::vector<std::byte>>> tensors;
+    {
+        writer_options wo;
+        wo.sync = wo.sync_dir = false;
+        writer w((st.tmp / "cp_src.safetensors").string(), wo);
+        for (int i = 0; i < 9; ++i) {
+            std::uint64_t n = i % 2 ? (3u << 20) / 2 + i : 777 * i;
+            tensors.emplace_back("t" + std::to_string(i), std::vector<std::byte>(n));
+            fill_pattern(tensors.back().second, 300 + i);
+            w.add(tensors.back().first, dtype::U8, {n}, tensors.back().second);
+        }
+        w.finish();
+    }
+    REQUIRE(st.cluster.put_object("models", "cp/src.safetensors", st.tmp / "cp_src.safetensors") == 200);
+    ::setenv("AWS_ACCESS_KEY_ID", radosgw_cluster::access_key, 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", radosgw_cluster::secret_key, 1);
+    ::setenv("AWS_ENDPOINT_URL", st.cluster.endpoint().c_str(), 1);
+    auto out = st.tmp / "cp_out.safetensors";
+    auto r = run_command(cli_path() + " cp s3://models/cp/src.safetensors '" + out.string() +
+                         "' --buffer 1M --buffers 3 --no-sync 2>&1");
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    ::unsetenv("AWS_ENDPOINT_URL");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    auto rd = reader::open(out.string());
+    REQUIRE(rd.tensors().size() == tensors.size());
+    std::vector<std::byte> all(rd.all().bytes());
+    rd.read_packed(rd.all(), all, 1);
+    std::size_t at = 0;
+    for (auto& [name, bytes] : tensors) {
+        CHECK(rd.tensors()[*rd.index_of(name)].size() == bytes.size());
+        CHECK(std::equal(bytes.begin(), bytes.end(), all.begin() + at));
+        at += bytes.size();
     }
 }

@@ -338,3 +338,37 @@ TEST_CASE("append beyond the reservation is refused and leaves the file as it wa
     w.abandon();
     CHECK(read_file(p) == before);
 }
+
+TEST_CASE("writer_stats::file_size is the published file's size in every mode") {
+    temp_dir d;
+    auto big = pattern((1u << 20) + 4097, 71), small = pattern(333, 72);
+    auto p = d / "f.safetensors";
+    struct mode {
+        std::string name;
+        bool direct;
+        std::uint64_t reserve;  // 64: too small, the data is relocated
+        bool in_place;
+    };
+    for (auto m : {mode{"direct", true, 0, true}, mode{"buffered", false, 0, true},
+                   mode{"relocated in place", true, 64, true}, mode{"relocated by copy", true, 64, false}}) {
+        INFO(m.name);
+        writer_options o;
+        o.direct = m.direct;
+        o.reserve_bytes = m.reserve;
+        o.relocate_in_place = m.in_place;
+        o.sync = o.sync_dir = false;
+        writer w(p.string(), o);
+        w.add("big", dtype::U8, {big.size()}, big);
+        w.add("small", dtype::U8, {small.size()}, small);
+        CHECK(w.stats().file_size == 0);  // nothing published yet
+        w.finish(metadata_map{{"k", std::string(300, 'v')}});
+        CHECK(w.stats().file_size == fs::file_size(p));
+        CHECK(w.stats().file_size == 8 + w.stats().header_reserved + big.size() + small.size());
+    }
+    // Append: the size after the new data.
+    auto w = writer::open_append(p.string());
+    w.add("more", dtype::U8, {small.size()}, small);
+    w.finish();
+    CHECK(w.stats().file_size == fs::file_size(p));
+    CHECK(written_file(p).tensor("more") == small);
+}
