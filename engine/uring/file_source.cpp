@@ -48,6 +48,7 @@ public:
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::lock_guard lock(execute_mutex_);
+        drop_inherited_rings();
         uring::read_target t;
         t.path = &path_;
         t.size = size_;
@@ -83,6 +84,16 @@ private:
     std::uint64_t chunk_size() const noexcept {
         const std::uint64_t a = opts_.direct ? align_.offset : 1;
         return (opts_.chunk_size + a - 1) / a * a;
+    }
+
+    // In a fork() child, the rings made by the parent share its SQ/CQ memory:
+    // unmap and close the child's copies without touching them (fresh rings
+    // are then made on first use). The parent's rings are untouched. Worker
+    // threads live only inside execute_reads, so none is inherited.
+    void drop_inherited_rings() noexcept {
+        if (rings_.empty() || !rings_.front()->inherited()) return;
+        for (auto& r : rings_) r->abandon();
+        rings_.clear();
     }
 
     // Ring i, made on first use and kept for later execute() calls. Buffered
