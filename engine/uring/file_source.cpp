@@ -58,8 +58,11 @@ public:
         t.chunk_size = chunk_size();
         if (!opts_.direct) {
             using mode = file_options::buffered_mode;
+            // A small plan runs inline whatever the cache holds (execute_reads):
+            // automatic mode skips the page-cache probe for it.
+            const bool small = uring::plan_bytes(ops) < uring::inline_plan_bytes;
             t.streams = opts_.mode == mode::cold ||
-                        (opts_.mode == mode::automatic && uring::cached_fraction(fd_, ops) < hot_fraction);
+                        (opts_.mode == mode::automatic && !small && uring::cached_fraction(fd_, ops) < hot_fraction);
             t.async_punt = opts_.async_punt && !t.streams;
         }
         uring::ring_pool pool;

@@ -56,7 +56,9 @@ struct file_options {
     // submitting threads (26 vs 16 GB/s for one ring into huge pages on a
     // quiet 2-core VM, and ahead of 1-3 inline rings on a busy one). Ignored
     // with `direct`: io-wq would issue direct reads one per worker, limiting
-    // the depth.
+    // the depth. A plan under 1 MiB in total is always read inline on the
+    // calling thread's ring, whatever the mode (the io-wq hop and a worker
+    // thread cost more than such a read).
     bool async_punt = true;
     // Buffered reads only: how execute() shapes them, decided per call.
     //  automatic: ask the kernel how much of the planned bytes is in the page
