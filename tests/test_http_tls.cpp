@@ -4,7 +4,13 @@
 // again, and an unloadable CA file names itself and the origin.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -118,4 +124,44 @@ TEST_CASE("an unloadable CA file for https names the file and the origin, and is
     // Once the file exists, the same options work: the failure was not remembered.
     fs::copy_file(ca.ca_cert, later);
     CHECK(read_all(*open_url(ng.base_url() + "/file.bin", o)) == s.data);
+}
+
+// A plain-http source used before fork(): the child must not share the
+// parent's keep-alive connections or event loop (epoll); both read at once.
+TEST_CASE("fork: parent and child read one http source at the same time") {
+    tls_site s;
+    nginx_server ng(s.tmp / "nginx", {s.root, "", "", nullptr, 1, 0});
+    http_options o;
+    o.chunk_size = 16u << 10;  // many requests per read, on several keep-alive connections
+    o.connections_per_origin = 3;
+    auto src = open_url(ng.base_url() + "/file.bin", o);
+    CHECK(read_all(*src) == s.data);  // idle connections now in the pool
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::alarm(60);
+        bool ok = true;
+        try {
+            for (int i = 0; i < 30 && ok; ++i) ok = read_all(*src) == s.data;
+        } catch (...) {
+            ok = false;
+        }
+        ::_exit(ok ? 0 : 1);
+    }
+    bool parent_ok = true;
+    for (int i = 0; i < 30 && parent_ok; ++i) parent_ok = read_all(*src) == s.data;
+    int status = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > until) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            FAIL("the child hung");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(parent_ok);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(read_all(*src) == s.data);
 }

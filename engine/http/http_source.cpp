@@ -17,6 +17,7 @@
 #include "http/remote_open.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
+#include "uring/fork_generation.hpp"
 
 namespace ringsafe {
 namespace {
@@ -64,6 +65,7 @@ public:
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
+        drop_inherited_connections();
         std::deque<piece> work = split_into_pieces(ops, size_, name_, opts_, ctl.describe);
         // This call's copy of the object's state (an async run may read it meanwhile).
         remote_object object = snapshot();
@@ -121,6 +123,18 @@ private:
         size_ = object_.size.value_or(0);
     }
 
+    // In a fork() child the idle keep-alive connections and the event loop's
+    // epoll/timer descriptors are shared with the parent: rebuild the loop's
+    // descriptors and drop the child's copies of the connections (closing a
+    // copy leaves the parent's connection open and untouched).
+    void drop_inherited_connections() {
+        const std::uint64_t gen = uring::fork_generation();
+        if (gen == fork_generation_) return;
+        fork_generation_ = gen;
+        io_.notify_fork(asio::execution_context::fork_child);
+        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
+    }
+
     // The connection pool of an asynchronous executor (made on first use, kept).
     connection_pool& pool_for(const asio::any_io_executor& ex) {
         std::lock_guard lock(state_mutex_);
@@ -148,6 +162,7 @@ private:
     http_options opts_;
     std::minstd_rand rng_;
     asio::io_context io_{1};
+    std::uint64_t fork_generation_ = uring::fork_generation();  // of io_ and pool_
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
