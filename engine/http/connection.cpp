@@ -17,8 +17,8 @@ void connection::close() noexcept {
     reusable = false;
 }
 
-connection_pool::connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout)
-    : ex_(std::move(ex)), tls_(tls), connect_timeout_(connect_timeout) {}
+connection_pool::connection_pool(asio::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout)
+    : ex_(std::move(ex)), tls_settings_(std::move(tls)), connect_timeout_(connect_timeout) {}
 
 asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
@@ -31,7 +31,7 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     c->origin = target;
     const std::string where = target.origin();
     if (target.scheme == "https") {
-        if (!tls_) raise(errc::InvalidArgument, "https is not available for " + where);
+        if (!tls_) tls_ = shared_tls_context(tls_settings_, where);
         c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex_, *tls_);
     } else {
         c->tcp = std::make_unique<beast::tcp_stream>(ex_);

@@ -18,6 +18,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "http/abandon_list.hpp"
+#include "http/tls_context.hpp"
 #include "http/url.hpp"
 
 namespace ringsafe::http_engine {
@@ -47,8 +48,10 @@ struct transport_failure : std::runtime_error {
 // Keeps idle connections per origin for reuse.
 class connection_pool {
 public:
-    // `tls` is used for https origins (null: https is refused); it must outlive the pool.
-    connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout);
+    // https origins use the process-wide TLS context for `tls`
+    // (shared_tls_context), fetched when the first https connection is made;
+    // a pool that only sees http never builds one.
+    connection_pool(asio::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
     // (IP literals are used as they are; host names go through the resolver).
@@ -61,7 +64,8 @@ public:
 
 private:
     asio::any_io_executor ex_;
-    asio::ssl::context* tls_;
+    tls_settings tls_settings_;
+    std::shared_ptr<asio::ssl::context> tls_;  // null until the first https connection
     std::chrono::milliseconds connect_timeout_;
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
 };

@@ -8,7 +8,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ssl/context.hpp>
 
 #include "asio/async_source.hpp"
 #include "http/connection.hpp"
@@ -18,25 +17,15 @@
 #include "http/remote_open.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
+#include "uring/fork_generation.hpp"
 
 namespace ringsafe {
 namespace {
 
 using namespace http_engine;
 
-std::unique_ptr<asio::ssl::context> make_tls_context(const http_options& o) {
-    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
-    boost::system::error_code ec;
-    ctx->set_default_verify_paths(ec);
-    if (!o.ca_file.empty()) {
-        ctx->load_verify_file(o.ca_file, ec);
-        if (ec) raise(errc::InvalidArgument, "cannot load CA file '" + o.ca_file + "': " + ec.message());
-    }
-    ctx->set_verify_mode(o.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
-    return ctx;
-}
+// What the connection pools need to fetch the shared TLS context on first https use.
+tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; }
 
 // A remote object: the blocking executor (execute) runs a private event loop
 // on the calling thread; the asynchronous one (start_async) runs on the
@@ -54,8 +43,7 @@ public:
             object_ = make_s3_object(u, opts_.s3);
         else
             object_.requested = object_.location = u;
-        tls_ = make_tls_context(opts_);
-        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_.get(), opts_.connect_timeout);
+        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
     }
     // The blocking open: the first request on the source's own event loop.
     http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
@@ -77,6 +65,7 @@ public:
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
+        drop_inherited_connections();
         std::deque<piece> work = split_into_pieces(ops, size_, name_, opts_, ctl.describe);
         // This call's copy of the object's state (an async run may read it meanwhile).
         remote_object object = snapshot();
@@ -134,12 +123,24 @@ private:
         size_ = object_.size.value_or(0);
     }
 
+    // In a fork() child the idle keep-alive connections and the event loop's
+    // epoll/timer descriptors are shared with the parent: rebuild the loop's
+    // descriptors and drop the child's copies of the connections (closing a
+    // copy leaves the parent's connection open and untouched).
+    void drop_inherited_connections() {
+        const std::uint64_t gen = uring::fork_generation();
+        if (gen == fork_generation_) return;
+        fork_generation_ = gen;
+        io_.notify_fork(asio::execution_context::fork_child);
+        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
+    }
+
     // The connection pool of an asynchronous executor (made on first use, kept).
     connection_pool& pool_for(const asio::any_io_executor& ex) {
         std::lock_guard lock(state_mutex_);
         for (auto& [pool_ex, p] : async_pools_)
             if (pool_ex == ex) return *p;
-        async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_.get(), opts_.connect_timeout));
+        async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_of(opts_), opts_.connect_timeout));
         return *async_pools_.back().second;
     }
 
@@ -161,12 +162,12 @@ private:
     http_options opts_;
     std::minstd_rand rng_;
     asio::io_context io_{1};
-    std::unique_ptr<asio::ssl::context> tls_;
+    std::uint64_t fork_generation_ = uring::fork_generation();  // of io_ and pool_
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
     // Connection pools of the asynchronous executor, one per executor (each
-    // used only on its executor); destroyed before tls_.
+    // used only on its executor).
     std::vector<std::pair<asio::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
     std::vector<std::byte> prefix_;
     std::uint64_t size_ = 0;

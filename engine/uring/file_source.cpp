@@ -48,6 +48,7 @@ public:
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::lock_guard lock(execute_mutex_);
+        drop_inherited_rings();
         uring::read_target t;
         t.path = &path_;
         t.size = size_;
@@ -57,8 +58,11 @@ public:
         t.chunk_size = chunk_size();
         if (!opts_.direct) {
             using mode = file_options::buffered_mode;
+            // A small plan runs inline whatever the cache holds (execute_reads):
+            // automatic mode skips the page-cache probe for it.
+            const bool small = uring::plan_bytes(ops) < uring::inline_plan_bytes;
             t.streams = opts_.mode == mode::cold ||
-                        (opts_.mode == mode::automatic && uring::cached_fraction(fd_, ops) < hot_fraction);
+                        (opts_.mode == mode::automatic && !small && uring::cached_fraction(fd_, ops) < hot_fraction);
             t.async_punt = opts_.async_punt && !t.streams;
         }
         uring::ring_pool pool;
@@ -83,6 +87,16 @@ private:
     std::uint64_t chunk_size() const noexcept {
         const std::uint64_t a = opts_.direct ? align_.offset : 1;
         return (opts_.chunk_size + a - 1) / a * a;
+    }
+
+    // In a fork() child, the rings made by the parent share its SQ/CQ memory:
+    // unmap and close the child's copies without touching them (fresh rings
+    // are then made on first use). The parent's rings are untouched. Worker
+    // threads live only inside execute_reads, so none is inherited.
+    void drop_inherited_rings() noexcept {
+        if (rings_.empty() || !rings_.front()->inherited()) return;
+        for (auto& r : rings_) r->abandon();
+        rings_.clear();
     }
 
     // Ring i, made on first use and kept for later execute() calls. Buffered

@@ -1,16 +1,19 @@
 // worker_ring: ring setup and registration.
 #include "uring/worker_ring.hpp"
 
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
 
 #include "ringsafe/error.hpp"
+#include "uring/fork_generation.hpp"
 
 namespace ringsafe::uring {
 
-worker_ring::worker_ring(const ring_setup& setup) : setup_(setup) {
+worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(fork_generation()) {
     io_uring_params p{};
     // Completions are reaped by the thread that waits for them; no need for IPIs.
     p.flags = IORING_SETUP_COOP_TASKRUN;
@@ -45,6 +48,30 @@ worker_ring::worker_ring(const ring_setup& setup) : setup_(setup) {
     }
 }
 
-worker_ring::~worker_ring() { io_uring_queue_exit(&ring_); }
+worker_ring::~worker_ring() {
+    if (abandoned_ || inherited()) abandon();
+    else io_uring_queue_exit(&ring_);
+}
+
+bool worker_ring::inherited() const noexcept { return generation_ != fork_generation(); }
+
+// What io_uring_queue_exit does minus anything that reads the shared ring
+// memory or talks to the ring (liburing >= 2.4 reads *kring_entries and may
+// unregister a registered ring fd): the sizes come from liburing's private
+// copies, which fork() duplicated along with the rest of the process.
+void worker_ring::abandon() noexcept {
+    if (abandoned_) return;
+    abandoned_ = true;
+    io_uring_sq& sq = ring_.sq;
+    io_uring_cq& cq = ring_.cq;
+    std::size_t sqe_size = sizeof(io_uring_sqe);
+    if (ring_.flags & IORING_SETUP_SQE128) sqe_size += 64;
+    if (sq.sqes) ::munmap(sq.sqes, sqe_size * sq.ring_entries);
+    if (sq.ring_ptr) ::munmap(sq.ring_ptr, sq.ring_sz);
+    if (cq.ring_ptr && cq.ring_ptr != sq.ring_ptr) ::munmap(cq.ring_ptr, cq.ring_sz);
+    if (ring_.ring_fd >= 0) ::close(ring_.ring_fd);
+    ring_ = io_uring{};
+    ring_.ring_fd = -1;
+}
 
 }  // namespace ringsafe::uring

@@ -29,9 +29,20 @@ public:
     // Creates the ring; throws ringsafe::error (system_category) when io_uring
     // is unavailable or registration fails.
     explicit worker_ring(const ring_setup& setup);
+    // Tears the ring down with io_uring_queue_exit, or, in a fork() child
+    // (inherited()), as abandon() does.
     ~worker_ring();
     worker_ring(const worker_ring&) = delete;
     worker_ring& operator=(const worker_ring&) = delete;
+
+    // True in a fork() child of the process that made this ring: the child
+    // shares the parent's SQ/CQ memory but not liburing's cached head/tail, so
+    // it must neither submit, wait nor drain here; only abandon() it.
+    bool inherited() const noexcept;
+    // Unmaps the child's copy of the ring memory and closes its ring fd,
+    // without submitting or waiting (the parent's ring is untouched). After
+    // this, only destruction is allowed. Idempotent.
+    void abandon() noexcept;
 
     io_uring* ring() noexcept { return &ring_; }
     unsigned depth() const noexcept { return setup_.depth; }
@@ -52,6 +63,8 @@ public:
 private:
     ring_setup setup_;
     io_uring ring_{};
+    std::uint64_t generation_ = 0;  // fork_generation() at creation
+    bool abandoned_ = false;
     bool fixed_file_ = false;
     bool fixed_buffers_ = false;
     unsigned edge_count_ = 0, big_count_ = 0;

@@ -56,7 +56,9 @@ struct file_options {
     // N cores needs N rings (see `threads`). On by default. Applies to hot
     // plans only: cold ones never punt (see `mode`). Ignored with `direct`:
     // io-wq would issue direct reads one per worker, limiting the depth that
-    // `queue_depth` asks for.
+    // `queue_depth` asks for. A plan under 1 MiB in total is always read inline
+    // on the calling thread's ring, whatever the mode (the io-wq hop and a
+    // worker thread cost more than such a read).
     bool async_punt = true;
     // Buffered reads only: how execute() shapes them, decided per call.
     //  automatic: ask the kernel how much of the planned bytes is in the page
