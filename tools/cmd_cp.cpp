@@ -14,6 +14,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/writer.hpp"
@@ -34,6 +35,7 @@ constexpr std::string_view help =
     "  --no-direct        buffered writes instead of O_DIRECT\n"
     "  --no-sync          skip fsync of the file and directory\n"
     "  --json             print {\"bytes\":...,\"seconds\":...,\"gbps\":...,\"peak_rss_kib\":...}\n"
+    RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
     "Progress goes to stderr when it is a terminal. Exit status: 0 copied,\n"
@@ -104,6 +106,8 @@ int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
     for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
+    declare_http_flags(p);
+    reader_options ro;
     std::uint64_t buf_size = 0, nbufs = 0;
     try {
         p.parse();
@@ -115,6 +119,7 @@ int run(const std::vector<std::string_view>& args) {
         buf_size = p.size_or("--buffer", 64u << 20);
         nbufs = p.uint_or("--buffers", 4);
         if (buf_size < (1u << 20) || nbufs < 2) throw usage_error{"--buffer must be >= 1M and --buffers >= 2"};
+        apply_http_flags(p, ro.source.http);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
         return exit_usage;
@@ -122,7 +127,7 @@ int run(const std::vector<std::string_view>& args) {
     const std::string src = p.positional()[0], out = p.positional()[1];
     try {
         auto t0 = std::chrono::steady_clock::now();
-        auto r = reader::open(src);
+        auto r = reader::open(src, ro);
         auto patterns = p.values("--select");
         auto sel = patterns.empty() ? r.all() : r.select_glob(patterns);
         auto tensors = r.tensors();
