@@ -18,7 +18,11 @@ void connection::close() noexcept {
 }
 
 connection_pool::connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout)
-    : ex_(std::move(ex)), tls_(tls), connect_timeout_(connect_timeout) {}
+    : ex_(std::move(ex)), tls_([tls] { return tls; }), connect_timeout_(connect_timeout) {}
+
+connection_pool::connection_pool(asio::any_io_executor ex, std::function<asio::ssl::context*()> tls,
+                                 std::chrono::milliseconds connect_timeout)
+    : ex_(std::move(ex)), tls_(std::move(tls)), connect_timeout_(connect_timeout) {}
 
 asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
@@ -31,8 +35,9 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     c->origin = target;
     const std::string where = target.origin();
     if (target.scheme == "https") {
-        if (!tls_) raise(errc::InvalidArgument, "https is not available for " + where);
-        c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex_, *tls_);
+        asio::ssl::context* tls = tls_ ? tls_() : nullptr;
+        if (!tls) raise(errc::InvalidArgument, "https is not available for " + where);
+        c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex_, *tls);
     } else {
         c->tcp = std::make_unique<beast::tcp_stream>(ex_);
     }
@@ -62,7 +67,7 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     if (c->tls) {
         if (!target.ipv6 && target.host.find_first_not_of("0123456789.") != std::string::npos)
             SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str());  // SNI
-        if (tls_->native_handle() && SSL_CTX_get_verify_mode(tls_->native_handle()) != SSL_VERIFY_NONE)
+        if (SSL_CTX_get_verify_mode(SSL_get_SSL_CTX(c->tls->native_handle())) != SSL_VERIFY_NONE)
             c->tls->set_verify_callback(asio::ssl::host_name_verification(target.host));
         c->lowest().expires_after(connect_timeout_);
         co_await c->tls->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));

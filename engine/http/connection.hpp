@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -49,6 +50,10 @@ class connection_pool {
 public:
     // `tls` is used for https origins (null: https is refused); it must outlive the pool.
     connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout);
+    // `tls` gives the context when the first https connection is made (loading
+    // the system's CA store costs ~0.1 s, which http origins need not pay).
+    connection_pool(asio::any_io_executor ex, std::function<asio::ssl::context*()> tls,
+                    std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
     // (IP literals are used as they are; host names go through the resolver).
@@ -61,7 +66,7 @@ public:
 
 private:
     asio::any_io_executor ex_;
-    asio::ssl::context* tls_;
+    std::function<asio::ssl::context*()> tls_;
     std::chrono::milliseconds connect_timeout_;
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
 };

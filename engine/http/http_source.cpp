@@ -57,8 +57,8 @@ public:
             check_request_fields(opts_, nullptr, spec);
             object_.requested = object_.location = u;
         }
-        tls_ = make_tls_context(opts_);
-        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_.get(), opts_.connect_timeout);
+        if (!opts_.ca_file.empty()) tls();  // a bad CA file is reported by the open, whatever the scheme
+        pool_ = std::make_unique<connection_pool>(io_.get_executor(), [this] { return tls(); }, opts_.connect_timeout);
     }
     // resolved_http_options, with the URL in its errors.
     static http_options resolved(const http_options& o, const std::string& spec) {
@@ -150,8 +150,14 @@ private:
         std::lock_guard lock(state_mutex_);
         for (auto& [pool_ex, p] : async_pools_)
             if (pool_ex == ex) return *p;
-        async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_.get(), opts_.connect_timeout));
+        async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, [this] { return tls(); }, opts_.connect_timeout));
         return *async_pools_.back().second;
+    }
+
+    // The TLS context, made on first use (an http:// object never loads the CA store).
+    asio::ssl::context* tls() {
+        std::call_once(tls_once_, [this] { tls_ = make_tls_context(opts_); });
+        return tls_.get();
     }
 
     remote_object snapshot() {
@@ -172,6 +178,7 @@ private:
     http_options opts_;
     std::minstd_rand rng_;
     asio::io_context io_{1};
+    std::once_flag tls_once_;
     std::unique_ptr<asio::ssl::context> tls_;
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
