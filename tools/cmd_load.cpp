@@ -34,7 +34,7 @@ constexpr std::string_view help =
     "  --chunk SIZE      split reads into chunks of SIZE, 4K..1G (files: default 4M;\n"
     "                    URLs: bytes per Range request, default $RINGSAFE_CHUNK, else 32M)\n"
     "  --connections N   URL sources: connections per origin, 1..256 (default\n"
-    "                    $RINGSAFE_CONNECTIONS, else 16)\n"
+    "                    $RINGSAFE_CONNECTIONS, else 32)\n"
     "  --threads N       worker rings/threads (default 2)\n"
     "  --mode MODE       buffered reads: auto (default: asks the kernel how much of\n"
     "                    the selection is in the page cache), hot (any order, io-wq\n"

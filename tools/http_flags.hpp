@@ -13,7 +13,7 @@ namespace ringsafe::cli {
 // them): a string literal, to be concatenated into a subcommand's help.
 #define RINGSAFE_CLI_HTTP_FLAGS_HELP                                              \
     "  --connections N    URL sources: connections per origin, 1..256 (default:\n" \
-    "                     $RINGSAFE_CONNECTIONS, else 16)\n"                      \
+    "                     $RINGSAFE_CONNECTIONS, else 32)\n"                      \
     "  --chunk SIZE       URL sources: bytes per Range request, 4K..1G (default:\n" \
     "                     $RINGSAFE_CHUNK, else 32M; 8M, 64M accepted)\n"
 

@@ -37,7 +37,7 @@ struct s3_options {
 
 // Bounds and defaults of http_options::connections_per_origin and chunk_size.
 inline constexpr unsigned max_connections_per_origin = 256;
-inline constexpr unsigned default_connections_per_origin = 16;            // measured: see README, "Measurements"
+inline constexpr unsigned default_connections_per_origin = 32;            // measured: see README, "Performance"
 inline constexpr std::uint64_t min_http_chunk_size = 4u << 10;
 inline constexpr std::uint64_t max_http_chunk_size = 1u << 30;
 inline constexpr std::uint64_t default_http_chunk_size = 32u << 20;       // amortises a 50 ms first byte at 100 MB/s
