@@ -26,13 +26,16 @@ std::uint64_t to_u64(const py::handle& v, const char* what) {
 }
 
 // An integer keyword option in [lo, hi]: TypeError naming the option when not
-// an int (a bool is refused too), ValueError naming it and the value when out of range.
+// an integer (int or anything with __index__, such as numpy's; a bool is
+// refused), ValueError naming it and the value when out of range.
 std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
-    if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr()))
         throw py::type_error("reader option " + key + " must be an int, not " +
                              std::string(py::str(py::type::handle_of(v).attr("__name__"))));
+    const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+    if (!as_int) throw py::error_already_set();
     int overflow = 0;
-    const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    const long long x = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
     if (overflow == 0 && x == -1 && PyErr_Occurred()) throw py::error_already_set();
     if (overflow != 0 || x < 0 || static_cast<std::uint64_t>(x) < lo || static_cast<std::uint64_t>(x) > hi)
         throw py::value_error("reader option " + key + "=" + std::string(py::str(v)) + " is out of range " +

@@ -257,9 +257,9 @@ def test_connections_and_chunk_come_from_the_environment_unless_given(ckpt, ngin
     assert len({e.connection for e in entries}) == 1
     asked = requested(data_entries(entries, "/remote/model.safetensors"))
     assert asked and all(b - a <= 512 << 10 for a, b in asked)
-    # Options given win over the environment.
+    # Options given win over the environment (numpy integers are integers too).
     mark = nginx_server.mark()
-    assert_same(rpt.load_file(ckpt.url, connections=4, http_chunk=256 << 10), ckpt.expected)
+    assert_same(rpt.load_file(ckpt.url, connections=np.int64(4), http_chunk=np.uint32(256 << 10)), ckpt.expected)
     data = data_entries(nginx_server.log(mark), "/remote/model.safetensors")
     assert 2 <= len({e.connection for e in data}) <= 4
     assert all(b - a <= 256 << 10 for a, b in requested(data))
