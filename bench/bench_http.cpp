@@ -7,9 +7,13 @@
 //   (c) the reader over the URL: reader::execute (blocking) vs
 //       ringsafe::asio::async_read on one io_context thread, same plan,
 //       unthrottled (nginx) and capped (8 connections);
+//   (d) connection scaling: the fault server at 10 MB/s per connection with a
+//       30 ms first byte, N = 1, 8, 32, 64 connections at the default request
+//       size; each arm's object is N x 10 MB/s x 4 s (1.5 s with --quick), so
+//       every arm runs about as long and N = 64 moves 2.56 GB (>= 2 GiB);
 //   and that listing a remote header under the prefetch size takes one request.
 // Arms are interleaved, each repeated (median reported). JSON lines + a table.
-// Usage: bench_http [--quick] [--reps N] [--size-mib M]
+// Usage: bench_http [--quick] [--reps N] [--size-mib M]   (BENCH_HTTP_ONLY=scale: group (d) alone)
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -97,6 +101,7 @@ std::string curl_parallel_ranges(const std::string& url, std::uint64_t size, uns
     return a;
 }
 
+// chunk 0: the engine's default request size.
 void ringsafe_fetch(const std::string& url, std::uint64_t size, std::byte* dst, unsigned conns, std::uint64_t chunk) {
     http_options o;
     o.connections_per_origin = conns;
@@ -158,7 +163,11 @@ int main(int argc, char** argv) {
     const std::string url = ng.base_url() + "/model.safetensors";
     const std::string cmd_hot = "cat '" + (root / "model.safetensors").string() + "' > /dev/null";
     test::run_command(cmd_hot);  // page cache hot
-    std::byte* dst = huge_buffer(size);
+    // (d) connection scaling: N x 10 MB/s x 4 s per arm (the N = 64 object is 2.56 GB).
+    const std::uint64_t scale_cap = 10'000'000, scale_ms = quick ? 1500 : 4000;
+    const std::vector<unsigned> scale_n{1u, 8u, 32u, 64u};
+    auto scale_bytes = [&](unsigned n) { return n * scale_cap * scale_ms / 1000; };
+    std::byte* dst = huge_buffer(std::max(size, scale_bytes(scale_n.back())));
 
     // (b) object-store model: 50 MB/s per connection, 20 ms to first byte.
     const std::uint64_t cap = 50'000'000, slow_size = (quick ? 32ull : 128ull) << 20;
@@ -187,11 +196,18 @@ int main(int argc, char** argv) {
                         [&, async] { reader_fetch(capped_ck, dst, size, 8, async); }, {}});
     }
 
+    for (unsigned n : scale_n) {
+        const std::string u = slow.base_url() + "/scale?rate=" + std::to_string(scale_cap) + "&delay_ms=30&size=" +
+                              std::to_string(scale_bytes(n));
+        arms.push_back({"d", "scale N=" + std::to_string(n) + " (10 MB/s, 30 ms)", scale_bytes(n),
+                        [&, n, u] { ringsafe_fetch(u, scale_bytes(n), dst, n, 0); }, {}});
+    }
+
     const char* only = std::getenv("BENCH_HTTP_ONLY");  // run only arms whose name contains it (debugging)
     for (unsigned r = 0; r < reps; ++r)
         for (auto& a : arms) {
             if (only && a.name.find(only) == std::string::npos) continue;
-            if (a.group != "b") test::run_command(cmd_hot);
+            if (a.group == "a" || a.group == "c") test::run_command(cmd_hot);
             auto t0 = clock_type::now();
             a.run();
             double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -234,6 +250,9 @@ int main(int argc, char** argv) {
     for (unsigned n : {1u, 2u, 4u, 8u})
         ratios.push_back({"N=" + std::to_string(n) + " / (N x 50 MB/s cap)",
                           med["ringsafe N=" + std::to_string(n) + " (capped)"] * 1e9 / (n * double(cap)), 0.8});
+    for (unsigned n : scale_n)
+        ratios.push_back({"scale N=" + std::to_string(n) + " / (N x 10 MB/s)",
+                          med["scale N=" + std::to_string(n) + " (10 MB/s, 30 ms)"] * 1e9 / (n * double(scale_cap)), 0.85});
     ratios.push_back({"N=8 / curl 1 stream (capped)", med["ringsafe N=8 (capped)"] / med["curl 1 stream (capped)"], 0.8 * 8});
     ratios.push_back({"async_read / execute (nginx)", med["reader async_read 4 conns"] / med["reader execute 4 conns"], 0.95});
     ratios.push_back({"async_read / execute (capped)", med["reader async_read N=8 (capped)"] / med["reader execute N=8 (capped)"],

@@ -28,6 +28,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/http.hpp"
@@ -61,6 +62,7 @@ constexpr std::string_view help =
     "                     \"write_waited_seconds\":...,\"read_waited_seconds\":...}\n"
     "                     (write_waited: the writer waiting for reads; read_waited:\n"
     "                     readers waiting for a free buffer, summed over readers)\n"
+    RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
     "OUT is written to a temporary beside it and renamed into place at the end.\n"
@@ -251,6 +253,7 @@ struct cp_options {
     std::uint64_t buf_size = 64u << 20;
     std::uint64_t nbufs = 4;
     bool direct = true, sync = true, json = false;
+    http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
 };
 
 struct cp_result {
@@ -265,6 +268,7 @@ struct cp_result {
 cp_result copy(const cp_options& o) {
     const auto t0 = clock_type::now();
     reader_options ro;
+    ro.source.http = o.http;
     apply_environment_credentials(o.src, ro.source.http);  // HF_TOKEN for the Hub
     auto r = reader::open(o.src, ro);
     auto sel = o.patterns.empty() ? r.all() : r.select_glob(o.patterns);
@@ -288,6 +292,7 @@ cp_result copy(const cp_options& o) {
     bool remote = false;
     for (auto& sh : r.shards()) remote = remote || is_url(sh.spec);
     source_options so = ro.source;
+    so.http = resolved_http_options(so.http);  // the total to split: flag, else environment, else default
     unsigned readers = 1;
     if (remote && so.http.connections_per_origin >= 2) {
         readers = 2;
@@ -458,6 +463,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
     for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
     cp_options o;
+    declare_http_flags(p);
     try {
         p.parse();
         if (p.has("--help") || p.has("-h")) {
@@ -479,6 +485,7 @@ int run(const std::vector<std::string_view>& args) {
             throw usage_error{"--buffers " + std::to_string(o.nbufs) + " x --buffer " + human_bytes(o.buf_size) +
                               " = " + human_bytes(o.nbufs * o.buf_size) + ", more than half of this machine's " +
                               human_bytes(ram) + " of memory"};
+        apply_http_flags(p, o.http);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
         return exit_usage;

@@ -11,6 +11,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "npy_output.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
@@ -21,7 +22,7 @@ using namespace ringsafe;
 using namespace ringsafe::cli;
 
 constexpr std::string_view help =
-    "usage: ringsafe get SOURCE NAME... -o DIR\n"
+    "usage: ringsafe get SOURCE NAME... -o DIR [--connections N] [--chunk SIZE]\n"
     "Reads the named tensors of SOURCE (a path, a URL or a sharded *.index.json)\n"
     "and writes each to DIR (created if missing) as NAME.npy when numpy has the\n"
     "dtype (BOOL U8 I8 I16 U16 F16 I32 U32 F32 F64 I64 U64, C64 as complex64), or\n"
@@ -31,8 +32,9 @@ constexpr std::string_view help =
     "same file name are refused. Each file is written under a temporary name and\n"
     "renamed into place, so a failed run leaves no partial file at a target path.\n"
     "\n"
-    "  -o, --output DIR  where to write (required)\n"
-    "  -h, --help        this text\n"
+    "  -o, --output DIR   where to write (required)\n"
+    RINGSAFE_CLI_HTTP_FLAGS_HELP
+    "  -h, --help         this text\n"
     "\n"
     "Exit status: 0 written, 1 failed (unreadable, invalid, tensor not found), 2 bad usage.\n";
 
@@ -78,6 +80,8 @@ int run(const std::vector<std::string_view>& args) {
     arg_parser ap(args);
     for (auto f : {"--help", "-h"}) ap.flag(f);
     for (auto o : {"-o", "--output"}) ap.option(o);
+    declare_http_flags(ap);
+    reader_options opts;
     std::string spec, out;
     std::vector<std::string> names;
     try {
@@ -93,13 +97,13 @@ int run(const std::vector<std::string_view>& args) {
         out = *o;
         spec = ap.positional()[0];
         names.assign(ap.positional().begin() + 1, ap.positional().end());
+        apply_http_flags(ap, opts.source.http);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()),
                      help.data());
         return exit_usage;
     }
     try {
-        reader_options opts;
         apply_environment_credentials(spec, opts.source.http);  // HF_TOKEN for the Hub
         reader r = reader::open(spec, opts);
         selection sel = r.select(names);

@@ -6,6 +6,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/http.hpp"
@@ -19,6 +20,7 @@ using namespace ringsafe::cli;
 constexpr std::string_view help =
     "usage: ringsafe load SOURCE [--select PATTERN]... [--direct] [--qd N] [--chunk SIZE]\n"
     "                     [--threads N] [--mode auto|hot|cold] [--pages huge|small] [--json]\n"
+    "                     [--connections N]\n"
     "Loads the tensors of SOURCE (a path, an http(s):// or s3:// URL, or a sharded\n"
     "*.index.json) into memory and prints bytes, seconds and GB/s (GB = 1e9 bytes).\n"
     "The destination is allocated and prefaulted before the clock starts, as a\n"
@@ -29,7 +31,10 @@ constexpr std::string_view help =
     "                    repeatable, a tensor matching any is loaded\n"
     "  --direct          O_DIRECT reads (bypass the page cache)\n"
     "  --qd N            reads in flight per ring (default 32)\n"
-    "  --chunk SIZE      split reads into chunks of SIZE (default 4M; 1M, 16M accepted)\n"
+    "  --chunk SIZE      split reads into chunks of SIZE, 4K..1G (files: default 4M;\n"
+    "                    URLs: bytes per Range request, default $RINGSAFE_CHUNK, else 32M)\n"
+    "  --connections N   URL sources: connections per origin, 1..256 (default\n"
+    "                    $RINGSAFE_CONNECTIONS, else 32)\n"
     "  --threads N       worker rings/threads (default 2)\n"
     "  --mode MODE       buffered reads: auto (default: asks the kernel how much of\n"
     "                    the selection is in the page cache), hot (any order, io-wq\n"
@@ -71,6 +76,7 @@ int run(const std::vector<std::string_view>& args) {
     arg_parser ap(args);
     for (auto f : {"--direct", "--json", "--help", "-h"}) ap.flag(f);
     for (auto o : {"--select", "--qd", "--chunk", "--threads", "--mode", "--pages"}) ap.option(o);
+    declare_http_flags(ap, false);  // --chunk is declared above: it sets the file, plan and HTTP chunk
     reader_options opts;
     bool json = false;
     std::vector<std::string> patterns;
@@ -94,7 +100,12 @@ int run(const std::vector<std::string_view>& args) {
         f.chunk_size = ap.size_or("--chunk", f.chunk_size);
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
-        if (ap.has("--chunk")) opts.source.http.chunk_size = opts.plan.chunk_size = f.chunk_size;
+        apply_http_flags(ap, opts.source.http);  // --connections
+        if (ap.has("--chunk")) {
+            if (f.chunk_size < min_http_chunk_size || f.chunk_size > max_http_chunk_size)
+                throw usage_error{"--chunk " + *ap.value("--chunk") + " is out of range 4K..1G"};
+            opts.source.http.chunk_size = opts.plan.chunk_size = f.chunk_size;
+        }
         const std::string mode = mode_name = ap.value("--mode").value_or("auto");
         using buffered = file_options::buffered_mode;
         if (mode == "auto") f.mode = buffered::automatic;

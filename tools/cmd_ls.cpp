@@ -1,11 +1,13 @@
 // `ringsafe ls`: lists a checkpoint's tensors from its header alone.
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "listing_command.hpp"
 
 namespace {
 
 constexpr std::string_view help =
-    "usage: ringsafe ls [--json] [--max-header-size BYTES] SOURCE\n"
+    "usage: ringsafe ls [--json] [--max-header-size BYTES] [--connections N]\n"
+    "                       [--chunk SIZE] SOURCE\n"
     "Lists the tensors of a safetensors file in data order, reading only the\n"
     "8-byte length prefix and the header; the header is fully validated.\n"
     "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json\n"
@@ -16,6 +18,7 @@ constexpr std::string_view help =
     "                           \"metadata\":null|{...}}; on failure\n"
     "                          {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
     "  --max-header-size BYTES cap on the header length N (default 100000000; 16M, 1G accepted)\n"
+    RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help              this text\n"
     "\n"
     "Exit status: 0 valid, 1 invalid or unreadable, 2 bad usage.\n";

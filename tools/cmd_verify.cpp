@@ -1,11 +1,13 @@
 // `ringsafe verify`: validates a checkpoint and hashes every tensor's bytes.
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "listing_command.hpp"
 
 namespace {
 
 constexpr std::string_view help =
-    "usage: ringsafe verify [--json] [--max-header-size BYTES] SOURCE\n"
+    "usage: ringsafe verify [--json] [--max-header-size BYTES] [--connections N]\n"
+    "                       [--chunk SIZE] SOURCE\n"
     "Validates a safetensors file and reads every tensor's bytes (front to back,\n"
     "8 MiB at a time), printing each tensor with the SHA-256 of its bytes.\n"
     "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json.\n"
@@ -13,6 +15,7 @@ constexpr std::string_view help =
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
     "                          with \"sha256\" (lowercase hex) added to each tensor\n"
     "  --max-header-size BYTES cap on the header length N (default 100000000)\n"
+    RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help              this text\n"
     "\n"
     "Exit status: 0 valid, 1 invalid or unreadable, 2 bad usage.\n";

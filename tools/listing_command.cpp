@@ -7,6 +7,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "http_flags.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 #include "tensor_hashes.hpp"
@@ -20,6 +21,8 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     p.flag("--help");
     p.flag("-h");
     p.option("--max-header-size");
+    declare_http_flags(p);
+    reader_options ro;
     parse_options opts;
     try {
         p.parse();
@@ -30,6 +33,7 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         if (p.positional().size() != 1)
             throw usage_error{p.positional().empty() ? "missing SOURCE" : "expected one SOURCE"};
         opts.max_header_size = p.size_or("--max-header-size", opts.max_header_size);
+        apply_http_flags(p, ro.source.http);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
         return exit_usage;
@@ -40,7 +44,6 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     std::string message;
     try {
         // Through the reader, so URLs and sharded *.index.json work too.
-        reader_options ro;
         ro.parse = opts;
         apply_environment_credentials(source, ro.source.http);  // HF_TOKEN for the Hub
         reader file = reader::open(source, ro);

@@ -75,7 +75,9 @@ net::awaitable<void> open_reader(std::shared_ptr<open_context> c, std::string sp
         if (!t.rest().empty()) co_await read_exact_async(*c, *src, t.rest_offset(), t.rest());
         src.reset();
         shard_index idx = parse_index(t.text, spec);
-        auto out = co_await open_shards_async(c, spec, idx, p->opts.parallel_shards);
+        // A remote index: up to 64 shard headers in flight at once (as reader::open).
+        const unsigned opens = is_url(spec) ? std::max(p->opts.parallel_shards, 64u) : p->opts.parallel_shards;
+        auto out = co_await open_shards_async(c, spec, idx, opens);
         ringsafe::detail::adopt_shards(*p, spec, idx, std::move(out));
     } else {
         header h = co_await load_header_async(*c, *src);

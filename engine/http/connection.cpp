@@ -62,7 +62,7 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     if (c->tls) {
         if (!target.ipv6 && target.host.find_first_not_of("0123456789.") != std::string::npos)
             SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str());  // SNI
-        if (tls_->native_handle() && SSL_CTX_get_verify_mode(tls_->native_handle()) != SSL_VERIFY_NONE)
+        if (SSL_CTX_get_verify_mode(SSL_get_SSL_CTX(c->tls->native_handle())) != SSL_VERIFY_NONE)
             c->tls->set_verify_callback(asio::ssl::host_name_verification(target.host));
         c->lowest().expires_after(connect_timeout_);
         co_await c->tls->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));

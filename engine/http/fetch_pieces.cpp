@@ -15,9 +15,15 @@ std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t 
     std::deque<piece> work;
     std::uint64_t total = 0;
     for (const auto& op : ops) total += op.length;
-    const std::uint64_t per_connection = (total + o.connections_per_origin - 1) / o.connections_per_origin;
-    const std::uint64_t chunk = std::max<std::uint64_t>(std::min(o.chunk_size, per_connection),
-                                                        std::min<std::uint64_t>(o.chunk_size, 256u << 10));
+    // Rounds of requests each connection makes at chunk_size; then the piece
+    // size that cuts the bytes into connections x rounds equal requests, so
+    // that the connections finish together (a lone last round of a few
+    // chunk_size requests would leave the others idle). Never below 256 KiB
+    // (or chunk_size): small reads do not fan out into tiny requests.
+    const std::uint64_t n = o.connections_per_origin, c = o.chunk_size;
+    const std::uint64_t rounds = std::max<std::uint64_t>(1, (total + n * c - 1) / (n * c));
+    const std::uint64_t even = (total + n * rounds - 1) / (n * rounds);
+    const std::uint64_t chunk = std::max<std::uint64_t>({even, std::min<std::uint64_t>(c, 256u << 10), 1});
     for (std::size_t i = 0; i < ops.size(); ++i) {
         const auto& op = ops[i];
         if (op.offset > size || op.length > size - op.offset)

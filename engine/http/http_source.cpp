@@ -13,6 +13,7 @@
 #include "http/connection.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
+#include "http/http_settings.hpp"
 #include "http/range_fetch.hpp"
 #include "http/remote_open.hpp"
 #include "http/s3_object.hpp"
@@ -35,15 +36,25 @@ public:
     struct without_request {};
     // Everything before the first request: options, URL, S3 signing, TLS.
     http_source(const std::string& spec, const http_options& opts, without_request)
-        : name_(spec), opts_(opts), rng_(std::random_device{}()) {
-        if (opts_.connections_per_origin == 0) raise(errc::InvalidArgument, "connections_per_origin must be at least 1 for " + spec);
-        if (opts_.chunk_size == 0) raise(errc::InvalidArgument, "chunk_size must be positive for " + spec);
+        : name_(spec), opts_(resolved(opts, spec)), rng_(std::random_device{}()) {
         url u = parse_url(spec);
-        if (u.scheme == "s3")
+        if (u.scheme == "s3") {
+            const s3_options s3 = resolve_s3_options(opts_.s3);
+            check_request_fields(opts_, &s3, spec);
             object_ = make_s3_object(u, opts_.s3);
-        else
+        } else {
+            check_request_fields(opts_, nullptr, spec);
             object_.requested = object_.location = u;
+        }
         pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
+    }
+    // resolved_http_options, with the URL in its errors.
+    static http_options resolved(const http_options& o, const std::string& spec) {
+        try {
+            return resolved_http_options(o);
+        } catch (const error& e) {
+            throw error(e.code(), std::string(e.what()) + " (opening " + spec + ")");
+        }
     }
     // The blocking open: the first request on the source's own event loop.
     http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
@@ -143,6 +154,7 @@ private:
         async_pools_.emplace_back(ex, std::make_unique<connection_pool>(ex, tls_of(opts_), opts_.connect_timeout));
         return *async_pools_.back().second;
     }
+
 
     remote_object snapshot() {
         std::lock_guard lock(state_mutex_);

@@ -10,6 +10,7 @@
 #include "arena.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
+#include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace py = pybind11;
@@ -24,29 +25,72 @@ std::uint64_t to_u64(const py::handle& v, const char* what) {
     return static_cast<std::uint64_t>(x);
 }
 
-// reader_options from the keyword arguments of Reader(); unknown keys are refused.
+// An integer keyword option in [lo, hi]: TypeError naming the option when not
+// an integer (int or anything with __index__, such as numpy's; a bool is
+// refused), ValueError naming it and the value when out of range.
+std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
+    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr()))
+        throw py::type_error("reader option " + key + " must be an int, not " +
+                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
+    const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+    if (!as_int) throw py::error_already_set();
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+    if (overflow == 0 && x == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow != 0 || x < 0 || static_cast<std::uint64_t>(x) < lo || static_cast<std::uint64_t>(x) > hi)
+        throw py::value_error("reader option " + key + "=" + std::string(py::str(v)) + " is out of range " +
+                              std::to_string(lo) + ".." + std::to_string(hi));
+    return static_cast<std::uint64_t>(x);
+}
+
+unsigned option_unsigned(const py::handle& v, const std::string& key, unsigned lo = 0) {
+    return static_cast<unsigned>(option_uint(v, key, lo, UINT32_MAX));
+}
+
+// A str (or bool) keyword option: TypeError naming the option otherwise.
+std::string option_str(const py::handle& v, const std::string& key) {
+    if (!py::isinstance<py::str>(v))
+        throw py::type_error("reader option " + key + " must be a str, not " +
+                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
+    return v.cast<std::string>();
+}
+
+bool option_bool(const py::handle& v, const std::string& key) {
+    if (!py::isinstance<py::bool_>(v))
+        throw py::type_error("reader option " + key + " must be a bool, not " +
+                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
+    return v.cast<bool>();
+}
+
+// reader_options from the keyword arguments of Reader(); unknown keys are
+// refused. connections and http_chunk left out (or None) are the engine's:
+// RINGSAFE_CONNECTIONS / RINGSAFE_CHUNK, else its defaults.
 reader_options make_options(const py::dict& kw) {
     reader_options o;
     for (auto [k, v] : kw) {
         std::string key = k.cast<std::string>();
         if (v.is_none()) continue;
-        if (key == "threads") o.source.file.threads = static_cast<unsigned>(to_u64(v, key.c_str()));
-        else if (key == "queue_depth") o.source.file.queue_depth = static_cast<unsigned>(to_u64(v, key.c_str()));
-        else if (key == "direct") o.source.file.direct = v.cast<bool>();
-        else if (key == "file_chunk") o.source.file.chunk_size = to_u64(v, key.c_str());
-        else if (key == "connections") o.source.http.connections_per_origin = static_cast<unsigned>(to_u64(v, key.c_str()));
-        else if (key == "http_chunk") o.source.http.chunk_size = to_u64(v, key.c_str());
-        else if (key == "token") o.source.http.bearer_token = v.cast<std::string>();
+        if (key == "threads") o.source.file.threads = option_unsigned(v, key);
+        else if (key == "queue_depth") o.source.file.queue_depth = option_unsigned(v, key);
+        else if (key == "direct") o.source.file.direct = option_bool(v, key);
+        else if (key == "file_chunk") o.source.file.chunk_size = option_uint(v, key, 0, UINT64_MAX >> 1);
+        else if (key == "connections")
+            o.source.http.connections_per_origin = static_cast<unsigned>(option_uint(v, key, 1, max_connections_per_origin));
+        else if (key == "http_chunk") o.source.http.chunk_size = option_uint(v, key, min_http_chunk_size, max_http_chunk_size);
+        else if (key == "token") o.source.http.bearer_token = option_str(v, key);
         else if (key == "headers") {
+            if (!py::isinstance<py::dict>(v))
+                throw py::type_error("reader option headers must be a dict of str to str");
             for (auto [hk, hv] : v.cast<py::dict>())
-                o.source.http.headers.emplace_back(hk.cast<std::string>(), hv.cast<std::string>());
-        } else if (key == "ca_file") o.source.http.ca_file = v.cast<std::string>();
-        else if (key == "verify_tls") o.source.http.verify_peer = v.cast<bool>();
-        else if (key == "max_attempts") o.source.http.max_attempts = static_cast<unsigned>(to_u64(v, key.c_str()));
-        else if (key == "s3_endpoint") o.source.http.s3.endpoint = v.cast<std::string>();
-        else if (key == "s3_region") o.source.http.s3.region = v.cast<std::string>();
-        else if (key == "max_header_size") o.parse.max_header_size = to_u64(v, key.c_str());
-        else if (key == "parallel_shards") o.parallel_shards = static_cast<unsigned>(to_u64(v, key.c_str()));
+                o.source.http.headers.emplace_back(option_str(hk, "headers (a name)"),
+                                                   option_str(hv, "headers['" + option_str(hk, "headers") + "']"));
+        } else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
+        else if (key == "verify_tls") o.source.http.verify_peer = option_bool(v, key);
+        else if (key == "max_attempts") o.source.http.max_attempts = option_unsigned(v, key);
+        else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
+        else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
+        else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
+        else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
     }
     return o;

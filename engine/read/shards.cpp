@@ -33,7 +33,10 @@ void open_shards(reader::impl& r, const std::string& index_spec, const shard_ind
             }
         }
     };
-    const std::size_t workers = std::min<std::size_t>(n, r.opts.parallel_shards);
+    // A remote index: up to 64 shard headers in flight at once (an open is one
+    // round trip, nearly all of it waiting); local shards: parallel_shards.
+    const std::size_t limit = is_url(index_spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
+    const std::size_t workers = std::min<std::size_t>(n, limit);
     std::vector<std::thread> pool;
     for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
     worker();

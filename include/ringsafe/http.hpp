@@ -35,10 +35,22 @@ struct s3_options {
     addressing style = addressing::automatic;  // automatic: virtual host on AWS, path style on custom endpoints
 };
 
-// How remote objects are fetched. Defaults suit a fast origin or CDN.
+// Bounds and defaults of http_options::connections_per_origin and chunk_size.
+inline constexpr unsigned max_connections_per_origin = 256;
+inline constexpr unsigned default_connections_per_origin = 32;            // measured: see README, "Performance"
+inline constexpr std::uint64_t min_http_chunk_size = 4u << 10;
+inline constexpr std::uint64_t max_http_chunk_size = 1u << 30;
+inline constexpr std::uint64_t default_http_chunk_size = 32u << 20;       // amortises a 50 ms first byte at 100 MB/s
+
+// How remote objects are fetched. Defaults suit an object store (S3-like:
+// 50-100 MB/s per connection, 20-50 ms to the first byte).
 struct http_options {
-    unsigned connections_per_origin = 8;       // keep-alive connections per scheme://host:port (>= 1)
-    std::uint64_t chunk_size = 8u << 20;       // ranges are split into requests of at most this size
+    // Keep-alive connections per scheme://host:port, 1..max_connections_per_origin;
+    // 0: the environment's RINGSAFE_CONNECTIONS, else default_connections_per_origin.
+    unsigned connections_per_origin = 0;
+    // Ranges are split into requests of at most this size, min_http_chunk_size..max_http_chunk_size;
+    // 0: the environment's RINGSAFE_CHUNK (a size: 8M, 64M, 1G), else default_http_chunk_size.
+    std::uint64_t chunk_size = 0;
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
     std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
     std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
@@ -54,10 +66,16 @@ struct http_options {
     s3_options s3;                             // for s3:// URLs
 };
 
+// `o` with connections_per_origin and chunk_size resolved (0 takes the
+// environment variable, else the default). Throws InvalidArgument naming the
+// option or variable and its value when out of range or malformed.
+http_options resolved_http_options(const http_options& o);
+
 // Opens an http://, https:// or s3://bucket/key URL with one Range request of
 // `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
 // and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
-// URL or options), HttpError (status such as 401/403/404, TLS or connection
+// URL or options, a header name or value, token or S3 credential holding CR,
+// LF or NUL), HttpError (status such as 401/403/404, TLS or connection
 // failure after retries), RangeNotSupported (the server ignores Range).
 // The source's execute() runs its own event loop on the calling thread.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});

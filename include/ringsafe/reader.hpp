@@ -39,7 +39,7 @@ struct reader_options {
     source_options source;  // file (queue depth, chunk, threads, O_DIRECT) and HTTP options
     parse_options parse;    // header limits
     plan_options plan;      // chunking and coalescing
-    unsigned parallel_shards = 4;  // shards opened, and read, at the same time (at least 1)
+    unsigned parallel_shards = 4;  // shards opened, and read, at the same time (at least 1; a remote index opens up to 64 at once)
     // Opens each path or URL the reader needs (the spec, then the shards).
     // Empty (the default) = open_source(spec, source). Lets callers plug in
     // their own source kinds.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "fault_pattern.hpp"
@@ -238,4 +239,125 @@ TEST_CASE("cancellation stops the transfer and reports Cancelled") {
     } catch (const error& e) {
         CHECK(e.code() == errc::Cancelled);
     }
+}
+
+namespace {
+
+// Connections the fault server has accepted so far (the /stats request's own included).
+unsigned connections_accepted(fixture& f) {
+    std::string st = run_command("curl -s '" + f.server.base_url() + "/stats?id=0'").out;
+    return static_cast<unsigned>(std::stoul(st.substr(st.find("connections ") + 12)));
+}
+
+}  // namespace
+
+TEST_CASE("64 connections per origin: every byte exact, 64 connections used") {
+    fixture f;
+    http_options o = fast();
+    o.connections_per_origin = 64;
+    o.chunk_size = 16 << 10;  // 2 MiB in 129 requests of 16 KiB: every connection gets work
+    auto src = open_url(f.url(""), o);
+    const unsigned before = connections_accepted(f);
+    read_and_check(*src, 0, object_size);
+    // 63 new (the open's connection is reused), plus the next /stats request's own.
+    const unsigned made = connections_accepted(f) - before - 1;
+    CHECK(made <= 63);
+    CHECK(made >= 32);
+    CHECK(f.requests() == 1 + (object_size + (16 << 10) - 1) / (16 << 10));
+    // A second read reuses the pooled connections.
+    const unsigned again = connections_accepted(f);
+    read_and_check(*src, 123, object_size - 456);
+    CHECK(connections_accepted(f) - again - 1 == 0);
+}
+
+TEST_CASE("64 connections, each response broken once: resumed after the bytes received, still exact") {
+    for (const char* fault : {"close", "reset"}) {
+        INFO(fault);
+        fixture f;
+        http_options o = fast();
+        o.connections_per_origin = 64;
+        o.chunk_size = 64 << 10;
+        // 8 MiB in 129 ranges of 64 KiB; the first 129 requests after the open
+        // break after 20 000 body bytes (every range's first try, and some retries).
+        const std::uint64_t size = (8u << 20) + 333, ranges = (size + (64 << 10) - 1) / (64 << 10);
+        auto src = open_url(f.url("size=" + std::to_string(size) + "&fault=" + fault + "&after=20000&skip=1&fail=" +
+                                  std::to_string(ranges)), o);
+        REQUIRE(src->size() == size);
+        read_and_check(*src, 0, size);
+        CHECK(f.requests() > 1 + ranges);
+        if (std::string(fault) == "close")  // resumed, not restarted: every byte sent once (a reset may drop some in flight)
+            CHECK(f.bytes_sent() == 4096 + size);
+    }
+}
+
+TEST_CASE("cli: --connections and --chunk (and RINGSAFE_CONNECTIONS / RINGSAFE_CHUNK) for URL sources") {
+    fixture f;
+    temp_dir dir;
+    // A safetensors file served through the fault server: one U8 tensor of 1 MiB.
+    const std::string json = R"({"w":{"dtype":"U8","shape":[1048576],"data_offsets":[0,1048576]}})";
+    std::vector<std::byte> file(8 + json.size() + (1u << 20));
+    for (int i = 0; i < 8; ++i) file[i] = std::byte(static_cast<unsigned char>(json.size() >> (8 * i)));
+    std::memcpy(file.data() + 8, json.data(), json.size());
+    std::vector<std::byte> data(1u << 20);
+    fill_pattern(data, 3);
+    std::memcpy(file.data() + 8 + json.size(), data.data(), data.size());
+    write_file(dir / "m.safetensors", file);
+    auto url = [&] { return f.url("file=" + (dir / "m.safetensors").string()); };
+    auto cli = [&](const std::string& env, const std::string& args) {
+        return run_command(env + " '" + cli_path() + "' " + args + " 2>&1");
+    };
+    // --connections 3 --chunk 64K: 16 ranges over 3 connections (the open's reused).
+    unsigned before = connections_accepted(f);
+    auto r = cli("", "load --json --connections 3 --chunk 64K '" + url() + "'");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("\"bytes\":1048576") != std::string::npos);
+    // load opens twice: a sizing probe (one request, one connection), then the
+    // timed run (its open's connection reused by one of the 3 workers).
+    CHECK(connections_accepted(f) - before - 1 == 1 + 3);
+    CHECK(f.requests() == 1 + 1 + 16);
+
+    // The environment when no flag is given; the flag over the environment.
+    before = connections_accepted(f);
+    r = cli("RINGSAFE_CONNECTIONS=5 RINGSAFE_CHUNK=64K", "get '" + url() + "' w -o '" + (dir / "out").string() + "'");
+    REQUIRE(r.status == 0);
+    CHECK(connections_accepted(f) - before - 1 == 5);
+    CHECK(f.requests() == 1 + 16);
+    CHECK(read_file(dir / "out" / "w.npy").size() > data.size());
+    before = connections_accepted(f);
+    r = cli("RINGSAFE_CONNECTIONS=5 RINGSAFE_CHUNK=64K", "verify --connections 2 --chunk 128K '" + url() + "'");
+    REQUIRE(r.status == 0);
+    CHECK(connections_accepted(f) - before - 1 == 2);
+    CHECK(f.requests() == 1 + 8);
+    r = cli("", "ls --connections 64 --chunk 1M '" + url() + "'");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("w") != std::string::npos);
+    r = cli("", "cp --connections 4 --chunk 256K --no-direct --no-sync '" + url() + "' '" +
+                    (dir / "copy.safetensors").string() + "'");
+    CHECK(r.status == 0);
+    const auto copy = read_file(dir / "copy.safetensors");  // the header may be laid out anew; the bytes are the same
+    REQUIRE(copy.size() >= data.size());
+    CHECK(std::equal(data.begin(), data.end(), copy.end() - static_cast<std::ptrdiff_t>(data.size())));
+
+    // Bad values: usage errors (exit 2) naming the option; a bad variable names itself (exit 1).
+    for (std::string cmd : {"load", "ls", "verify", "get", "cp"}) {
+        INFO(cmd);
+        const std::string tail = cmd == "get" ? " w -o x" : cmd == "cp" ? " out" : "";
+        r = cli("", cmd + " --connections 0 '" + url() + "'" + tail);
+        CHECK(r.status == 2);
+        CHECK(r.out.find("--connections 0 is out of range 1..256") != std::string::npos);
+        r = cli("", cmd + " --connections 257 '" + url() + "'" + tail);
+        CHECK(r.status == 2);
+        r = cli("", cmd + " --connections many '" + url() + "'" + tail);
+        CHECK(r.status == 2);
+        r = cli("", cmd + " --chunk 1K '" + url() + "'" + tail);
+        CHECK(r.status == 2);
+        CHECK(r.out.find("--chunk 1K") != std::string::npos);
+        r = cli("", cmd + " --help");
+        CHECK(r.out.find("--connections N") != std::string::npos);
+        CHECK(r.out.find("RINGSAFE_CHUNK") != std::string::npos);
+    }
+    r = cli("RINGSAFE_CONNECTIONS=lots", "ls '" + url() + "'");
+    CHECK(r.status == 1);
+    CHECK(r.out.find("RINGSAFE_CONNECTIONS='lots'") != std::string::npos);
 }

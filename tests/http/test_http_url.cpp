@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "http/s3_object.hpp"
 #include "http/url.hpp"
@@ -139,4 +141,139 @@ TEST_CASE("HF_TOKEN is applied only to Hub hosts and never over an explicit toke
     http_options none;
     apply_environment_credentials("https://huggingface.co/x", none);
     CHECK(none.bearer_token.empty());
+}
+
+namespace {
+
+// The InvalidArgument message of fn(), "" when it does not throw one.
+template <class Fn>
+std::string invalid_argument(Fn fn) {
+    try {
+        fn();
+    } catch (const error& e) {
+        CHECK(e.code() == errc::InvalidArgument);
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("connections and chunk size: 0 takes RINGSAFE_CONNECTIONS / RINGSAFE_CHUNK, else the defaults") {
+    ::unsetenv("RINGSAFE_CONNECTIONS");
+    ::unsetenv("RINGSAFE_CHUNK");
+    http_options o;
+    CHECK(o.connections_per_origin == 0);
+    CHECK(o.chunk_size == 0);
+    http_options r = resolved_http_options(o);
+    CHECK(r.connections_per_origin == default_connections_per_origin);
+    CHECK(r.chunk_size == default_http_chunk_size);
+
+    ::setenv("RINGSAFE_CONNECTIONS", "64", 1);
+    ::setenv("RINGSAFE_CHUNK", "48M", 1);
+    r = resolved_http_options(o);
+    CHECK(r.connections_per_origin == 64);
+    CHECK(r.chunk_size == 48u << 20);
+    http_options mine;  // the caller's values win over the environment
+    mine.connections_per_origin = 3;
+    mine.chunk_size = 1u << 20;
+    r = resolved_http_options(mine);
+    CHECK(r.connections_per_origin == 3);
+    CHECK(r.chunk_size == 1u << 20);
+    ::setenv("RINGSAFE_CHUNK", "65536", 1);
+    CHECK(resolved_http_options(o).chunk_size == 65536);
+    ::setenv("RINGSAFE_CONNECTIONS", "256", 1);
+    CHECK(resolved_http_options(o).connections_per_origin == max_connections_per_origin);
+
+    // Bad environment values name the variable and the value.
+    for (const char* bad : {"abc", "8M", "-1", "0", "257", "99999999999999999999"}) {
+        INFO(bad);
+        ::setenv("RINGSAFE_CONNECTIONS", bad, 1);
+        CHECK(invalid_argument([&] { resolved_http_options(o); }).find("RINGSAFE_CONNECTIONS") != std::string::npos);
+    }
+    ::unsetenv("RINGSAFE_CONNECTIONS");
+    for (const char* bad : {"lots", "0", "1K", "2G", "8X", "-4M"}) {
+        INFO(bad);
+        ::setenv("RINGSAFE_CHUNK", bad, 1);
+        const std::string msg = invalid_argument([&] { resolved_http_options(o); });
+        CHECK(msg.find("RINGSAFE_CHUNK") != std::string::npos);
+        CHECK(msg.find(std::string("'") + bad + "'") != std::string::npos);
+    }
+    ::unsetenv("RINGSAFE_CHUNK");
+}
+
+TEST_CASE("connections_per_origin 1..256 and chunk_size 4 KiB..1 GiB; open_url names the option, value and URL") {
+    ::unsetenv("RINGSAFE_CONNECTIONS");
+    ::unsetenv("RINGSAFE_CHUNK");
+    http_options o;
+    o.connections_per_origin = 64;
+    CHECK(resolved_http_options(o).connections_per_origin == 64);
+    o.connections_per_origin = 257;
+    CHECK(invalid_argument([&] { resolved_http_options(o); }).find("connections_per_origin 257 is out of range 1..256") !=
+          std::string::npos);
+    // Refused before any connection is tried (nothing listens on port 1).
+    const std::string msg = invalid_argument([&] { open_url("http://127.0.0.1:1/m.safetensors", o); });
+    CHECK(msg.find("connections_per_origin 257") != std::string::npos);
+    CHECK(msg.find("http://127.0.0.1:1/m.safetensors") != std::string::npos);
+    o.connections_per_origin = 2;
+    for (std::uint64_t bad : {std::uint64_t{1}, std::uint64_t{4095}, (std::uint64_t{1} << 30) + 1}) {
+        o.chunk_size = bad;
+        CHECK(invalid_argument([&] { resolved_http_options(o); }).find("chunk_size " + std::to_string(bad)) !=
+              std::string::npos);
+    }
+    o.chunk_size = 4096;
+    CHECK(resolved_http_options(o).chunk_size == 4096);
+    o.chunk_size = 1u << 30;
+    CHECK(resolved_http_options(o).chunk_size == 1u << 30);
+}
+
+TEST_CASE("CR, LF or NUL in a header, token or S3 credential is refused before anything is sent, secret unnamed") {
+    const std::string url = "http://127.0.0.1:1/m.safetensors";  // nothing listens: a request would fail otherwise
+    auto refused = [&](const http_options& o, const std::string& u) {
+        return invalid_argument([&] { open_url(u, o); });
+    };
+    for (std::string bad : std::vector<std::string>{"secret\r\nX-Injected: 1", "secret\nX: 1", "secret\rX", std::string("sec\0ret", 7)}) {
+        INFO(bad.size());
+        http_options h;
+        h.headers = {{"X-Api-Key", bad}};
+        std::string msg = refused(h, url);
+        CHECK(msg.find("header 'X-Api-Key'") != std::string::npos);
+        CHECK(msg.find(url) != std::string::npos);
+        CHECK(msg.find("secret") == std::string::npos);  // never the value
+
+        http_options t;
+        t.bearer_token = bad;
+        msg = refused(t, url);
+        CHECK(msg.find("bearer token") != std::string::npos);
+        CHECK(msg.find("secret") == std::string::npos);
+
+        http_options s;
+        s.s3.endpoint = "http://127.0.0.1:1";
+        s.s3.access_key_id = "AKIDEXAMPLE";
+        s.s3.secret_access_key = "wJalr";
+        s.s3.session_token = bad;
+        msg = refused(s, "s3://bucket/key");
+        CHECK(msg.find("S3 session token") != std::string::npos);
+        CHECK(msg.find("secret") == std::string::npos);
+        s.s3.session_token.clear();
+        s.s3.access_key_id = bad;
+        CHECK(refused(s, "s3://bucket/key").find("S3 access key id") != std::string::npos);
+    }
+    for (std::string name : std::vector<std::string>{"X-Bad\r\nX-Injected", "X Bad", "X:Bad", "", std::string("X\0", 2)}) {
+        http_options h;
+        h.headers = {{name, "v"}};
+        CHECK(refused(h, url).find("is not a valid HTTP field name") != std::string::npos);
+    }
+    // From the environment too: AWS_SESSION_TOKEN with a line break.
+    ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "wJalr", 1);
+    ::setenv("AWS_SESSION_TOKEN", "secret\r\nX-Injected: 1", 1);
+    http_options e;
+    e.s3.endpoint = "http://127.0.0.1:1";
+    const std::string msg = refused(e, "s3://bucket/key");
+    CHECK(msg.find("S3 session token") != std::string::npos);
+    CHECK(msg.find("secret") == std::string::npos);
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    ::unsetenv("AWS_SESSION_TOKEN");
 }

@@ -248,6 +248,60 @@ def test_one_connection_carries_every_request(ckpt, nginx_server):
     assert len({e.connection for e in entries}) == 1
 
 
+def test_connections_and_chunk_come_from_the_environment_unless_given(ckpt, nginx_server, monkeypatch):
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "1")
+    monkeypatch.setenv("RINGSAFE_CHUNK", "512K")
+    mark = nginx_server.mark()
+    assert_same(rpt.load_file(ckpt.url), ckpt.expected)
+    entries = [e for e in nginx_server.log(mark) if e.path == "/remote/model.safetensors"]
+    assert len({e.connection for e in entries}) == 1
+    asked = requested(data_entries(entries, "/remote/model.safetensors"))
+    assert asked and all(b - a <= 512 << 10 for a, b in asked)
+    # Options given win over the environment (numpy integers are integers too).
+    mark = nginx_server.mark()
+    assert_same(rpt.load_file(ckpt.url, connections=np.int64(4), http_chunk=np.uint32(256 << 10)), ckpt.expected)
+    data = data_entries(nginx_server.log(mark), "/remote/model.safetensors")
+    assert 2 <= len({e.connection for e in data}) <= 4
+    assert all(b - a <= 256 << 10 for a, b in requested(data))
+
+
+@pytest.mark.parametrize("key, value, exc", [
+    ("connections", 2**33, ValueError), ("connections", 0, ValueError), ("connections", 257, ValueError),
+    ("connections", -1, ValueError), ("connections", "8", TypeError), ("connections", True, TypeError),
+    ("connections", 8.0, TypeError), ("http_chunk", 1, ValueError), ("http_chunk", (1 << 30) + 1, ValueError),
+    ("http_chunk", 1.5, TypeError), ("threads", 2**40, ValueError), ("max_attempts", "3", TypeError),
+    ("token", 5, TypeError), ("verify_tls", 1, TypeError), ("headers", {"X-A": 1}, TypeError)])
+def test_bad_connection_and_chunk_options_name_themselves(key, value, exc):
+    # Refused before anything is opened: nothing listens on port 1.
+    with pytest.raises(exc, match=key):
+        ringsafe.Reader("http://127.0.0.1:1/m.safetensors", **{key: value})
+
+
+def test_a_bad_environment_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "lots")
+    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_CONNECTIONS='lots'"):
+        ringsafe.Reader("http://127.0.0.1:1/m.safetensors")
+    monkeypatch.delenv("RINGSAFE_CONNECTIONS")
+    monkeypatch.setenv("RINGSAFE_CHUNK", "2G")
+    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_CHUNK='2G'"):
+        ringsafe.Reader("http://127.0.0.1:1/m.safetensors")
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"headers": {"X-Api-Key": "hush\r\nX-Injected: 1"}}, "X-Api-Key"),
+    ({"headers": {"X-Api-Key": "hush\n"}}, "X-Api-Key"),
+    ({"headers": {"X-Api-Key": "hush\0"}}, "X-Api-Key"),
+    ({"headers": {"X-Bad\r\nX-Injected": "1"}}, "X-Bad"),
+    ({"token": "hush\r\nX-Injected: 1"}, "bearer token")])
+def test_cr_lf_or_nul_in_headers_or_token_is_refused_before_sending(ckpt, nginx_server, options, named):
+    mark = nginx_server.mark()
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        rpt.load_file(ckpt.url, **options)
+    assert named in str(e.value)
+    assert "hush" not in str(e.value)  # never the value
+    assert not [x for x in nginx_server.log(mark) if x.path == "/remote/model.safetensors"]
+
+
 def test_token_and_extra_headers_go_with_every_request(ckpt, nginx_server):
     mark = nginx_server.mark()
     got = rpt.load_file(ckpt.url, token="not-a-secret", headers={"X-Test-Marker": "m-42"}, select=["u8", "emb"],

@@ -1,0 +1,144 @@
+// http_options: connections and request size (with their environment
+// variables), and the checks on caller-supplied header fields.
+#include "http/http_settings.hpp"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe {
+namespace {
+
+// "4096", "4K", "4KiB", "16M", "1G" (binary multiples); false when malformed or overflowing.
+bool parse_size(std::string_view t, std::uint64_t& out) {
+    std::uint64_t n = 0;
+    std::size_t i = 0;
+    for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) {
+        if (n > (UINT64_MAX - 9) / 10) return false;
+        n = n * 10 + static_cast<unsigned>(t[i] - '0');
+    }
+    if (i == 0) return false;
+    std::string_view unit = t.substr(i);
+    if (unit.ends_with("iB")) unit.remove_suffix(2);
+    else if (unit.size() == 2 && unit.ends_with("B")) unit.remove_suffix(1);
+    unsigned shift = 0;
+    if (unit.empty()) shift = 0;
+    else if (unit == "K" || unit == "k") shift = 10;
+    else if (unit == "M" || unit == "m") shift = 20;
+    else if (unit == "G" || unit == "g") shift = 30;
+    else return false;
+    if (shift && n > (UINT64_MAX >> shift)) return false;
+    out = n << shift;
+    return true;
+}
+
+// The value of environment variable `name`, parsed as a size (or a plain
+// number when !sizes); 0 when unset or empty.
+std::uint64_t from_environment(const char* name, bool sizes) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return 0;
+    std::uint64_t n = 0;
+    std::string_view text(v);
+    const bool digits_only = text.find_first_not_of("0123456789") == std::string_view::npos;
+    if ((!sizes && !digits_only) || !parse_size(text, n) || n == 0)
+        raise(errc::InvalidArgument, std::string(name) + "='" + v + "' is not " +
+                                         (sizes ? "a size (e.g. 8M, 64M, 1G)" : "a positive number"));
+    return n;
+}
+
+}  // namespace
+
+http_options resolved_http_options(const http_options& o) {
+    http_options r = o;
+    const char* conn_from = "connections_per_origin";
+    const char* chunk_from = "chunk_size";
+    if (r.connections_per_origin == 0) {
+        const std::uint64_t env = from_environment("RINGSAFE_CONNECTIONS", false);
+        if (env) {
+            conn_from = "RINGSAFE_CONNECTIONS";
+            if (env > max_connections_per_origin)
+                raise(errc::InvalidArgument, "RINGSAFE_CONNECTIONS=" + std::to_string(env) + " is out of range 1.." +
+                                                 std::to_string(max_connections_per_origin));
+            r.connections_per_origin = static_cast<unsigned>(env);
+        } else {
+            r.connections_per_origin = default_connections_per_origin;
+        }
+    }
+    if (r.chunk_size == 0) {
+        const std::uint64_t env = from_environment("RINGSAFE_CHUNK", true);
+        chunk_from = env ? "RINGSAFE_CHUNK" : chunk_from;
+        r.chunk_size = env ? env : default_http_chunk_size;
+    }
+    if (r.connections_per_origin > max_connections_per_origin)
+        raise(errc::InvalidArgument, std::string(conn_from) + " " + std::to_string(r.connections_per_origin) +
+                                         " is out of range 1.." + std::to_string(max_connections_per_origin));
+    if (r.chunk_size < min_http_chunk_size || r.chunk_size > max_http_chunk_size)
+        raise(errc::InvalidArgument, std::string(chunk_from) +
+                                         (o.chunk_size ? " " : std::string("='") + std::getenv("RINGSAFE_CHUNK") + "' = ") +
+                                         std::to_string(r.chunk_size) +
+                                         " is out of range " + std::to_string(min_http_chunk_size) + ".." +
+                                         std::to_string(max_http_chunk_size) + " bytes (4 KiB..1 GiB)");
+    return r;
+}
+
+namespace http_engine {
+namespace {
+
+bool has_control(std::string_view v) { return v.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos; }
+
+// RFC 9110 token characters (a field name).
+bool is_token(std::string_view name) {
+    if (name.empty()) return false;
+    for (unsigned char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// A printable rendering of a header name for an error message (control bytes as \xNN).
+std::string printable(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            static constexpr char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void check_request_fields(const http_options& o, const s3_options* s3, const std::string& url) {
+    for (const auto& [name, value] : o.headers) {
+        if (!is_token(name))
+            raise(errc::InvalidArgument, "header name '" + printable(name) + "' for " + url +
+                                             " is not a valid HTTP field name (empty, or holds a space, "
+                                             "colon, CR, LF, NUL or another separator)");
+        if (has_control(value))
+            raise(errc::InvalidArgument, "the value of header '" + name + "' for " + url +
+                                             " holds CR, LF or NUL (refused: it would split the request)");
+    }
+    auto check = [&](std::string_view v, const char* what) {
+        if (has_control(v))
+            raise(errc::InvalidArgument, std::string(what) + " for " + url +
+                                             " holds CR, LF or NUL (refused: it would split the request)");
+    };
+    check(o.bearer_token, "the bearer token");
+    if (s3) {
+        check(s3->access_key_id, "the S3 access key id");
+        check(s3->secret_access_key, "the S3 secret access key");
+        check(s3->session_token, "the S3 session token");
+        check(s3->region, "the S3 region");
+    }
+}
+
+}  // namespace http_engine
+}  // namespace ringsafe

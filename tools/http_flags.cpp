@@ -1,0 +1,29 @@
+// --connections N and --chunk SIZE for URL sources.
+#include "http_flags.hpp"
+
+#include <string>
+
+namespace ringsafe::cli {
+
+void declare_http_flags(arg_parser& p, bool chunk) {
+    p.option("--connections");
+    if (chunk) p.option("--chunk");
+}
+
+void apply_http_flags(const arg_parser& p, http_options& o) {
+    if (p.has("--connections")) {
+        const std::uint64_t n = p.uint_or("--connections", 0);
+        if (n < 1 || n > max_connections_per_origin)
+            throw usage_error{"--connections " + std::to_string(n) + " is out of range 1.." +
+                              std::to_string(max_connections_per_origin)};
+        o.connections_per_origin = static_cast<unsigned>(n);
+    }
+    if (p.has("--chunk")) {
+        const std::uint64_t n = p.size_or("--chunk", 0);
+        if (n < min_http_chunk_size || n > max_http_chunk_size)
+            throw usage_error{"--chunk " + *p.value("--chunk") + " is out of range 4K..1G"};
+        o.chunk_size = n;
+    }
+}
+
+}  // namespace ringsafe::cli

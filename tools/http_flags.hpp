@@ -1,0 +1,28 @@
+// --connections N and --chunk SIZE: the options of URL sources shared by the
+// subcommands that read (load, get, cp, ls, verify).
+#pragma once
+
+#include <string_view>
+
+#include "args.hpp"
+#include "ringsafe/http.hpp"
+
+namespace ringsafe::cli {
+
+// Help lines for the two options (and the environment variables behind
+// them): a string literal, to be concatenated into a subcommand's help.
+#define RINGSAFE_CLI_HTTP_FLAGS_HELP                                              \
+    "  --connections N    URL sources: connections per origin, 1..256 (default:\n" \
+    "                     $RINGSAFE_CONNECTIONS, else 32)\n"                      \
+    "  --chunk SIZE       URL sources: bytes per Range request, 4K..1G (default:\n" \
+    "                     $RINGSAFE_CHUNK, else 32M; 8M, 64M accepted)\n"
+
+// Declares --connections and, when `chunk`, --chunk on `p`.
+void declare_http_flags(arg_parser& p, bool chunk = true);
+
+// Sets the given flags into `o` (a flag wins over the environment variable;
+// an absent one leaves the field to the engine, which reads the variable).
+// Throws usage_error naming the option and value when out of range.
+void apply_http_flags(const arg_parser& p, http_options& o);
+
+}  // namespace ringsafe::cli
