@@ -138,7 +138,7 @@ void start_open(async_reader::executor_type ex, std::string spec, reader_options
                             std::move(handler));
     auto c = std::make_shared<open_context>(open_context{net::make_strand(ex), nullptr, std::move(ropts), {}});
     try {
-        c->ring = std::make_shared<ring_reads>(c->strand, aopts.queue_depth);
+        c->ring = make_event_ring(c->strand, aopts.queue_depth);
     } catch (...) {
         std::error_code ec;
         std::string msg;

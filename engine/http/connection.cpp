@@ -20,7 +20,7 @@ void connection::close() noexcept {
 connection_pool::connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout)
     : ex_(std::move(ex)), tls_(tls), connect_timeout_(connect_timeout) {}
 
-asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, abandon_list* abandon) {
+asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, detail::abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
     if (!idle.empty()) {
         auto c = std::move(idle.back());
@@ -37,7 +37,7 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
         c->tcp = std::make_unique<beast::tcp_stream>(ex_);
     }
     boost::system::error_code ec;
-    const abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
+    const detail::abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
     if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
     // An IP literal needs no resolver (whose first use starts a thread per io_context).
     const auto literal = asio::ip::make_address(target.host, ec);
@@ -48,7 +48,7 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
     } else {
         ec = {};
         asio::ip::tcp::resolver resolver(ex_);
-        const abandon_list::entry resolving(abandon, [&resolver] { resolver.cancel(); });
+        const detail::abandon_list::entry resolving(abandon, [&resolver] { resolver.cancel(); });
         auto endpoints = co_await resolver.async_resolve(target.host, std::to_string(target.port),
                                                          asio::redirect_error(asio::use_awaitable, ec));
         if (abandon && abandon->abandoned()) throw transport_failure("resolving " + where + " was abandoned");

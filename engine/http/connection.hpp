@@ -17,7 +17,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "http/abandon_list.hpp"
+#include "source/abandon_list.hpp"
 #include "http/url.hpp"
 
 namespace ringsafe::http_engine {
@@ -55,7 +55,7 @@ public:
     // Throws transport_failure (refused, timeout) or ringsafe::error (TLS
     // verification, unknown host). When `abandon` is abandoned while a new
     // connection is being made, its socket is closed and this throws transport_failure.
-    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target, abandon_list* abandon = nullptr);
+    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target, detail::abandon_list* abandon = nullptr);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 

@@ -10,12 +10,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 
-#include "asio/async_source.hpp"
+#include "source/async_source.hpp"
 #include "http/connection.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
 #include "http/range_fetch.hpp"
-#include "http/remote_open.hpp"
+#include "source/deferred_open.hpp"
+#include "source/kinds.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
 
@@ -41,7 +42,7 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const http_options& o) {
 // A remote object: the blocking executor (execute) runs a private event loop
 // on the calling thread; the asynchronous one (start_async) runs on the
 // caller's executor with a connection pool bound to it.
-class http_source final : public source, public detail::async_source, public deferred_open {
+class http_source final : public source, public detail::async_source, public detail::deferred_open {
 public:
     struct without_request {};
     // Everything before the first request: options, URL, S3 signing, TLS.
@@ -62,7 +63,7 @@ public:
         run([this]() -> asio::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
     }
 
-    asio::awaitable<void> first_request(asio::any_io_executor ex, abandon_list* abandon) override {
+    asio::awaitable<void> first_request(asio::any_io_executor ex, detail::abandon_list* abandon) override {
         co_await first_request_on(pool_for(ex), abandon);
     }
 
@@ -113,18 +114,18 @@ public:
         if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "reading " + name_ + " was cancelled");
     }
 
-    std::shared_ptr<detail::async_run> start_async(asio::any_io_executor ex, std::span<const read_op> ops,
+    std::shared_ptr<detail::async_run> start_async(const detail::async_context& ctx, std::span<const read_op> ops,
                                                    detail::async_callbacks cb) override {
-        connection_pool& pool = pool_for(ex);
+        connection_pool& pool = pool_for(ctx.ex);
         auto run = std::make_shared<fetch_run>(snapshot(), pool, opts_, std::random_device{}(), ops, std::move(cb));
-        run->start(std::move(ex), size_, name_);
+        run->start(ctx.ex, size_, name_);
         return run;
     }
 
 private:
     // One speculative request: size, validators and the first bytes. With
     // `abandon` abandoned it returns early (the caller checks).
-    asio::awaitable<void> first_request_on(connection_pool& pool, abandon_list* abandon) {
+    asio::awaitable<void> first_request_on(connection_pool& pool, detail::abandon_list* abandon) {
         prefix_.resize(std::max<std::uint64_t>(opts_.prefetch, 1));
         std::function<bool()> stop;
         if (abandon) stop = [abandon] { return abandon->abandoned(); };

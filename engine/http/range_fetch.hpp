@@ -37,7 +37,7 @@ struct fetch_context {
     std::minstd_rand& random;  // backoff jitter
     // Async runs: abandoning it closes the fetch's connection and cancels its
     // backoff wait at once (the fetch then returns, as when `stop` is true).
-    abandon_list* abandon = nullptr;
+    detail::abandon_list* abandon = nullptr;
 };
 
 // Fetches [first, first+length) of the object into dst. The first fetch of an
