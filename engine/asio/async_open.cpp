@@ -16,7 +16,7 @@
 #include "asio/open_steps.hpp"
 #include "asio/reader_access.hpp"
 #include "asio/reader_state.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 
 namespace ringsafe::asio::detail {
 namespace net = boost::asio;

@@ -14,7 +14,7 @@
 #include "asio/writer_access.hpp"
 #include "asio/writer_ops.hpp"
 #include "asio/writer_state.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "uring/eventfd.hpp"
 
 namespace ringsafe::asio {

@@ -10,7 +10,7 @@
 
 #include "asio/blocking_pool.hpp"
 #include "asio/reader_access.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "read/op_description.hpp"
 
 namespace ringsafe::asio::detail {

@@ -22,7 +22,7 @@
 
 namespace ringsafe::http_engine {
 
-namespace asio = boost::asio;
+namespace net = boost::asio;
 namespace beast = boost::beast;
 
 // An open connection to one origin. Exactly one of tcp / tls is set.
@@ -48,20 +48,20 @@ struct transport_failure : std::runtime_error {
 class connection_pool {
 public:
     // `tls` is used for https origins (null: https is refused); it must outlive the pool.
-    connection_pool(asio::any_io_executor ex, asio::ssl::context* tls, std::chrono::milliseconds connect_timeout);
+    connection_pool(net::any_io_executor ex, net::ssl::context* tls, std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
     // (IP literals are used as they are; host names go through the resolver).
     // Throws transport_failure (refused, timeout) or ringsafe::error (TLS
     // verification, unknown host). When `abandon` is abandoned while a new
     // connection is being made, its socket is closed and this throws transport_failure.
-    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target, detail::abandon_list* abandon = nullptr);
+    net::awaitable<std::unique_ptr<connection>> acquire(const url& target, detail::abandon_list* abandon = nullptr);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 
 private:
-    asio::any_io_executor ex_;
-    asio::ssl::context* tls_;
+    net::any_io_executor ex_;
+    net::ssl::context* tls_;
     std::chrono::milliseconds connect_timeout_;
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
 };

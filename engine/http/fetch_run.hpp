@@ -30,11 +30,11 @@ public:
 
     // Spawns the workers on `ex` (on_done is posted there when the ops are
     // invalid or empty). `name` is the source's URL, `size` its size.
-    void start(asio::any_io_executor ex, std::uint64_t size, const std::string& name);
+    void start(net::any_io_executor ex, std::uint64_t size, const std::string& name);
     void cancel() override;
 
 private:
-    asio::awaitable<void> worker();
+    net::awaitable<void> worker();
     void worker_ended(std::exception_ptr e);
     void fail(std::error_code ec, std::string message);
 

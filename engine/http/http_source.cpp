@@ -25,17 +25,17 @@ namespace {
 
 using namespace http_engine;
 
-std::unique_ptr<asio::ssl::context> make_tls_context(const http_options& o) {
-    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+std::unique_ptr<net::ssl::context> make_tls_context(const http_options& o) {
+    auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
+    ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                     net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
     boost::system::error_code ec;
     ctx->set_default_verify_paths(ec);
     if (!o.ca_file.empty()) {
         ctx->load_verify_file(o.ca_file, ec);
         if (ec) raise(errc::InvalidArgument, "cannot load CA file '" + o.ca_file + "': " + ec.message());
     }
-    ctx->set_verify_mode(o.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
+    ctx->set_verify_mode(o.verify_peer ? net::ssl::verify_peer : net::ssl::verify_none);
     return ctx;
 }
 
@@ -60,10 +60,10 @@ public:
     }
     // The blocking open: the first request on the source's own event loop.
     http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
-        run([this]() -> asio::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
+        run([this]() -> net::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
     }
 
-    asio::awaitable<void> first_request(asio::any_io_executor ex, detail::abandon_list* abandon) override {
+    net::awaitable<void> first_request(net::any_io_executor ex, detail::abandon_list* abandon) override {
         co_await first_request_on(pool_for(ex), abandon);
     }
 
@@ -84,7 +84,7 @@ public:
         std::exception_ptr first_error;
         bool failed = false;
         auto stop = [&] { return failed || (ctl.cancel && ctl.cancel->load(std::memory_order_relaxed)); };
-        auto worker = [&]() -> asio::awaitable<void> {
+        auto worker = [&]() -> net::awaitable<void> {
             while (!work.empty() && !stop()) {
                 piece p = work.front();
                 work.pop_front();
@@ -100,7 +100,7 @@ public:
         };
         const std::size_t workers = std::min<std::size_t>(opts_.connections_per_origin, work.size());
         for (std::size_t w = 0; w < workers; ++w)
-            asio::co_spawn(io_, worker(), [&](std::exception_ptr e) {
+            net::co_spawn(io_, worker(), [&](std::exception_ptr e) {
                 if (e && !first_error) first_error = e;
                 if (e) failed = true;
             });
@@ -125,7 +125,7 @@ public:
 private:
     // One speculative request: size, validators and the first bytes. With
     // `abandon` abandoned it returns early (the caller checks).
-    asio::awaitable<void> first_request_on(connection_pool& pool, detail::abandon_list* abandon) {
+    net::awaitable<void> first_request_on(connection_pool& pool, detail::abandon_list* abandon) {
         prefix_.resize(std::max<std::uint64_t>(opts_.prefetch, 1));
         std::function<bool()> stop;
         if (abandon) stop = [abandon] { return abandon->abandoned(); };
@@ -136,7 +136,7 @@ private:
     }
 
     // The connection pool of an asynchronous executor (made on first use, kept).
-    connection_pool& pool_for(const asio::any_io_executor& ex) {
+    connection_pool& pool_for(const net::any_io_executor& ex) {
         std::lock_guard lock(state_mutex_);
         for (auto& [pool_ex, p] : async_pools_)
             if (pool_ex == ex) return *p;
@@ -150,9 +150,9 @@ private:
     }
 
     // Runs one coroutine to completion on the source's event loop.
-    void run(std::function<asio::awaitable<void>()> fn) {
+    void run(std::function<net::awaitable<void>()> fn) {
         std::exception_ptr err;
-        asio::co_spawn(io_, fn(), [&](std::exception_ptr e) { err = e; });
+        net::co_spawn(io_, fn(), [&](std::exception_ptr e) { err = e; });
         io_.restart();
         io_.run();
         if (err) std::rethrow_exception(err);
@@ -161,14 +161,14 @@ private:
     std::string name_;
     http_options opts_;
     std::minstd_rand rng_;
-    asio::io_context io_{1};
-    std::unique_ptr<asio::ssl::context> tls_;
+    net::io_context io_{1};
+    std::unique_ptr<net::ssl::context> tls_;
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
     // Connection pools of the asynchronous executor, one per executor (each
     // used only on its executor); destroyed before tls_.
-    std::vector<std::pair<asio::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
+    std::vector<std::pair<net::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
     std::vector<std::byte> prefix_;
     std::uint64_t size_ = 0;
 };

@@ -61,8 +61,8 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view v) {
 }
 
 template <class Stream>
-asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
-    using asio::redirect_error, asio::use_awaitable;
+net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
+    using net::redirect_error, net::use_awaitable;
     boost::system::error_code ec;
     c.reusable = false;
     http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
@@ -156,7 +156,7 @@ asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_re
         }
         const std::uint64_t want = std::min<std::uint64_t>(rs.expected - rs.received, 16u << 20);
         c.lowest().expires_after(rq.stall_timeout);
-        std::size_t got = co_await stream.async_read_some(asio::buffer(rq.dst + rs.received, want),
+        std::size_t got = co_await stream.async_read_some(net::buffer(rq.dst + rs.received, want),
                                                           redirect_error(use_awaitable, ec));
         rs.received += got;
         if (got && rq.on_bytes) rq.on_bytes(got);
@@ -172,7 +172,7 @@ std::string describe_range(const url& u, std::uint64_t first, std::uint64_t leng
     return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();
 }
 
-asio::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
+net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
     if (c.tls)
         co_await run_exchange(c, *c.tls, rq, rs);
     else

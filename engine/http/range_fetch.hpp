@@ -45,7 +45,7 @@ struct fetch_context {
 // records size and validators and returns the byte count. Throws
 // ringsafe::error naming the URL and range: ObjectChanged, RangeNotSupported,
 // HttpError (status, too many redirects, attempts exhausted).
-asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
+net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
                                            std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop);
 
 }  // namespace ringsafe::http_engine
