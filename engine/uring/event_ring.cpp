@@ -15,11 +15,6 @@
 #include "uring/transient_result.hpp"
 
 namespace ringsafe::uring {
-namespace {
-
-constexpr unsigned max_retries = max_transient_retries;
-
-}  // namespace
 
 event_ring::event_ring(unsigned depth) {
     if (depth == 0 || depth > 4096) raise(errc::InvalidArgument, "async_options: queue_depth must be 1..4096");
@@ -250,10 +245,10 @@ void event_ring::handle(unsigned id, int res) {
     } else if (transient_result(res)) {
         if (job->stopping) {
             release();
-        } else if (++s.retries > max_retries) {
+        } else if (++s.retries > max_transient_retries) {
             release();
             fail(*job, std::error_code(-res, std::system_category()),
-                 *job->path + ": read kept failing after " + std::to_string(max_retries) + " retries" + where);
+                 *job->path + ": read kept failing after " + std::to_string(max_transient_retries) + " retries" + where);
         } else {
             resubmit();
         }
