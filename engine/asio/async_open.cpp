@@ -16,7 +16,7 @@
 #include "asio/open_steps.hpp"
 #include "asio/reader_access.hpp"
 #include "asio/reader_state.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 
 namespace ringsafe::asio::detail {
 namespace net = boost::asio;
@@ -140,7 +140,7 @@ void start_open(async_reader::executor_type ex, std::string spec, reader_options
                             std::move(handler));
     auto c = std::make_shared<open_context>(open_context{net::make_strand(ex), nullptr, std::move(ropts), {}});
     try {
-        c->ring = std::make_shared<ring_reads>(c->strand, aopts.queue_depth);
+        c->ring = make_event_ring(c->strand, aopts.queue_depth);
     } catch (...) {
         std::error_code ec;
         std::string msg;

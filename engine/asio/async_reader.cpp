@@ -8,9 +8,9 @@ namespace ringsafe::asio {
 
 async_reader::impl::impl(executor_type ex, reader r, const async_options& opts)
     : rd(std::move(r)), strand(boost::asio::make_strand(ex)),
-      ring(std::make_shared<detail::ring_reads>(strand, opts.queue_depth)) {}
+      ring(detail::make_event_ring(strand, opts.queue_depth)) {}
 
-async_reader::impl::impl(detail::engine_strand s, std::shared_ptr<detail::ring_reads> rg, reader r)
+async_reader::impl::impl(detail::engine_strand s, std::shared_ptr<uring::event_ring> rg, reader r)
     : rd(std::move(r)), strand(std::move(s)), ring(std::move(rg)) {}
 
 async_reader::async_reader(executor_type ex, reader r, const async_options& opts)

@@ -3,11 +3,6 @@
 // the ring signals an eventfd on every completion and an Asio descriptor
 // watching it wakes the strand, which reaps and resumes the operation at the
 // head of the queue. No thread of ringsafe's own, no blocking wait.
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <cerrno>
-
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -19,7 +14,8 @@
 #include "asio/writer_access.hpp"
 #include "asio/writer_ops.hpp"
 #include "asio/writer_state.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
+#include "uring/eventfd.hpp"
 
 namespace ringsafe::asio {
 namespace {
@@ -34,8 +30,7 @@ ringsafe::writer::impl& engine_of(writer& w) {
 
 async_writer::impl::impl(executor_type ex, writer w)
     : wr(std::move(w)), core(engine_of(wr)), strand(boost::asio::make_strand(ex)), event(strand) {
-    const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (efd < 0) raise_errno(errno, "ringsafe async writer: eventfd");
+    const int efd = uring::open_eventfd("ringsafe async writer");
     event.assign(efd);
     if (core.stream) core.stream->ring().attach_eventfd(efd);
 }
@@ -56,10 +51,9 @@ void async_writer::impl::arm() {
 }
 
 void async_writer::impl::on_event() {
-    std::uint64_t count = 0;
     // Reset the counter before reaping: a completion posted after this read
     // makes the descriptor ready again, so none is missed.
-    [[maybe_unused]] auto r = ::read(event.native_handle(), &count, sizeof count);
+    uring::consume_eventfd(event.native_handle());
     if (!offloaded && core.stream) {
         try {
             core.stream->ring().reap_ready();

@@ -11,10 +11,9 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "asio/async_source.hpp"
-#include "http/remote_open.hpp"
 #include "read/load_header.hpp"
-#include "ringsafe/open_source.hpp"
+#include "source/async_source.hpp"
+#include "source/deferred_open.hpp"
 #include "uring/file_open.hpp"
 #include "uring/file_view.hpp"
 #include "uring/transient_result.hpp"
@@ -27,7 +26,7 @@ net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> 
         c.check_cancelled();
         std::uint64_t id = 0;
         bool pending = true;
-        const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
+        const ringsafe::detail::abandon_list::entry cancelling(&c.abandon, [&] {
             if (pending) c.ring->cancel_single(id);
         });
         const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
@@ -95,11 +94,11 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     co_return uring::adopt_file(path, fo, std::move(f));
 }
 
-net::awaitable<std::unique_ptr<source>> open_remote(open_context& c, const std::string& url) {
-    auto src = http_engine::prepare_url(url, c.ropts.source.http);
-    auto* deferred = dynamic_cast<http_engine::deferred_open*>(src.get());
+// Kinds that open in two steps (remote objects): the source, then its first
+// request on the strand.
+net::awaitable<std::unique_ptr<source>> open_deferred(open_context& c, std::unique_ptr<source> src) {
     c.check_cancelled();
-    co_await deferred->first_request(c.strand, &c.abandon);
+    co_await ringsafe::detail::deferred_side(*src).first_request(c.strand, &c.abandon);
     c.check_cancelled();
     co_return src;
 }
@@ -107,7 +106,7 @@ net::awaitable<std::unique_ptr<source>> open_remote(open_context& c, const std::
 }  // namespace
 
 net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec) {
-    if (is_url(spec)) co_return co_await open_remote(c, spec);
+    if (auto src = ringsafe::detail::prepare_source(spec, c.ropts.source)) co_return co_await open_deferred(c, std::move(src));
     co_return co_await open_local(c, spec);
 }
 
@@ -122,7 +121,7 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
     const read_op op{offset, dst.size(), dst.data(), 0};
     std::shared_ptr<ringsafe::detail::async_run> run;
     bool pending = true;
-    const http_engine::abandon_list::entry cancelling(&c.abandon, [&] {
+    const ringsafe::detail::abandon_list::entry cancelling(&c.abandon, [&] {
         if (pending && run) run->cancel();
     });
     auto [ec, message, cancelled] =
@@ -131,7 +130,7 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
                 auto h = std::make_shared<decltype(handler)>(std::move(handler));
                 ringsafe::detail::async_callbacks cb;
                 cb.on_done = [h](std::error_code e, std::string m, bool x) { std::move(*h)(e, std::move(m), x); };
-                run = async->start_async(c.strand, {&op, 1}, std::move(cb));
+                run = async->start_async({c.strand, c.ring}, {&op, 1}, std::move(cb));
             },
             net::use_awaitable);
     pending = false;

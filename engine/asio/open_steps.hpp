@@ -16,8 +16,8 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include "asio/ring_reads.hpp"
-#include "http/abandon_list.hpp"
+#include "asio/ring_driver.hpp"
+#include "source/abandon_list.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace ringsafe::asio::detail {
@@ -28,11 +28,11 @@ struct open_aborted {};
 // What every step of one async_open shares. Touched on `strand` only.
 struct open_context {
     engine_strand strand;
-    std::shared_ptr<ring_reads> ring;
+    std::shared_ptr<uring::event_ring> ring;
     reader_options ropts;
     // Cancellation: abandoning it cancels the ring operations and drops the
     // HTTP requests in flight; steps then throw open_aborted.
-    http_engine::abandon_list abandon;
+    ringsafe::detail::abandon_list abandon;
 
     void check_cancelled() const {
         if (abandon.abandoned()) throw open_aborted{};

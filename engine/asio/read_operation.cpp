@@ -10,9 +10,8 @@
 
 #include "asio/blocking_pool.hpp"
 #include "asio/reader_access.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "read/op_description.hpp"
-#include "uring/file_view.hpp"
 
 namespace ringsafe::asio::detail {
 namespace {
@@ -50,32 +49,12 @@ void read_operation::run() {
     if (pending_ == 0) return complete();
     for (std::size_t e = 0; e < d->shards.size(); ++e) {
         source& src = *r.io[d->shards[e].shard]->src;
-        auto view = uring::view_file(src);
-        if (view && (!view->direct || (view->direct_fd >= 0 && ring_reads::fits_direct(view->align, view->mem_align))))
-            start_ring_shard(e, *view);
-        else if (auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src))
+        auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src);
+        if (async && async->can_start_async())
             start_async_shard(e, *async);
         else
             start_pool_shard(e);
     }
-}
-
-void read_operation::start_ring_shard(std::size_t entry, const uring::file_view& view) {
-    auto job = std::make_shared<file_job>();
-    job->fd = view.direct ? view.direct_fd : view.fd;
-    job->path = view.path;
-    job->size = view.size;
-    job->direct = view.direct;
-    job->align = view.direct ? view.align : 1;
-    job->mem_align = view.direct ? view.mem_align : 1;
-    job->ops = plan_.data()->shards[entry].ops;
-    job->describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
-    job->on_bytes = [this, entry](std::size_t op, std::uint64_t n) { progress_->landed(entry, op, n); };
-    job->on_done = [self = shared_from_this()](file_job& j) {
-        self->shard_done(j.ec, j.message, j.landed, j.cancelled);
-    };
-    jobs_.push_back(job);
-    owner_->ring->start(std::move(job));
 }
 
 void read_operation::start_async_shard(std::size_t entry, ringsafe::detail::async_source& src) {
@@ -88,10 +67,11 @@ void read_operation::start_async_shard(std::size_t entry, ringsafe::detail::asyn
         progress_->landed(entry, op, n);
     };
     c.describe = [this, entry](std::uint32_t tag) { return describe(entry, tag); };
+    c.on_stopped_bytes = [landed](std::uint64_t n) { *landed += n; };
     c.on_done = [self = shared_from_this(), landed](std::error_code ec, std::string msg, bool cancelled) {
         self->shard_done(ec, std::move(msg), *landed, cancelled);
     };
-    runs_.push_back(src.start_async(owner_->strand, plan_.data()->shards[entry].ops, std::move(c)));
+    runs_.push_back(src.start_async({owner_->strand, owner_->ring}, plan_.data()->shards[entry].ops, std::move(c)));
 }
 
 void read_operation::start_pool_shard(std::size_t entry) {
@@ -138,7 +118,6 @@ void read_operation::cancel() {
 void read_operation::stop_shards() {
     if (progress_) progress_->stop();
     if (pool_cancel_) pool_cancel_->store(true);
-    for (auto& j : jobs_) owner_->ring->cancel(*j);
     auto runs = runs_;  // a run's cancel may complete it
     for (auto& r : runs) r->cancel();
 }
@@ -180,7 +159,6 @@ void read_operation::complete() {
     }
     if (slot_.is_connected()) slot_.clear();
     runs_.clear();
-    jobs_.clear();
     auto self = shared_from_this();
     owner_->active.erase(self);
     --owner_->outstanding;

@@ -1,9 +1,9 @@
-// One async_read in progress (engine-internal): its shards, run on the ring
-// (local file sources, buffered or O_DIRECT), as coroutines on the reader's
-// strand (sources with an async executor: HTTP) or on the blocking pool
-// (custom sources, and O_DIRECT files whose alignment the ring's bounce
-// buffers cannot serve), and the completion of the caller's handler once all
-// of them are back.
+// One async_read in progress (engine-internal): its shards, run as
+// asynchronous runs of their sources (source/async_source.hpp: local files on
+// the reader's event ring, HTTP as coroutines on the reader's strand) or on
+// the blocking pool (custom sources, and O_DIRECT files whose alignment the
+// ring's bounce buffers cannot serve), and the completion of the caller's
+// handler once all of them are back.
 #pragma once
 
 #include <atomic>
@@ -17,12 +17,10 @@
 
 #include <optional>
 
-#include "asio/async_source.hpp"
-#include "asio/file_job.hpp"
 #include "asio/read_progress.hpp"
 #include "asio/reader_state.hpp"
 #include "plan/plan_data.hpp"
-#include "uring/file_view.hpp"
+#include "source/async_source.hpp"
 
 namespace ringsafe::asio::detail {
 
@@ -38,7 +36,6 @@ struct read_operation : std::enable_shared_from_this<read_operation> {
     void fail_now(std::error_code ec, std::string message);
 
 private:
-    void start_ring_shard(std::size_t entry, const uring::file_view& view);
     void start_async_shard(std::size_t entry, ringsafe::detail::async_source& src);
     void start_pool_shard(std::size_t entry);
     void stop_shards();
@@ -57,8 +54,7 @@ private:
     io_handler handler_;
     boost::asio::cancellation_slot slot_;
 
-    std::vector<std::shared_ptr<file_job>> jobs_;        // ring shards
-    std::vector<std::shared_ptr<ringsafe::detail::async_run>> runs_;  // async-source shards
+    std::vector<std::shared_ptr<ringsafe::detail::async_run>> runs_;  // async-source shards (files on the ring, HTTP)
     std::shared_ptr<std::atomic<bool>> pool_cancel_;      // pool shards' flag
     unsigned pending_ = 0;
     bool cancelled_ = false;

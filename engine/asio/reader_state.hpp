@@ -6,7 +6,7 @@
 #include <memory>
 #include <set>
 
-#include "asio/ring_reads.hpp"
+#include "asio/ring_driver.hpp"
 #include "ringsafe/asio.hpp"
 
 namespace ringsafe::asio {
@@ -18,11 +18,11 @@ struct read_operation;
 struct async_reader::impl {
     impl(executor_type ex, reader r, const async_options& opts);
     // Adopts a strand and ring already made (async_open opened the files on them).
-    impl(detail::engine_strand s, std::shared_ptr<detail::ring_reads> rg, reader r);
+    impl(detail::engine_strand s, std::shared_ptr<uring::event_ring> rg, reader r);
 
     reader rd;
     detail::engine_strand strand;
-    std::shared_ptr<detail::ring_reads> ring;
+    std::shared_ptr<uring::event_ring> ring;
     // Outstanding operations, for async_reader::cancel(); touched on the strand.
     std::set<std::shared_ptr<detail::read_operation>> active;
     std::atomic<unsigned> outstanding{0};  // operations initiated and not yet completed

@@ -17,10 +17,10 @@ void connection::close() noexcept {
     reusable = false;
 }
 
-connection_pool::connection_pool(asio::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout)
+connection_pool::connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout)
     : ex_(std::move(ex)), tls_settings_(std::move(tls)), connect_timeout_(connect_timeout) {}
 
-asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, abandon_list* abandon) {
+net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, detail::abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
     if (!idle.empty()) {
         auto c = std::move(idle.back());
@@ -37,38 +37,38 @@ asio::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url&
         c->tcp = std::make_unique<beast::tcp_stream>(ex_);
     }
     boost::system::error_code ec;
-    const abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
+    const detail::abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
     if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
     // An IP literal needs no resolver (whose first use starts a thread per io_context).
-    const auto literal = asio::ip::make_address(target.host, ec);
+    const auto literal = net::ip::make_address(target.host, ec);
     if (!ec) {
         c->lowest().expires_after(connect_timeout_);
-        co_await c->lowest().async_connect(asio::ip::tcp::endpoint(literal, target.port),
-                                           asio::redirect_error(asio::use_awaitable, ec));
+        co_await c->lowest().async_connect(net::ip::tcp::endpoint(literal, target.port),
+                                           net::redirect_error(net::use_awaitable, ec));
     } else {
         ec = {};
-        asio::ip::tcp::resolver resolver(ex_);
-        const abandon_list::entry resolving(abandon, [&resolver] { resolver.cancel(); });
+        net::ip::tcp::resolver resolver(ex_);
+        const detail::abandon_list::entry resolving(abandon, [&resolver] { resolver.cancel(); });
         auto endpoints = co_await resolver.async_resolve(target.host, std::to_string(target.port),
-                                                         asio::redirect_error(asio::use_awaitable, ec));
+                                                         net::redirect_error(net::use_awaitable, ec));
         if (abandon && abandon->abandoned()) throw transport_failure("resolving " + where + " was abandoned");
         if (ec) raise(errc::HttpError, "cannot resolve host of " + where + ": " + ec.message());
         c->lowest().expires_after(connect_timeout_);
-        co_await c->lowest().async_connect(endpoints, asio::redirect_error(asio::use_awaitable, ec));
+        co_await c->lowest().async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
     }
     if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
     if (ec) throw transport_failure("cannot connect to " + where + ": " + ec.message());
-    c->lowest().socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    c->lowest().socket().set_option(net::ip::tcp::no_delay(true), ec);
     if (c->tls) {
         if (!target.ipv6 && target.host.find_first_not_of("0123456789.") != std::string::npos)
             SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str());  // SNI
         if (SSL_CTX_get_verify_mode(SSL_get_SSL_CTX(c->tls->native_handle())) != SSL_VERIFY_NONE)
-            c->tls->set_verify_callback(asio::ssl::host_name_verification(target.host));
+            c->tls->set_verify_callback(net::ssl::host_name_verification(target.host));
         c->lowest().expires_after(connect_timeout_);
-        co_await c->tls->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+        co_await c->tls->async_handshake(net::ssl::stream_base::client, net::redirect_error(net::use_awaitable, ec));
         if (ec == beast::error::timeout) throw transport_failure("TLS handshake with " + where + " timed out");
         if (ec) {
-            if (ec.category() == asio::error::get_ssl_category())
+            if (ec.category() == net::error::get_ssl_category())
                 raise(errc::HttpError, "TLS handshake with " + where + " failed: " + ec.message());
             throw transport_failure("TLS handshake with " + where + " failed: " + ec.message());
         }

@@ -18,13 +18,13 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "http/abandon_list.hpp"
+#include "source/abandon_list.hpp"
 #include "http/tls_context.hpp"
 #include "http/url.hpp"
 
 namespace ringsafe::http_engine {
 
-namespace asio = boost::asio;
+namespace net = boost::asio;
 namespace beast = boost::beast;
 
 // An open connection to one origin. Exactly one of tcp / tls is set.
@@ -52,21 +52,21 @@ public:
     // https origins use the process-wide TLS context for `tls`
     // (shared_tls_context), fetched when the first https connection is made;
     // a pool that only sees http never builds one.
-    connection_pool(asio::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
+    connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
     // (IP literals are used as they are; host names go through the resolver).
     // Throws transport_failure (refused, timeout) or ringsafe::error (TLS
     // verification, unknown host). When `abandon` is abandoned while a new
     // connection is being made, its socket is closed and this throws transport_failure.
-    asio::awaitable<std::unique_ptr<connection>> acquire(const url& target, abandon_list* abandon = nullptr);
+    net::awaitable<std::unique_ptr<connection>> acquire(const url& target, detail::abandon_list* abandon = nullptr);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 
 private:
-    asio::any_io_executor ex_;
+    net::any_io_executor ex_;
     tls_settings tls_settings_;
-    std::shared_ptr<asio::ssl::context> tls_;  // null until the first https connection
+    std::shared_ptr<net::ssl::context> tls_;  // null until the first https connection
     std::chrono::milliseconds connect_timeout_;
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
 };

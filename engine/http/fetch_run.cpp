@@ -14,7 +14,7 @@ fetch_run::fetch_run(remote_object object, connection_pool& pool, const http_opt
                      std::span<const read_op> ops, detail::async_callbacks cb)
     : object_(std::move(object)), pool_(pool), opts_(opts), rng_(seed), ops_(ops), cb_(std::move(cb)) {}
 
-void fetch_run::start(asio::any_io_executor ex, std::uint64_t size, const std::string& name) {
+void fetch_run::start(net::any_io_executor ex, std::uint64_t size, const std::string& name) {
     try {
         work_ = split_into_pieces(ops_, size, name, opts_, cb_.describe);
     } catch (const error& e) {
@@ -24,12 +24,12 @@ void fetch_run::start(asio::any_io_executor ex, std::uint64_t size, const std::s
     const std::size_t workers = ec_ ? 0 : std::min<std::size_t>(opts_.connections_per_origin, work_.size());
     if (workers == 0) {
         done_ = true;
-        asio::post(ex, [self = shared_from_this()] { self->cb_.on_done(self->ec_, self->message_, false); });
+        net::post(ex, [self = shared_from_this()] { self->cb_.on_done(self->ec_, self->message_, false); });
         return;
     }
     workers_ = static_cast<unsigned>(workers);
     for (std::size_t w = 0; w < workers; ++w)
-        asio::co_spawn(ex, worker(), asio::bind_executor(ex, [self = shared_from_this()](std::exception_ptr e) {
+        net::co_spawn(ex, worker(), net::bind_executor(ex, [self = shared_from_this()](std::exception_ptr e) {
                            self->worker_ended(e);
                        }));
 }
@@ -40,7 +40,7 @@ void fetch_run::cancel() {
     abandon_.abandon();
 }
 
-asio::awaitable<void> fetch_run::worker() {
+net::awaitable<void> fetch_run::worker() {
     auto stop = [this] { return abandon_.abandoned(); };
     while (!work_.empty() && !abandon_.abandoned()) {
         const piece p = work_.front();

@@ -14,7 +14,8 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include "asio/async_source.hpp"
+#include "source/abandon_list.hpp"
+#include "source/async_source.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/range_fetch.hpp"
 
@@ -29,11 +30,11 @@ public:
 
     // Spawns the workers on `ex` (on_done is posted there when the ops are
     // invalid or empty). `name` is the source's URL, `size` its size.
-    void start(asio::any_io_executor ex, std::uint64_t size, const std::string& name);
+    void start(net::any_io_executor ex, std::uint64_t size, const std::string& name);
     void cancel() override;
 
 private:
-    asio::awaitable<void> worker();
+    net::awaitable<void> worker();
     void worker_ended(std::exception_ptr e);
     void fail(std::error_code ec, std::string message);
 
@@ -44,7 +45,7 @@ private:
     std::span<const read_op> ops_;
     detail::async_callbacks cb_;
     std::deque<piece> work_;
-    abandon_list abandon_;  // abandoned on cancel() and on the first error
+    detail::abandon_list abandon_;  // abandoned on cancel() and on the first error
     unsigned workers_ = 0;  // spawned and not yet ended
     bool cancelled_ = false;
     bool done_ = false;

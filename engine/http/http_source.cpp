@@ -9,13 +9,14 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "asio/async_source.hpp"
+#include "source/async_source.hpp"
 #include "http/connection.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
 #include "http/http_settings.hpp"
 #include "http/range_fetch.hpp"
-#include "http/remote_open.hpp"
+#include "source/deferred_open.hpp"
+#include "source/kinds.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
 #include "uring/fork_generation.hpp"
@@ -31,7 +32,7 @@ tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; 
 // A remote object: the blocking executor (execute) runs a private event loop
 // on the calling thread; the asynchronous one (start_async) runs on the
 // caller's executor with a connection pool bound to it.
-class http_source final : public source, public detail::async_source, public deferred_open {
+class http_source final : public source, public detail::async_source, public detail::deferred_open {
 public:
     struct without_request {};
     // Everything before the first request: options, URL, S3 signing, TLS.
@@ -58,10 +59,10 @@ public:
     }
     // The blocking open: the first request on the source's own event loop.
     http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
-        run([this]() -> asio::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
+        run([this]() -> net::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
     }
 
-    asio::awaitable<void> first_request(asio::any_io_executor ex, abandon_list* abandon) override {
+    net::awaitable<void> first_request(net::any_io_executor ex, detail::abandon_list* abandon) override {
         co_await first_request_on(pool_for(ex), abandon);
     }
 
@@ -83,7 +84,7 @@ public:
         std::exception_ptr first_error;
         bool failed = false;
         auto stop = [&] { return failed || (ctl.cancel && ctl.cancel->load(std::memory_order_relaxed)); };
-        auto worker = [&]() -> asio::awaitable<void> {
+        auto worker = [&]() -> net::awaitable<void> {
             while (!work.empty() && !stop()) {
                 piece p = work.front();
                 work.pop_front();
@@ -99,7 +100,7 @@ public:
         };
         const std::size_t workers = std::min<std::size_t>(opts_.connections_per_origin, work.size());
         for (std::size_t w = 0; w < workers; ++w)
-            asio::co_spawn(io_, worker(), [&](std::exception_ptr e) {
+            net::co_spawn(io_, worker(), [&](std::exception_ptr e) {
                 if (e && !first_error) first_error = e;
                 if (e) failed = true;
             });
@@ -113,18 +114,18 @@ public:
         if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "reading " + name_ + " was cancelled");
     }
 
-    std::shared_ptr<detail::async_run> start_async(asio::any_io_executor ex, std::span<const read_op> ops,
+    std::shared_ptr<detail::async_run> start_async(const detail::async_context& ctx, std::span<const read_op> ops,
                                                    detail::async_callbacks cb) override {
-        connection_pool& pool = pool_for(ex);
+        connection_pool& pool = pool_for(ctx.ex);
         auto run = std::make_shared<fetch_run>(snapshot(), pool, opts_, std::random_device{}(), ops, std::move(cb));
-        run->start(std::move(ex), size_, name_);
+        run->start(ctx.ex, size_, name_);
         return run;
     }
 
 private:
     // One speculative request: size, validators and the first bytes. With
     // `abandon` abandoned it returns early (the caller checks).
-    asio::awaitable<void> first_request_on(connection_pool& pool, abandon_list* abandon) {
+    net::awaitable<void> first_request_on(connection_pool& pool, detail::abandon_list* abandon) {
         prefix_.resize(std::max<std::uint64_t>(opts_.prefetch, 1));
         std::function<bool()> stop;
         if (abandon) stop = [abandon] { return abandon->abandoned(); };
@@ -142,12 +143,12 @@ private:
         const std::uint64_t gen = uring::fork_generation();
         if (gen == fork_generation_) return;
         fork_generation_ = gen;
-        io_.notify_fork(asio::execution_context::fork_child);
+        io_.notify_fork(net::execution_context::fork_child);
         pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
     }
 
     // The connection pool of an asynchronous executor (made on first use, kept).
-    connection_pool& pool_for(const asio::any_io_executor& ex) {
+    connection_pool& pool_for(const net::any_io_executor& ex) {
         std::lock_guard lock(state_mutex_);
         for (auto& [pool_ex, p] : async_pools_)
             if (pool_ex == ex) return *p;
@@ -155,16 +156,15 @@ private:
         return *async_pools_.back().second;
     }
 
-
     remote_object snapshot() {
         std::lock_guard lock(state_mutex_);
         return object_;
     }
 
     // Runs one coroutine to completion on the source's event loop.
-    void run(std::function<asio::awaitable<void>()> fn) {
+    void run(std::function<net::awaitable<void>()> fn) {
         std::exception_ptr err;
-        asio::co_spawn(io_, fn(), [&](std::exception_ptr e) { err = e; });
+        net::co_spawn(io_, fn(), [&](std::exception_ptr e) { err = e; });
         io_.restart();
         io_.run();
         if (err) std::rethrow_exception(err);
@@ -173,14 +173,14 @@ private:
     std::string name_;
     http_options opts_;
     std::minstd_rand rng_;
-    asio::io_context io_{1};
+    net::io_context io_{1};
     std::uint64_t fork_generation_ = uring::fork_generation();  // of io_ and pool_
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
     // Connection pools of the asynchronous executor, one per executor (each
     // used only on its executor).
-    std::vector<std::pair<asio::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
+    std::vector<std::pair<net::any_io_executor, std::unique_ptr<connection_pool>>> async_pools_;
     std::vector<std::byte> prefix_;
     std::uint64_t size_ = 0;
 };

@@ -95,7 +95,7 @@ private:
             : conn(&c), stall(s), timer(c.lowest().get_executor()) {}
         std::atomic<connection*> conn;  // null once the body is over
         std::chrono::milliseconds stall;
-        asio::steady_timer timer;
+        net::steady_timer timer;
         std::atomic<clock::rep> last{0};
         std::atomic<bool> stalled{false};
     };
@@ -120,8 +120,8 @@ private:
 };
 
 template <class Stream>
-asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
-    using asio::redirect_error, asio::use_awaitable;
+net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
+    using net::redirect_error, net::use_awaitable;
     boost::system::error_code ec;
     c.reusable = false;
     http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
@@ -224,7 +224,7 @@ asio::awaitable<void> run_exchange(connection& c, Stream& stream, const range_re
             co_return;
         }
         const std::uint64_t want = std::min<std::uint64_t>(rs.expected - rs.received, 16u << 20);
-        std::size_t got = co_await stream.async_read_some(asio::buffer(rq.dst + rs.received, want),
+        std::size_t got = co_await stream.async_read_some(net::buffer(rq.dst + rs.received, want),
                                                           redirect_error(use_awaitable, ec));
         rs.received += got;
         if (got) watchdog.progress();
@@ -240,7 +240,7 @@ std::string describe_range(const url& u, std::uint64_t first, std::uint64_t leng
     return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();
 }
 
-asio::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
+net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
     if (c.tls)
         co_await run_exchange(c, *c.tls, rq, rs);
     else

@@ -51,7 +51,7 @@ struct range_response {
 // to the total, and the known total) and Content-Length, then reads the body.
 // Throws ringsafe::error (RangeNotSupported / HttpError naming URL and range)
 // for an invalid 206, transport_failure for resets, early closes and timeouts.
-asio::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs);
+net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs);
 
 // "bytes=A-B of URL" for messages.
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length);

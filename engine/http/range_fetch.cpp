@@ -57,7 +57,7 @@ std::chrono::milliseconds backoff(const http_options& o, unsigned failures, std:
 
 }  // namespace
 
-asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
+net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
                                            std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop) {
     remote_object& obj = ctx.object;
     const http_options& o = ctx.options;
@@ -88,7 +88,7 @@ asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t firs
         try {
             c = co_await ctx.pool.acquire(rq.target, ctx.abandon);
             reused = c->requests > 0;
-            const abandon_list::entry closing(ctx.abandon, [conn = c.get()] { conn->close(); });
+            const detail::abandon_list::entry closing(ctx.abandon, [conn = c.get()] { conn->close(); });
             co_await exchange_range(*c, rq, rs);
         } catch (const transport_failure& e) {
             failure = e.what();
@@ -142,11 +142,11 @@ asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t firs
         if (rs.received > 0) failures = 0;
         if (++failures >= max_attempts)
             raise(errc::HttpError, "giving up after " + std::to_string(failures) + " attempts without progress: " + failure);
-        asio::steady_timer timer(co_await asio::this_coro::executor);
+        net::steady_timer timer(co_await net::this_coro::executor);
         timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
-        const abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });
+        const detail::abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });
         boost::system::error_code waited;
-        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, waited));  // cancelled: `stop` ends the loop
+        co_await timer.async_wait(net::redirect_error(net::use_awaitable, waited));  // cancelled: `stop` ends the loop
     }
     co_return done;
 }

@@ -37,7 +37,7 @@ struct fetch_context {
     std::minstd_rand& random;  // backoff jitter
     // Async runs: abandoning it closes the fetch's connection and cancels its
     // backoff wait at once (the fetch then returns, as when `stop` is true).
-    abandon_list* abandon = nullptr;
+    detail::abandon_list* abandon = nullptr;
 };
 
 // Fetches [first, first+length) of the object into dst. The first fetch of an
@@ -45,7 +45,7 @@ struct fetch_context {
 // records size and validators and returns the byte count. Throws
 // ringsafe::error naming the URL and range: ObjectChanged, RangeNotSupported,
 // HttpError (status, too many redirects, attempts exhausted).
-asio::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
+net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
                                            std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop);
 
 }  // namespace ringsafe::http_engine

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "plan/plan_data.hpp"
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "read/op_description.hpp"
 #include "read/reader_impl.hpp"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 
 namespace ringsafe::detail {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
 

@@ -1,6 +1,7 @@
 // The reader's planning calls: sizes checked, pieces handed to the planner.
 #include <string>
 
+#include "format/alignment.hpp"
 #include "plan/box.hpp"
 #include "plan/planner.hpp"
 #include "read/reader_impl.hpp"
@@ -61,7 +62,7 @@ std::uint64_t reader::packed_size(const selection& sel, std::uint64_t alignment)
     check_alignment(alignment);
     std::uint64_t off = 0;
     for (auto i : sel.indices()) {
-        off = (off + alignment - 1) & ~(alignment - 1);
+        off = format::align_up(off, alignment);
         off += p_->tensors[i].size();
     }
     return off;
@@ -99,7 +100,7 @@ read_plan reader::plan_packed(const selection& sel, std::span<std::byte> arena,
     for (std::size_t k = 0; k < sel.size(); ++k) {
         const auto i = sel.indices()[k];
         const std::uint64_t size = p_->tensors[i].size();
-        off = (off + alignment - 1) & ~(alignment - 1);
+        off = format::align_up(off, alignment);
         d->placements.push_back({i, off, size});
         d->targets.push_back({i, size});
         pieces.push_back(whole_piece(*p_, i, arena.data() + off, static_cast<std::uint32_t>(k)));

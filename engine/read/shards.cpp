@@ -4,7 +4,7 @@
 #include <exception>
 #include <thread>
 
-#include "read/error_context.hpp"
+#include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
 

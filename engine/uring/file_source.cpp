@@ -1,4 +1,5 @@
 // open_file: local files as ringsafe::source, executed on io_uring.
+#include "format/alignment.hpp"
 #include "ringsafe/file_source.hpp"
 
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 #include "ringsafe/error.hpp"
 #include "uring/dio_alignment.hpp"
 #include "uring/file_open.hpp"
+#include "source/async_source.hpp"
+#include "uring/file_run.hpp"
 #include "uring/file_view.hpp"
 #include "uring/page_cache_probe.hpp"
 #include "uring/read_executor.hpp"
@@ -21,7 +24,7 @@
 namespace ringsafe {
 namespace {
 
-class file_source final : public source {
+class file_source final : public source, public detail::async_source {
 public:
     // Takes over a file opened by open_blocking() or async_open.
     file_source(std::string path, const file_options& opts, uring::opened_file f)
@@ -41,6 +44,13 @@ public:
     const std::string& name() const noexcept override { return path_; }
     std::uint64_t size() const noexcept override { return size_; }
     std::span<const std::byte> prefix() const noexcept override { return prefix_; }
+
+    // Asynchronous reads: the ops as a job on the context's event ring.
+    bool can_start_async() const noexcept override { return uring::file_runs_on_ring(view()); }
+    std::shared_ptr<detail::async_run> start_async(const detail::async_context& ctx, std::span<const read_op> ops,
+                                                   detail::async_callbacks cb) override {
+        return uring::start_file_run(ctx, view(), ops, std::move(cb));
+    }
 
     void read_exact(std::uint64_t offset, std::span<std::byte> dst) override {
         uring::pread_exact(fd_, path_, offset, dst);
@@ -86,7 +96,7 @@ public:
 private:
     std::uint64_t chunk_size() const noexcept {
         const std::uint64_t a = opts_.direct ? align_.offset : 1;
-        return (opts_.chunk_size + a - 1) / a * a;
+        return format::align_up<std::uint64_t>(opts_.chunk_size, a);
     }
 
     // In a fork() child, the rings made by the parent share its SQ/CQ memory:

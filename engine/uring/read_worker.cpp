@@ -5,7 +5,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "format/alignment.hpp"
 #include "ringsafe/error.hpp"
+#include "uring/completion_drain.hpp"
+#include "uring/direct_split.hpp"
 #include "uring/fault_injection.hpp"
 #include "uring/transient_result.hpp"
 
@@ -13,8 +16,6 @@ namespace ringsafe::uring {
 namespace {
 
 constexpr unsigned max_retries = max_transient_retries;
-
-std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
 
 }  // namespace
 
@@ -143,13 +144,12 @@ void read_worker::expand_direct(std::size_t index, const read_chunk& c) {
         ++parts;
     };
     std::uint64_t pos = c.offset;
-    if (pos % a) {
-        const std::uint64_t block = align_down(pos, a);
-        const std::uint64_t take = std::min(end, block + a) - pos;
-        bounce(kind::edge_bounce, block, a, pos, take);
-        pos += take;
+    const direct_split split = split_direct(pos, end, a);
+    if (split.head_end > pos) {
+        bounce(kind::edge_bounce, format::align_down(pos, a), a, pos, split.head_end - pos);
+        pos = split.head_end;
     }
-    const std::uint64_t mid_end = std::max(pos, align_down(end, a));
+    const std::uint64_t mid_end = split.mid_end;
     if (pos < mid_end) {
         std::byte* d = c.dst + (pos - c.offset);
         if (reinterpret_cast<std::uintptr_t>(d) % job_.target->mem_align == 0) {
@@ -236,7 +236,7 @@ void read_worker::handle(unsigned id, int res) {
     std::uint64_t pos = old + static_cast<std::uint64_t>(res);
     if (res > 0 && pos >= r.need_end) return complete(r);
     // A direct read must restart aligned; an unaligned count means EOF inside a block.
-    if (t.direct) pos = align_down(pos, t.align);
+    if (t.direct) pos = format::align_down(pos, std::uint64_t{t.align});
     if (pos <= old) {
         release_slot(r);
         raise_at(make_error_code(errc::Truncated), r, pos,
@@ -266,14 +266,8 @@ void read_worker::drain() noexcept {
     // Entries the kernel never took cannot complete; wait only for the rest.
     in_flight_ -= unsubmitted_;
     unsubmitted_ = 0;
-    while (in_flight_ > 0) {
-        io_uring_cqe* cqe = nullptr;
-        int r = io_uring_wait_cqe(ring, &cqe);
-        if (r == -EINTR || r == -EAGAIN) continue;
-        if (r < 0) return;  // the ring itself is broken; nothing more can be waited for
-        io_uring_cqe_seen(ring, cqe);
-        --in_flight_;
-    }
+    // A broken ring ends the wait: nothing more can be waited for.
+    drain_completions(*ring, in_flight_, [](io_uring_cqe*) { return true; });
 }
 
 void read_worker::raise_at(std::error_code ec, const request& r, std::uint64_t at, const std::string& what) {

@@ -1,4 +1,5 @@
 // worker_ring: ring setup and registration.
+#include "format/alignment.hpp"
 #include "uring/worker_ring.hpp"
 
 #include <sys/mman.h>
@@ -27,7 +28,7 @@ worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(f
     if (setup.register_file && io_uring_register_files(&ring_, &setup.fd, 1) == 0) fixed_file_ = true;
 
     if (setup.bounce) {
-        edge_stride_ = (setup.edge_size + setup.mem_align - 1) / setup.mem_align * setup.mem_align;
+        edge_stride_ = format::align_up<std::size_t>(setup.edge_size, setup.mem_align);
         edge_count_ = setup.depth;
         // A misaligned middle is bounced through at most 8 MiB per ring, which
         // bounds the engine's own memory regardless of queue depth.

@@ -1,4 +1,5 @@
 // Sequential staged / zero-copy writing (data_stream.hpp).
+#include "format/alignment.hpp"
 #include "write/data_stream.hpp"
 
 #include <fcntl.h>
@@ -90,7 +91,7 @@ void data_stream::submit_current(bool pad) {
     auto& b = blocks_[cur_];
     std::uint64_t len = b.fill;
     if (pad && cfg_.direct && len % cfg_.align) {
-        std::uint64_t padded = (len + cfg_.align - 1) / cfg_.align * cfg_.align;
+        std::uint64_t padded = format::align_up<std::uint64_t>(len, cfg_.align);
         std::memset(b.mem + len, 0, padded - len);
         len = padded;
     }
@@ -164,7 +165,7 @@ std::uint64_t data_stream::flush_start() {
     std::uint64_t end = pos_;
     if (cur_ >= 0) {
         auto& b = blocks_[cur_];
-        end = b.file_off + (cfg_.direct ? (b.fill + cfg_.align - 1) / cfg_.align * cfg_.align : b.fill);
+        end = b.file_off + (cfg_.direct ? format::align_up<std::uint64_t>(b.fill, cfg_.align) : b.fill);
     }
     submit_current(true);
     return end;

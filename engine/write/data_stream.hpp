@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "write/write_ring.hpp"
+#include "uring/write_ring.hpp"
 
 namespace ringsafe::write_engine {
 

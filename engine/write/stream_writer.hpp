@@ -1,6 +1,6 @@
 // State of a streaming writer (ringsafe::writer::impl), shared by the files
 // that implement its modes: writer.cpp (new files), append_mode.cpp (append),
-// relocation.cpp (reservation overflow).
+// relocate.cpp (reservation overflow), publish.cpp (finish of a new file).
 #pragma once
 
 #include <memory>

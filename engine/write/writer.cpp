@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "format/alignment.hpp"
 #include "write/stream_writer.hpp"
 #include "write/tensor_check.hpp"
 
@@ -16,7 +17,6 @@ using namespace write_engine;
 
 namespace {
 constexpr std::uint64_t page = 4096;
-std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 std::uint64_t reservation_for(std::uint64_t tensors, std::uint64_t name_length,
@@ -24,7 +24,7 @@ std::uint64_t reservation_for(std::uint64_t tensors, std::uint64_t name_length,
     // 160 bytes cover an entry's fixed text: quotes, dtype, a 4-d shape of
     // 6-digit dims, and two 12-digit offsets, with room to spare.
     std::uint64_t json = tensors * (name_length + 160) + metadata_bytes + 64;
-    return round_up(8 + json, page) - 8;
+    return format::align_up(8 + json, page) - 8;
 }
 
 namespace write_engine {
@@ -44,7 +44,7 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
 
 std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded) {
     std::uint64_t total = 8 + json_padded.size();
-    void* mem = std::aligned_alloc(page, round_up(total, page));
+    void* mem = std::aligned_alloc(page, format::align_up<std::uint64_t>(total, page));
     if (!mem) raise_errno(ENOMEM, "allocating the header block");
     auto* b = static_cast<std::byte*>(mem);
     encode_length_prefix(json_padded.size(), b);
@@ -97,7 +97,7 @@ writer::writer(const std::string& path, const writer_options& opts) : impl_(std:
     if (opts.block_size == 0 || opts.block_size % page)
         raise(errc::InvalidArgument, "writer_options::block_size must be a non-zero multiple of 4096");
     std::uint64_t n = opts.reserve_bytes
-                          ? round_up(8 + opts.reserve_bytes, page) - 8
+                          ? format::align_up<std::uint64_t>(8 + opts.reserve_bytes, page) - 8
                           : reservation_for(opts.expected_tensors, opts.expected_name_length,
                                             opts.expected_metadata_bytes);
     if (n > opts.max_header_size)

@@ -26,7 +26,7 @@
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "test_support.hpp"
-#include "write/write_ring.hpp"
+#include "uring/write_ring.hpp"
 #include "written_file.hpp"
 
 using namespace ringsafe;

@@ -12,7 +12,7 @@
 
 #include "ringsafe/writer.hpp"
 #include "write/stream_writer.hpp"
-#include "write/write_ring.hpp"
+#include "uring/write_ring.hpp"
 #include "written_file.hpp"
 
 using namespace ringsafe;

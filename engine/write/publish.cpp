@@ -1,4 +1,4 @@
-// finish() of a new file (writer::impl::finish_new) and its steps after the
+// Publishing a new file: finish() (writer::impl::finish_new) and its steps after the
 // data is flushed, which the async writer (engine/asio/finish_operation.cpp)
 // runs too, with ring operations in place of the blocking calls.
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // One shard's part of one async read: the ops the ring executes for it and
-// how they went (engine-internal). Touched only on the engine's strand.
+// how they went (engine-internal). Touched only in the event ring's serialized context.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 
 #include "ringsafe/source.hpp"
 
-namespace ringsafe::asio::detail {
+namespace ringsafe::uring {
 
 struct file_job {
     int fd = -1;
@@ -25,9 +25,9 @@ struct file_job {
     std::uint32_t mem_align = 1;
     std::span<const read_op> ops;                 // kept alive by the owner
     std::function<std::string(std::uint32_t tag)> describe;  // "tensor 'w' (bytes ..)"
-    // Called on the strand as bytes of ops[op] land (optional).
+    // Called in the ring's context as bytes of ops[op] land (optional).
     std::function<void(std::size_t op, std::uint64_t bytes)> on_bytes;
-    // Called once, on the strand, when nothing of this job is in flight any more.
+    // Called once, in the ring's context, when nothing of this job is in flight any more.
     std::function<void(file_job&)> on_done;
 
     std::size_t next = 0;       // next op to submit
@@ -40,4 +40,4 @@ struct file_job {
     std::string message;        // naming path, offset and tensor
 };
 
-}  // namespace ringsafe::asio::detail
+}  // namespace ringsafe::uring

@@ -1,10 +1,10 @@
 // How the async file-read engine's ring tells its CQEs apart, and the
-// limits of one read (engine-internal; ring_reads*.cpp).
+// limits of one read (engine-internal; event_ring*.cpp).
 #pragma once
 
 #include <cstdint>
 
-namespace ringsafe::asio::detail {
+namespace ringsafe::uring {
 
 // Reads: the slot id (below 4096) in the low half, the slot's generation in the high half.
 inline std::uint64_t user_data(unsigned id, std::uint32_t gen) { return (std::uint64_t{gen} << 32) | id; }
@@ -16,7 +16,4 @@ inline bool is_single(std::uint64_t ud) { return (ud & 0xffffffffu) == single_lo
 
 constexpr std::uint64_t max_read = 1u << 30;  // bytes per read: a CQE result is an int
 
-inline std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
-inline std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-
-}  // namespace ringsafe::asio::detail
+}  // namespace ringsafe::uring

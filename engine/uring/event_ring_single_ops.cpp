@@ -1,15 +1,13 @@
-// ring_reads, single operations: async_open's openat and header reads
+// event_ring, single operations: async_open's openat and header reads
 // on the same ring as the tensor reads, and their cancellation.
 #include <cerrno>
 
-#include <boost/asio/post.hpp>
+#include "uring/event_ring.hpp"
+#include "uring/event_ring_user_data.hpp"
 
-#include "asio/ring_reads.hpp"
-#include "asio/ring_user_data.hpp"
+namespace ringsafe::uring {
 
-namespace ringsafe::asio::detail {
-
-std::uint64_t ring_reads::submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
+std::uint64_t event_ring::submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
                                         std::function<void(int)> done) {
     const std::uint64_t ud = (++next_single_ << 32) | single_low;
     io_uring_sqe* sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
@@ -18,7 +16,7 @@ std::uint64_t ring_reads::submit_single(const std::function<void(io_uring_sqe*)>
         sqe = broken_ ? nullptr : io_uring_get_sqe(&ring_);
     }
     if (!sqe) {
-        boost::asio::post(strand_, [d = std::move(done), res = broken_ ? -EIO : -EBUSY] { d(res); });
+        driver_->defer([d = std::move(done), res = broken_ ? -EIO : -EBUSY] { d(res); });
         return ud;
     }
     prep(sqe);
@@ -29,7 +27,7 @@ std::uint64_t ring_reads::submit_single(const std::function<void(io_uring_sqe*)>
     return ud;
 }
 
-void ring_reads::cancel_single(std::uint64_t id) {
+void event_ring::cancel_single(std::uint64_t id) {
     if (!singles_.count(id)) return;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) {
@@ -42,4 +40,4 @@ void ring_reads::cancel_single(std::uint64_t id) {
     flush();
 }
 
-}  // namespace ringsafe::asio::detail
+}  // namespace ringsafe::uring

@@ -1,7 +1,8 @@
 // Sources whose reads can run as asynchronous operations on a caller's
 // executor (engine-internal; the public source interface stays free of
-// Asio). The async engine (engine/asio) uses it instead of running the
-// blocking execute() on a thread; the HTTP source implements it.
+// Asio). The async front end (engine/asio) uses it instead of running the
+// blocking execute() on a thread; the file source implements it over the
+// event ring (engine/uring), the HTTP source over its connection pools.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,19 @@
 
 #include "ringsafe/source.hpp"
 
+namespace ringsafe::uring {
+class event_ring;
+}
+
 namespace ringsafe::detail {
+
+// Where a run executes: the executor its callbacks run on, which must run
+// handlers one at a time (a strand, or an io_context run by one thread), and
+// the event ring driven on that executor (file sources read on it).
+struct async_context {
+    boost::asio::any_io_executor ex;
+    std::shared_ptr<uring::event_ring> ring;
+};
 
 // What a run reports. Every callback runs on the run's executor.
 struct async_callbacks {
@@ -29,6 +42,9 @@ struct async_callbacks {
     // source, range, tensor), or none; `cancelled` when cancel() ended it
     // (then the error, if any, is a consequence and may be ignored).
     std::function<void(std::error_code ec, std::string message, bool cancelled)> on_done;
+    // Bytes that landed after the run stopped (cancelled or failed): counted,
+    // never reported as progress. Optional; sources that drop such bytes never call it.
+    std::function<void(std::uint64_t bytes)> on_stopped_bytes;
 };
 
 // One run in flight.
@@ -44,13 +60,15 @@ public:
 class async_source {
 public:
     virtual ~async_source() = default;
+    // Whether start_async can run here (else the caller runs the blocking
+    // execute() on a thread; e.g. O_DIRECT alignments the ring cannot bounce).
+    virtual bool can_start_async() const noexcept { return true; }
     // Starts reading `ops` (which, like their destinations, must stay valid
-    // until on_done) as asynchronous operations on `ex`, which must run its
-    // handlers one at a time (a strand, or an io_context run by one thread).
-    // Never calls a callback before returning; errors found before any I/O
-    // (a range beyond the end) arrive through on_done too. The source must
-    // outlive the run, and be destroyed before the executor's execution context.
-    virtual std::shared_ptr<async_run> start_async(boost::asio::any_io_executor ex, std::span<const read_op> ops,
+    // until on_done) as asynchronous operations in `ctx`. Never calls a
+    // callback before returning; errors found before any I/O (a range beyond
+    // the end) arrive through on_done too. The source must outlive the run,
+    // and be destroyed before the executor's execution context.
+    virtual std::shared_ptr<async_run> start_async(const async_context& ctx, std::span<const read_op> ops,
                                                    async_callbacks cb) = 0;
 };
 

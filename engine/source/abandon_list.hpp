@@ -1,5 +1,5 @@
-// What a group of fetches has in flight (open connections, timers), so that
-// the group can be abandoned at once: every pending socket read, connect or
+// What a group of asynchronous steps has in flight (ring operations, open
+// connections, timers), so that the group can be abandoned at once: every pending socket read, connect or
 // backoff wait completes now (with an error) instead of when the server
 // speaks again. Used on the group's executor only (not thread-safe).
 #pragma once
@@ -9,7 +9,7 @@
 #include <map>
 #include <utility>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::detail {
 
 class abandon_list {
 public:
@@ -53,4 +53,4 @@ private:
     bool abandoned_ = false;
 };
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::detail

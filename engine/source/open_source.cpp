@@ -1,10 +1,13 @@
-// open_source and is_url: pick the source kind from the spec.
+// The one source dispatcher: open_source, prepare_source and is_url pick the
+// source kind from the spec. A new kind is one line in each of them.
 #include "ringsafe/open_source.hpp"
 
 #include <array>
 #include <cctype>
 
 #include "ringsafe/error.hpp"
+#include "source/deferred_open.hpp"
+#include "source/kinds.hpp"
 
 namespace ringsafe {
 
@@ -25,4 +28,14 @@ std::unique_ptr<source> open_source(const std::string& spec, const source_option
     return open_file(spec, opts.file);
 }
 
+namespace detail {
+
+std::unique_ptr<source> prepare_source(const std::string& spec, const source_options& opts) {
+    if (is_url(spec)) return http_engine::prepare_url(spec, opts.http);
+    return nullptr;
+}
+
+deferred_open& deferred_side(source& src) { return dynamic_cast<deferred_open&>(src); }
+
+}  // namespace detail
 }  // namespace ringsafe

@@ -9,6 +9,8 @@
 // (enqueue / submit_op never block; an eventfd attached with attach_eventfd
 // is signalled per completion, and reap_ready() takes what is there; the
 // async writer watches that eventfd from the caller's io_context).
+// Lives with the other rings in engine/uring; its namespace (write_engine)
+// is the one the writer's fault-injection tests name.
 #pragma once
 
 #include <liburing.h>

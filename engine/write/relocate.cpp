@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "format/alignment.hpp"
 #include "write/stream_writer.hpp"
 
 namespace ringsafe {
@@ -14,7 +15,7 @@ using namespace write_engine;
 
 void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
     constexpr std::uint64_t page = 4096;
-    std::uint64_t new_start = (8 + json_size + page - 1) / page * page;
+    std::uint64_t new_start = format::align_up(8 + json_size, page);
     std::uint64_t extra = new_start - data_start;
     if (data_size == 0) {  // nothing to move: the header simply grows
         data_start = new_start;

@@ -1,9 +1,13 @@
-// The async file-read engine (engine-internal): one io_uring whose
-// completions wake the caller's io_context through an eventfd watched by an
-// Asio descriptor. Buffered and O_DIRECT files (the latter through per-slot
-// aligned bounce buffers where a piece cannot land in the caller's buffer),
-// and single operations (async_open's openat and header reads).
-// Every method runs on the strand given at construction.
+// The event-driven file-read ring (engine-internal): one io_uring whose
+// completions signal an eventfd, for an event loop to wait on. Buffered and
+// O_DIRECT files (the latter through per-slot aligned bounce buffers where a
+// piece cannot land in the caller's buffer), and single operations (the async
+// open's openat and header reads).
+//
+// Free of any event library: a driver (engine/asio's ring_driver) waits on
+// event_fd() and calls on_event() when it is readable, and runs the ring's
+// callbacks later through defer(). Every method runs in the driver's
+// serialized context (a strand).
 #pragma once
 
 #include <liburing.h>
@@ -14,28 +18,42 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <system_error>
 #include <vector>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/strand.hpp>
+#include "uring/file_job.hpp"
 
-#include "asio/file_job.hpp"
+namespace ringsafe::uring {
 
-namespace ringsafe::asio::detail {
-
-using engine_strand = boost::asio::strand<boost::asio::any_io_executor>;
-
-class ring_reads : public std::enable_shared_from_this<ring_reads> {
+class event_ring : public std::enable_shared_from_this<event_ring> {
 public:
+    // What drives the ring: waits on its eventfd and serializes every call.
+    class driver {
+    public:
+        virtual ~driver() = default;
+        // Runs `fn` later (never inline), serialized with every call into the ring.
+        virtual void defer(std::function<void()> fn) = 0;
+        // Calls ring.on_event() (serialized) once event_fd() is readable; the
+        // wait keeps `ring` alive.
+        virtual void wait_event(const std::shared_ptr<event_ring>& ring) = 0;
+    };
+
     // Creates the ring (`depth` reads in flight) and its eventfd. Throws
     // ringsafe::error (system_category) when io_uring or eventfd fail.
-    ring_reads(engine_strand strand, unsigned depth);
+    explicit event_ring(unsigned depth);
     // Cancels and waits (blocking) for reads still in flight, which only
     // happens when the io_context was stopped with operations outstanding.
-    ~ring_reads();
-    ring_reads(const ring_reads&) = delete;
-    ring_reads& operator=(const ring_reads&) = delete;
+    ~event_ring();
+    event_ring(const event_ring&) = delete;
+    event_ring& operator=(const event_ring&) = delete;
+
+    // The eventfd signalled on every completion (owned by the ring).
+    int event_fd() const noexcept { return event_fd_; }
+    // Installs the driver; before the first start() or submit_single().
+    void set_driver(std::unique_ptr<driver> d) { driver_ = std::move(d); }
+    // The driver's wake-up: reaps what completed and submits what waits.
+    void on_event();
 
     // Whether O_DIRECT reads with these alignments can run here (the slots'
     // bounce buffers are bounce_size bytes aligned to bounce_align).
@@ -48,7 +66,7 @@ public:
     void cancel(file_job& job);
 
     // One operation besides the reads (async_open: openat, the header
-    // read): `prep` fills the SQE; `done` is posted to the strand with the
+    // read): `prep` fills the SQE; `done` is deferred to the driver with the
     // CQE's result (-EBUSY when no SQE could be had, -EIO when the ring
     // failed). `keep` (the memory the kernel uses) lives until then, or
     // until the ring is gone. Returns an id for cancel_single().
@@ -94,10 +112,10 @@ private:
     void finish_if_idle(file_job& job);
     void fail_everything(std::error_code ec, const std::string& what);
 
-    engine_strand strand_;
     io_uring ring_{};
     bool ring_ok_ = false;
-    boost::asio::posix::stream_descriptor event_;
+    int event_fd_ = -1;
+    std::unique_ptr<driver> driver_;
     std::vector<slot> slots_;
     // One per slot, allocated when the slot first serves an O_DIRECT job;
     // freed only after the ring is gone (the kernel may still write into it).
@@ -112,4 +130,4 @@ private:
     std::vector<std::shared_ptr<void>> orphaned_;  // singles' memory after a ring failure, freed with the ring
 };
 
-}  // namespace ringsafe::asio::detail
+}  // namespace ringsafe::uring

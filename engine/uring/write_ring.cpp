@@ -1,10 +1,12 @@
 // io_uring write executor (see write_ring.hpp).
-#include "write/write_ring.hpp"
+#include "uring/write_ring.hpp"
 
 #include <cerrno>
 #include <cstring>
 
 #include "ringsafe/error.hpp"
+#include "uring/completion_drain.hpp"
+#include "uring/eventfd.hpp"
 #include "uring/transient_result.hpp"
 
 namespace ringsafe::write_engine {
@@ -29,22 +31,15 @@ write_ring::write_ring(int fd, unsigned depth, done_fn done)
 
 write_ring::~write_ring() {
     // Never leave the kernel writing from memory that may be freed next.
-    while (in_flight_) {
-        io_uring_cqe* cqe = nullptr;
-        const int r = io_uring_wait_cqe(&ring_, &cqe);
-        if (r == -EINTR || r == -EAGAIN) continue;  // a signal: the writes are still in flight
-        if (r < 0) break;                           // the ring itself is broken
-        auto& o = ops_[io_uring_cqe_get_data64(cqe)];
-        io_uring_cqe_seen(&ring_, cqe);
-        o.busy = false;
-        --in_flight_;
-    }
+    uring::drain_completions(ring_, in_flight_, [this](io_uring_cqe* cqe) {
+        ops_[io_uring_cqe_get_data64(cqe)].busy = false;
+        return true;
+    });
     io_uring_queue_exit(&ring_);
 }
 
 void write_ring::attach_eventfd(int efd) {
-    int r = io_uring_register_eventfd(&ring_, efd);
-    if (r < 0) raise_errno(-r, "io_uring_register_eventfd for the writer");
+    uring::register_eventfd(ring_, efd, "io_uring_register_eventfd for the writer");
 }
 
 void write_ring::push(std::size_t slot) {

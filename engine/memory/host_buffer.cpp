@@ -1,4 +1,5 @@
 // host_buffer: aligned anonymous memory with huge-page advice and prefaulting.
+#include "format/alignment.hpp"
 #include "ringsafe/buffer.hpp"
 
 #include <sys/mman.h>
@@ -22,8 +23,6 @@ namespace {
 constexpr std::size_t huge_page = 2u << 20;
 constexpr std::size_t small_page = 4096;
 
-std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
-
 }  // namespace
 
 std::string page_report::label() const {
@@ -38,13 +37,13 @@ std::string page_report::label() const {
 host_buffer::host_buffer(std::size_t size, const buffer_options& opts) {
     if (size == 0) return;
     const std::size_t align = opts.pages == page_kind::huge ? huge_page : small_page;
-    const std::size_t length = round_up(size, align);
+    const std::size_t length = format::align_up(size, align);
     // Over-map by one alignment unit and trim, so the block starts on a 2 MiB boundary.
     const std::size_t span_len = align > small_page ? length + align : length;
     void* p = ::mmap(nullptr, span_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) raise_errno(errno, "host_buffer: mmap of " + std::to_string(size) + " bytes");
     auto base = reinterpret_cast<std::uintptr_t>(p);
-    const std::uintptr_t start = (base + align - 1) / align * align;
+    const std::uintptr_t start = format::align_up<std::uintptr_t>(base, align);
     if (start > base) ::munmap(p, start - base);
     const std::uintptr_t end = start + length;
     if (base + span_len > end) ::munmap(reinterpret_cast<void*>(end), base + span_len - end);

@@ -1,82 +1,65 @@
-// ring_reads: submit/reap loop of the async file-read engine.
-#include "asio/ring_reads.hpp"
-#include "asio/ring_user_data.hpp"
+// event_ring: submit/reap loop of the event-driven file-read ring.
+#include "uring/event_ring.hpp"
+#include "uring/event_ring_user_data.hpp"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/post.hpp>
-
 #include "ringsafe/error.hpp"
+#include "uring/completion_drain.hpp"
+#include "uring/eventfd.hpp"
 #include "uring/fault_injection.hpp"
 #include "uring/transient_result.hpp"
 
-namespace ringsafe::asio::detail {
-namespace {
+namespace ringsafe::uring {
 
-constexpr unsigned max_retries = uring::max_transient_retries;
-
-int make_eventfd() {
-    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0) raise_errno(errno, "ringsafe async reads: eventfd");
-    return fd;
-}
-
-}  // namespace
-
-ring_reads::ring_reads(engine_strand strand, unsigned depth)
-    : strand_(std::move(strand)), event_(strand_) {
+event_ring::event_ring(unsigned depth) {
     if (depth == 0 || depth > 4096) raise(errc::InvalidArgument, "async_options: queue_depth must be 1..4096");
     // Room for one cancel per read in flight besides the reads themselves.
     const int r = io_uring_queue_init(depth * 2, &ring_, 0);
     if (r < 0) raise_errno(-r, "ringsafe async reads: io_uring_queue_init");
     ring_ok_ = true;
-    const int efd = make_eventfd();
-    event_.assign(efd);
-    const int reg = io_uring_register_eventfd(&ring_, efd);
-    if (reg < 0) {
+    try {
+        event_fd_ = open_eventfd("ringsafe async reads");
+        register_eventfd(ring_, event_fd_, "ringsafe async reads: io_uring_register_eventfd");
+    } catch (...) {
         io_uring_queue_exit(&ring_);
         ring_ok_ = false;
-        raise_errno(-reg, "ringsafe async reads: io_uring_register_eventfd");
+        if (event_fd_ >= 0) ::close(event_fd_);
+        throw;
     }
     slots_.resize(depth);
     bounces_.resize(depth);
     for (unsigned i = depth; i-- > 0;) free_.push_back(i);
 }
 
-ring_reads::~ring_reads() {
+event_ring::~event_ring() {
     if (!ring_ok_) return;
     if (in_flight_ > 0) {
-        // The io_context went away with reads outstanding: they must not
+        // The event loop went away with reads outstanding: they must not
         // write into caller memory after this returns.
         if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
             io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
             io_uring_sqe_set_data64(sqe, cancel_marker);
         }
         io_uring_submit(&ring_);
-        while (in_flight_ > 0) {
-            io_uring_cqe* cqe = nullptr;
-            const int r = io_uring_wait_cqe(&ring_, &cqe);
-            if (r == -EINTR || r == -EAGAIN) continue;
-            if (r < 0) break;
-            if (io_uring_cqe_get_data64(cqe) != cancel_marker) --in_flight_;
-            io_uring_cqe_seen(&ring_, cqe);
-        }
+        drain_completions(ring_, in_flight_,
+                          [](io_uring_cqe* cqe) { return io_uring_cqe_get_data64(cqe) != cancel_marker; });
     }
     io_uring_queue_exit(&ring_);
+    driver_.reset();  // stops watching the eventfd before it is closed
+    ::close(event_fd_);
 }
 
-bool ring_reads::fits_direct(std::uint32_t align, std::uint32_t mem_align) noexcept {
+bool event_ring::fits_direct(std::uint32_t align, std::uint32_t mem_align) noexcept {
     return align > 0 && mem_align > 0 && align <= bounce_size && bounce_size % align == 0 &&
            bounce_align % mem_align == 0;
 }
 
-void ring_reads::start(std::shared_ptr<file_job> job) {
+void event_ring::start(std::shared_ptr<file_job> job) {
     if (broken_) {
         fail(*job, broken_, *job->path + ": the async read ring failed earlier");
         finish_if_idle(*job);
@@ -98,7 +81,7 @@ void ring_reads::start(std::shared_ptr<file_job> job) {
     pump();
 }
 
-void ring_reads::cancel(file_job& job) {
+void event_ring::cancel(file_job& job) {
     if (job.done) return;
     job.cancelled = true;
     job.stopping = true;
@@ -120,7 +103,7 @@ void ring_reads::cancel(file_job& job) {
     finish_if_idle(job);
 }
 
-void ring_reads::pump() {
+void event_ring::pump() {
     bool prepared = false;
     while (!free_.empty() && !queue_.empty()) {
         file_job& j = *queue_.front();
@@ -155,7 +138,7 @@ void ring_reads::pump() {
     for (auto& j : queue_) finish_if_idle(*j);
 }
 
-void ring_reads::submit_read(unsigned id) {
+void event_ring::submit_read(unsigned id) {
     slot& s = slots_[id];
     const read_op& op = s.job->ops[s.op];
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -182,7 +165,7 @@ void ring_reads::submit_read(unsigned id) {
     ++in_flight_;
 }
 
-void ring_reads::flush() {
+void event_ring::flush() {
     for (;;) {
         const int r = io_uring_submit(&ring_);
         if (r >= 0 || r == -EINTR) {
@@ -196,20 +179,19 @@ void ring_reads::flush() {
     arm();
 }
 
-void ring_reads::arm() {
+void event_ring::arm() {
     if (armed_ || in_flight_ == 0) return;
     armed_ = true;
-    event_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                      boost::asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code) {
-                          self->armed_ = false;
-                          self->on_ready();
-                      }));
+    driver_->wait_event(shared_from_this());
 }
 
-void ring_reads::on_ready() {
-    std::uint64_t count;
-    while (::read(event_.native_handle(), &count, sizeof count) < 0 && errno == EINTR) {
-    }
+void event_ring::on_event() {
+    armed_ = false;
+    on_ready();
+}
+
+void event_ring::on_ready() {
+    consume_eventfd(event_fd_);
     io_uring_cqe* cqe;
     unsigned head, seen = 0;
     std::vector<std::pair<unsigned, int>> results;
@@ -232,7 +214,7 @@ void ring_reads::on_ready() {
         auto it = singles_.find(ud);
         if (it == singles_.end()) continue;
         --in_flight_;
-        boost::asio::post(strand_, [d = std::move(it->second.done), res = res] { d(res); });
+        driver_->defer([d = std::move(it->second.done), res = res] { d(res); });
         singles_.erase(it);
     }
     if (io_uring_sq_ready(&ring_) > 0) flush();  // entries an earlier -EBUSY left behind
@@ -240,15 +222,15 @@ void ring_reads::on_ready() {
     arm();
 }
 
-void ring_reads::handle(unsigned id, int res) {
+void event_ring::handle(unsigned id, int res) {
     slot& s = slots_[id];
     std::shared_ptr<file_job> job = std::move(s.job);
     const read_op& op = job->ops[s.op];
     --job->in_flight;
     --in_flight_;
     std::byte* const buf = s.bounced ? bounces_[id].get() : op.dst + (s.pos - op.offset);
-    uring::completion_event ev{s.read_at, s.read_len, op.tag, buf, job->direct};
-    res = uring::apply_completion_fault(ev, res);
+    completion_event ev{s.read_at, s.read_len, op.tag, buf, job->direct};
+    res = apply_completion_fault(ev, res);
     auto release = [&] { free_.push_back(id); };
     auto resubmit = [&] {
         s.job = job;
@@ -260,13 +242,13 @@ void ring_reads::handle(unsigned id, int res) {
                               ")";
     if (res == -ECANCELED && job->stopping) {
         release();
-    } else if (uring::transient_result(res)) {
+    } else if (transient_result(res)) {
         if (job->stopping) {
             release();
-        } else if (++s.retries > max_retries) {
+        } else if (++s.retries > max_transient_retries) {
             release();
             fail(*job, std::error_code(-res, std::system_category()),
-                 *job->path + ": read kept failing after " + std::to_string(max_retries) + " retries" + where);
+                 *job->path + ": read kept failing after " + std::to_string(max_transient_retries) + " retries" + where);
         } else {
             resubmit();
         }
@@ -296,7 +278,7 @@ void ring_reads::handle(unsigned id, int res) {
     finish_if_idle(*job);
 }
 
-void ring_reads::fail(file_job& job, std::error_code ec, std::string message) {
+void event_ring::fail(file_job& job, std::error_code ec, std::string message) {
     if (!job.ec) {
         job.ec = ec;
         job.message = std::move(message);
@@ -309,16 +291,16 @@ void ring_reads::fail(file_job& job, std::error_code ec, std::string message) {
     }
 }
 
-void ring_reads::finish_if_idle(file_job& job) {
+void event_ring::finish_if_idle(file_job& job) {
     if (job.done || job.in_flight > 0) return;
     if (!job.stopping && job.next < job.ops.size()) return;
     job.done = true;
-    if (job.on_done) boost::asio::post(strand_, [&job, f = std::move(job.on_done)]() mutable { f(job); });
+    if (job.on_done) driver_->defer([&job, f = std::move(job.on_done)]() mutable { f(job); });
 }
 
 // Only when io_uring_enter itself fails (ENOMEM, a broken ring): reads not
 // yet submitted will never complete, so every job is failed at once.
-void ring_reads::fail_everything(std::error_code ec, const std::string& what) {
+void event_ring::fail_everything(std::error_code ec, const std::string& what) {
     broken_ = ec;
     for (unsigned id = 0; id < slots_.size(); ++id) {
         slot& s = slots_[id];
@@ -338,9 +320,9 @@ void ring_reads::fail_everything(std::error_code ec, const std::string& what) {
     for (auto& [ud, s] : singles_) {
         --in_flight_;
         orphaned_.push_back(std::move(s.keep));  // the kernel may own it still
-        boost::asio::post(strand_, [d = std::move(s.done)] { d(-EIO); });
+        driver_->defer([d = std::move(s.done)] { d(-EIO); });
     }
     singles_.clear();
 }
 
-}  // namespace ringsafe::asio::detail
+}  // namespace ringsafe::uring
