@@ -138,6 +138,16 @@ py::object metadata_object(const std::optional<metadata_map>& md) {
 }  // namespace
 
 void bind_reader(py::module_& m) {
+    m.def("http_connections",
+          [](const py::object& given) {
+              http_options o;
+              if (!given.is_none())
+                  o.connections_per_origin = static_cast<unsigned>(option_uint(given, "connections", 1, max_connections_per_origin));
+              return resolved_http_options(o).connections_per_origin;
+          },
+          py::arg("connections") = py::none(),
+          "The connections per origin a URL source uses: `connections`, else RINGSAFE_CONNECTIONS, else "
+          "the engine's default.");
     m.def("parse_bytes", [](const py::bytes& data) {
              std::string_view v = data;
              header h = parse_file({reinterpret_cast<const std::byte*>(v.data()), v.size()});

@@ -216,3 +216,17 @@ def test_get_slice_refuses_boolean_masks_and_takes_huge_steps(tmp_path):
             for index in ((slice(None, None, 2**63 - 1),), (slice(None, None, -2**63),), (slice(None, None, 2**64),)):
                 got = s[index]
                 assert np.array_equal(got.numpy() if framework == "pt" else got, full[index]), index
+
+
+def test_http_connections_resolves_like_the_engine(monkeypatch):
+    from ringsafe._ringsafe import http_connections
+    monkeypatch.delenv("RINGSAFE_CONNECTIONS", raising=False)
+    default = http_connections()
+    assert default >= 1 and http_connections(5) == 5
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "12")
+    assert http_connections() == 12 and http_connections(3) == 3
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "abc")
+    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_CONNECTIONS"):
+        http_connections()
+    with pytest.raises(ValueError, match="connections"):
+        http_connections(0)

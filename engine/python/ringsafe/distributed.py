@@ -48,7 +48,7 @@ import torch.distributed as dist
 
 from ._dtypes import BITS, error
 from ._load import ALIGNMENT, open_reader
-from ._ringsafe import Arena, SafetensorError
+from ._ringsafe import Arena, SafetensorError, http_connections
 from ._selection import is_glob, resolve
 from .torch import ADAPTER
 
@@ -580,7 +580,7 @@ class _Run:
             self._check_limit()
             if options.get("http_chunk") is None:
                 # Each batch's Range requests spread over the connections (two rounds of them).
-                per = self.batch_bytes // (2 * (options.get("connections") or 8))
+                per = self.batch_bytes // (2 * http_connections(options.get("connections")))
                 options = dict(options, http_chunk=max(256 << 10, min(8 << 20, per >> 16 << 16)))
             self.reader = open_reader(filename, options)
             infos = self.reader.tensors()
