@@ -19,7 +19,7 @@
 #include "source/kinds.hpp"
 #include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
-#include "uring/fork_generation.hpp"
+#include "source/fork_generation.hpp"
 
 namespace ringsafe {
 namespace {
@@ -140,7 +140,7 @@ private:
     // descriptors and drop the child's copies of the connections (closing a
     // copy leaves the parent's connection open and untouched).
     void drop_inherited_connections() {
-        const std::uint64_t gen = uring::fork_generation();
+        const std::uint64_t gen = detail::fork_generation();
         if (gen == fork_generation_) return;
         fork_generation_ = gen;
         io_.notify_fork(net::execution_context::fork_child);
@@ -174,7 +174,7 @@ private:
     http_options opts_;
     std::minstd_rand rng_;
     net::io_context io_{1};
-    std::uint64_t fork_generation_ = uring::fork_generation();  // of io_ and pool_
+    std::uint64_t fork_generation_ = detail::fork_generation();  // of io_ and pool_
     std::unique_ptr<connection_pool> pool_;
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;

@@ -10,11 +10,11 @@
 #include <string>
 
 #include "ringsafe/error.hpp"
-#include "uring/fork_generation.hpp"
+#include "source/fork_generation.hpp"
 
 namespace ringsafe::uring {
 
-worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(fork_generation()) {
+worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(detail::fork_generation()) {
     io_uring_params p{};
     // Completions are reaped by the thread that waits for them; no need for IPIs.
     p.flags = IORING_SETUP_COOP_TASKRUN;
@@ -54,7 +54,7 @@ worker_ring::~worker_ring() {
     else io_uring_queue_exit(&ring_);
 }
 
-bool worker_ring::inherited() const noexcept { return generation_ != fork_generation(); }
+bool worker_ring::inherited() const noexcept { return generation_ != detail::fork_generation(); }
 
 // What io_uring_queue_exit does minus anything that reads the shared ring
 // memory or talks to the ring (liburing >= 2.4 reads *kring_entries and may

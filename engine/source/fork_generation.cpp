@@ -1,11 +1,11 @@
 // fork_generation: a pthread_atfork child handler bumps a process-wide counter.
-#include "uring/fork_generation.hpp"
+#include "source/fork_generation.hpp"
 
 #include <pthread.h>
 
 #include <atomic>
 
-namespace ringsafe::uring {
+namespace ringsafe::detail {
 namespace {
 
 std::atomic<std::uint64_t> generation{0};
@@ -22,4 +22,4 @@ std::uint64_t fork_generation() noexcept {
     return generation.load(std::memory_order_relaxed);
 }
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::detail
