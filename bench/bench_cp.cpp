@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
+#include "bench_command.hpp"
 #include "bench_report.hpp"
 #include "http/s3_object.hpp"
 #include "http/url.hpp"
@@ -56,26 +57,6 @@ namespace fs = std::filesystem;
 namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Runs a shell command; wall seconds (-1 when it failed) and the child's peak RSS.
-double run_timed(const std::string& cmd, long* maxrss_kib = nullptr) {
-    double t0 = now();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    int st = 0;
-    rusage ru{};
-    ::wait4(pid, &st, 0, &ru);
-    double t = now() - t0;
-    if (maxrss_kib) *maxrss_kib = ru.ru_maxrss;
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-        std::fprintf(stderr, "failed (%d): %s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1, cmd.c_str());
-        return -1;
-    }
-    return t;
-}
 
 std::string slurp(const std::string& path) {
     std::ifstream f(path);

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_command.hpp"
 #include "bench_report.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/reader.hpp"
@@ -82,22 +83,6 @@ void drop_file_cache(const std::string& path) {
     ::fdatasync(fd);
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
-}
-
-// Runs a shell command; returns wall seconds, or -1 when it failed. ru_maxrss of the child in `maxrss_kib`.
-double run_timed(const std::string& cmd, long* maxrss_kib = nullptr) {
-    double t0 = now();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    int st = 0;
-    rusage ru{};
-    ::wait4(pid, &st, 0, &ru);
-    double t = now() - t0;
-    if (maxrss_kib) *maxrss_kib = ru.ru_maxrss;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t : -1;
 }
 
 }  // namespace
