@@ -186,7 +186,8 @@ TEST_CASE("cp through a small pipeline is byte-exact and accepted by the reader"
         rd.read_packed(rd.all(), dst.span(), 1);
         std::uint64_t at = 0;
         for (auto& [name, bytes] : tensors) {
-            CHECK(std::memcmp(dst.data() + at, bytes.data(), bytes.size()) == 0);
+            // An empty tensor's bytes have no data() to compare (memcmp's arguments must not be null).
+            if (!bytes.empty()) CHECK(std::memcmp(dst.data() + at, bytes.data(), bytes.size()) == 0);
             at += bytes.size();
         }
         fs::remove(out);
