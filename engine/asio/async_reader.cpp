@@ -39,7 +39,8 @@ void async_reader::cancel() {
     if (!impl_ || impl_->outstanding.load() == 0) return;
     boost::asio::post(impl_->strand, [s = impl_] {
         auto ops = s->active;  // cancel() may complete and erase them
-        for (auto& op : ops) op->cancel();
+        for (auto& w : ops)
+            if (auto op = w.lock()) op->cancel();
     });
 }
 

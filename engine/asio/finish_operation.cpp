@@ -7,6 +7,7 @@
 // padding, closing the descriptors. On the blocking pool: reservation-overflow
 // relocation, and an append-mode writer's finish (after its data is flushed).
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -22,6 +23,12 @@ struct finish_op final : writer_op {
     enum class stage { check, drain, header, header_wait, publish, publish_wait, appended };
 
     explicit finish_op(std::optional<metadata_map> m) : meta(std::move(m)) {}
+    // Destroyed with the directory's descriptor reaped but not yet handed to
+    // the temporary (the io_context went away): nobody else closes it.
+    ~finish_op() override {
+        if (at == stage::publish_wait && !pending && next.kind == temp_file::step_kind::open_dir && result >= 0)
+            ::close(result);
+    }
     const metadata_map* md() const noexcept { return meta ? &*meta : nullptr; }
 
     bool step(async_writer::impl& w) override {
@@ -102,12 +109,15 @@ struct finish_op final : writer_op {
         return "finishing '" + c.path + "' was cancelled: the file is abandoned";
     }
 
-    void issue(async_writer::impl& w, std::function<void(io_uring_sqe*)> prep) {
+    void issue(async_writer::impl& w, std::function<void(io_uring_sqe*)> prep, bool result_is_fd = false) {
         pending = true;
-        w.core.stream->ring().submit_op(std::move(prep), [this](int r) {
-            result = r;
-            pending = false;
-        });
+        w.core.stream->ring().submit_op(
+            std::move(prep),
+            [this](int r) {
+                result = r;
+                pending = false;
+            },
+            result_is_fd);
     }
 
     void issue_header_write(async_writer::impl& w) {
@@ -147,9 +157,12 @@ struct finish_op final : writer_op {
             });
             break;
         case temp_file::step_kind::open_dir:
-            issue(w, [&s](io_uring_sqe* sqe) {
-                io_uring_prep_openat(sqe, AT_FDCWD, s.to.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-            });
+            issue(
+                w,
+                [&s](io_uring_sqe* sqe) {
+                    io_uring_prep_openat(sqe, AT_FDCWD, s.to.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+                },
+                true);
             break;
         case temp_file::step_kind::done: break;
         }

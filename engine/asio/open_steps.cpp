@@ -21,7 +21,8 @@
 namespace ringsafe::asio::detail {
 namespace net = boost::asio;
 
-net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep, std::shared_ptr<void> keep) {
+net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep, std::shared_ptr<void> keep,
+                            bool result_is_fd) {
     for (unsigned tries = 0;; ++tries) {
         c.check_cancelled();
         std::uint64_t id = 0;
@@ -32,7 +33,7 @@ net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> 
         const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
             [&](auto handler) {
                 auto h = std::make_shared<decltype(handler)>(std::move(handler));
-                id = c.ring->submit_single(prep, keep, [h](int r) { std::move(*h)(r); });
+                id = c.ring->submit_single(prep, keep, [h](int r) { std::move(*h)(r); }, result_is_fd);
             },
             net::use_awaitable);
         pending = false;
@@ -70,7 +71,7 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     auto open_with = [&](int flags) {
         return ring_op(
             c, [name, flags](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, name->c_str(), flags, 0); },
-            name);
+            name, true);
     };
     int r = co_await open_with(uring::buffered_open_flags);
     if (r >= 0) f.fd = uring::owned_fd(r);

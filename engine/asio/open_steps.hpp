@@ -41,9 +41,11 @@ struct open_context {
 
 // One io_uring operation (`prep` fills the SQE); its CQE result. `keep`
 // holds what the kernel uses until the CQE. Transient results
-// (uring::transient_result) are resubmitted.
+// (uring::transient_result) are resubmitted. `result_is_fd` (openat): a
+// descriptor that never reaches the caller (the io_context destroyed
+// meanwhile) is closed.
 boost::asio::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep,
-                                    std::shared_ptr<void> keep);
+                                    std::shared_ptr<void> keep, bool result_is_fd = false);
 // Opens `spec` (a path or URL) as open_source() does, without blocking.
 boost::asio::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec);
 // src.read_exact(offset, dst) without blocking (file sources on the ring,

@@ -160,7 +160,7 @@ void read_operation::complete() {
     if (slot_.is_connected()) slot_.clear();
     runs_.clear();
     auto self = shared_from_this();
-    owner_->active.erase(self);
+    owner_->active.erase(std::weak_ptr<read_operation>(self));
     --owner_->outstanding;
     boost::asio::post(done_ex_, boost::asio::append(std::move(handler_), ec, static_cast<std::size_t>(landed_)));
     work_.reset();

@@ -23,8 +23,11 @@ struct async_reader::impl {
     reader rd;
     detail::engine_strand strand;
     std::shared_ptr<uring::event_ring> ring;
-    // Outstanding operations, for async_reader::cancel(); touched on the strand.
-    std::set<std::shared_ptr<detail::read_operation>> active;
+    // Outstanding operations, for async_reader::cancel(); touched on the
+    // strand. Weak: an operation is owned by its pending work (ring jobs,
+    // pool tasks, HTTP runs), so that destroying that work (the io_context
+    // destroyed mid-read) frees it and this reader.
+    std::set<std::weak_ptr<detail::read_operation>, std::owner_less<>> active;
     std::atomic<unsigned> outstanding{0};  // operations initiated and not yet completed
 };
 

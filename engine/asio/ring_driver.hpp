@@ -15,7 +15,9 @@ namespace ringsafe::asio::detail {
 using engine_strand = boost::asio::strand<boost::asio::any_io_executor>;
 
 // An event ring (`depth` reads in flight) whose every call and callback runs
-// on `strand`. Throws as uring::event_ring's constructor.
+// on `strand`. Destroying the strand's execution context shuts the ring down
+// (uring::event_ring::shutdown): what waits on it is destroyed, never run.
+// Throws as uring::event_ring's constructor.
 std::shared_ptr<uring::event_ring> make_event_ring(const engine_strand& strand, unsigned depth);
 
 }  // namespace ringsafe::asio::detail

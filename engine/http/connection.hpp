@@ -13,6 +13,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -55,15 +56,20 @@ public:
     connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
-    // (IP literals are used as they are; host names go through the resolver).
-    // Throws transport_failure (refused, timeout) or ringsafe::error (TLS
-    // verification, unknown host). When `abandon` is abandoned while a new
-    // connection is being made, its socket is closed and this throws transport_failure.
+    // (IP literals are used as they are; host names go through the resolver,
+    // given connect_timeout too). Throws transport_failure (refused, connect
+    // timeout) or ringsafe::error (TLS verification; HttpError: unknown host,
+    // resolution timed out). When `abandon` is abandoned while a new
+    // connection is being made, its socket is closed (its resolution given
+    // up) and this throws transport_failure.
     net::awaitable<std::unique_ptr<connection>> acquire(const url& target, detail::abandon_list* abandon = nullptr);
     // Returns a connection; it is kept (up to `max_idle` per origin) only when reusable.
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 
 private:
+    // The host's endpoints, within connect_timeout.
+    net::awaitable<net::ip::tcp::resolver::results_type> resolve(const url& target, detail::abandon_list* abandon);
+
     net::any_io_executor ex_;
     tls_settings tls_settings_;
     std::shared_ptr<net::ssl::context> tls_;  // null until the first https connection

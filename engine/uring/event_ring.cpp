@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "ringsafe/error.hpp"
 #include "uring/completion_drain.hpp"
@@ -36,22 +37,75 @@ event_ring::event_ring(unsigned depth) {
     for (unsigned i = depth; i-- > 0;) free_.push_back(i);
 }
 
-event_ring::~event_ring() {
+event_ring::~event_ring() { close_ring(); }
+
+// Cancels and waits for what the kernel owns (it must not write into caller
+// memory afterwards), then closes the ring and its eventfd.
+void event_ring::close_ring() noexcept {
     if (!ring_ok_) return;
     if (in_flight_ > 0) {
-        // The event loop went away with reads outstanding: they must not
-        // write into caller memory after this returns.
         if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
             io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
             io_uring_sqe_set_data64(sqe, cancel_marker);
         }
         io_uring_submit(&ring_);
-        drain_completions(ring_, in_flight_,
-                          [](io_uring_cqe* cqe) { return io_uring_cqe_get_data64(cqe) != cancel_marker; });
+        drain_completions(ring_, in_flight_, [this](io_uring_cqe* cqe) {
+            const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
+            if (ud == cancel_marker) return false;
+            // A descriptor an openat returned now has nobody to close it.
+            if (auto it = singles_.find(ud); it != singles_.end() && it->second.result_is_fd && cqe->res >= 0)
+                ::close(cqe->res);
+            return true;
+        });
     }
     io_uring_queue_exit(&ring_);
+    ring_ok_ = false;
     driver_.reset();  // stops watching the eventfd before it is closed
     ::close(event_fd_);
+    event_fd_ = -1;
+}
+
+void event_ring::shutdown() {
+    close_ring();
+    if (!broken_) broken_ = std::make_error_code(std::errc::operation_canceled);
+    // The callbacks go without running: moved out first, since destroying
+    // them may release the last reference to what calls back into the ring.
+    std::vector<std::shared_ptr<file_job>> jobs;
+    for (slot& s : slots_)
+        if (s.job) jobs.push_back(std::move(s.job));
+    std::deque<std::shared_ptr<file_job>> queued = std::move(queue_);
+    std::map<std::uint64_t, single> singles = std::move(singles_);
+    std::deque<waiting_single> waiting = std::move(waiting_singles_);
+    queue_.clear();
+    singles_.clear();
+    waiting_singles_.clear();
+    for (auto& j : jobs) j->on_done = nullptr;
+    for (auto& j : queued) j->on_done = nullptr;
+}
+
+void event_ring::defer(std::function<void()> fn) {
+    if (driver_) driver_->defer(std::move(fn));  // none after shutdown(): nothing runs any more
+}
+
+namespace {
+// A single's result on its way to `done`: a descriptor that never gets
+// there (the deferred call destroyed unrun, its io_context gone) is closed.
+struct delivery {
+    std::function<void(int)> done;
+    int res = -1;
+    bool fd = false;
+    ~delivery() {
+        if (fd && res >= 0) ::close(res);
+    }
+};
+}  // namespace
+
+void event_ring::deliver(single& s, int res) {
+    auto d = std::make_shared<delivery>();
+    d->done = std::move(s.done);
+    d->res = res;
+    d->fd = s.result_is_fd;
+    defer([d] { d->done(std::exchange(d->res, -1)); });
 }
 
 bool event_ring::fits_direct(std::uint32_t align, std::uint32_t mem_align) noexcept {
@@ -60,6 +114,7 @@ bool event_ring::fits_direct(std::uint32_t align, std::uint32_t mem_align) noexc
 }
 
 void event_ring::start(std::shared_ptr<file_job> job) {
+    if (!ring_ok_) return;  // shut down: the job is dropped, its on_done never runs
     if (broken_) {
         fail(*job, broken_, *job->path + ": the async read ring failed earlier");
         finish_if_idle(*job);
@@ -82,7 +137,7 @@ void event_ring::start(std::shared_ptr<file_job> job) {
 }
 
 void event_ring::cancel(file_job& job) {
-    if (job.done) return;
+    if (job.done || !ring_ok_) return;
     job.cancelled = true;
     job.stopping = true;
     bool queued = false;
@@ -180,7 +235,7 @@ void event_ring::flush() {
 }
 
 void event_ring::arm() {
-    if (armed_ || in_flight_ == 0) return;
+    if (armed_ || in_flight_ == 0 || !driver_) return;
     armed_ = true;
     driver_->wait_event(shared_from_this());
 }
@@ -191,35 +246,47 @@ void event_ring::on_event() {
 }
 
 void event_ring::on_ready() {
+    if (!ring_ok_) return;
     consume_eventfd(event_fd_);
-    io_uring_cqe* cqe;
-    unsigned head, seen = 0;
-    std::vector<std::pair<unsigned, int>> results;
-    std::vector<std::pair<std::uint64_t, int>> singles;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-        ++seen;
-        const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
-        if (ud == cancel_marker) continue;
-        if (is_single(ud)) {
-            singles.emplace_back(ud, cqe->res);
-            continue;
-        }
-        const auto id = static_cast<unsigned>(ud & 0xffffffffu);
-        if (id >= slots_.size() || !slots_[id].job || slots_[id].generation != (ud >> 32)) continue;
-        results.emplace_back(id, cqe->res);
-    }
-    io_uring_cq_advance(&ring_, seen);
-    for (auto [id, res] : results) handle(id, res);
-    for (auto [ud, res] : singles) {
-        auto it = singles_.find(ud);
-        if (it == singles_.end()) continue;
-        --in_flight_;
-        driver_->defer([d = std::move(it->second.done), res = res] { d(res); });
-        singles_.erase(it);
-    }
+    reap();
     if (io_uring_sq_ready(&ring_) > 0) flush();  // entries an earlier -EBUSY left behind
+    submit_waiting_singles();
     pump();
     arm();
+}
+
+void event_ring::reap() {
+    for (;;) {
+        io_uring_cqe* cqe;
+        unsigned head, seen = 0;
+        std::vector<std::pair<unsigned, int>> results;
+        std::vector<std::pair<std::uint64_t, int>> singles;
+        io_uring_for_each_cqe(&ring_, head, cqe) {
+            ++seen;
+            const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
+            if (ud == cancel_marker) continue;
+            if (is_single(ud)) {
+                singles.emplace_back(ud, cqe->res);
+                continue;
+            }
+            const auto id = static_cast<unsigned>(ud & 0xffffffffu);
+            if (id >= slots_.size() || !slots_[id].job || slots_[id].generation != (ud >> 32)) continue;
+            results.emplace_back(id, cqe->res);
+        }
+        io_uring_cq_advance(&ring_, seen);
+        for (auto [id, res] : results) handle(id, res);
+        for (auto [ud, res] : singles) {
+            auto it = singles_.find(ud);
+            if (it == singles_.end()) continue;
+            --in_flight_;
+            deliver(it->second, res);
+            singles_.erase(it);
+        }
+        // Completions the kernel could not post to a full completion queue
+        // signalled the eventfd already: fetch them now, or they would wait
+        // for an unrelated wake-up.
+        if (!io_uring_cq_has_overflow(&ring_) || io_uring_get_events(&ring_) < 0) return;
+    }
 }
 
 void event_ring::handle(unsigned id, int res) {
@@ -295,7 +362,7 @@ void event_ring::finish_if_idle(file_job& job) {
     if (job.done || job.in_flight > 0) return;
     if (!job.stopping && job.next < job.ops.size()) return;
     job.done = true;
-    if (job.on_done) driver_->defer([&job, f = std::move(job.on_done)]() mutable { f(job); });
+    if (job.on_done) defer([&job, f = std::move(job.on_done)]() mutable { f(job); });
 }
 
 // Only when io_uring_enter itself fails (ENOMEM, a broken ring): reads not
@@ -320,9 +387,11 @@ void event_ring::fail_everything(std::error_code ec, const std::string& what) {
     for (auto& [ud, s] : singles_) {
         --in_flight_;
         orphaned_.push_back(std::move(s.keep));  // the kernel may own it still
-        driver_->defer([d = std::move(s.done)] { d(-EIO); });
+        defer([d = std::move(s.done)] { d(-EIO); });
     }
     singles_.clear();
+    for (auto& w : waiting_singles_) defer([d = std::move(w.op.done)] { d(-EIO); });
+    waiting_singles_.clear();
 }
 
 }  // namespace ringsafe::uring

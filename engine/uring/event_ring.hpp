@@ -42,8 +42,8 @@ public:
     // Creates the ring (`depth` reads in flight) and its eventfd. Throws
     // ringsafe::error (system_category) when io_uring or eventfd fail.
     explicit event_ring(unsigned depth);
-    // Cancels and waits (blocking) for reads still in flight, which only
-    // happens when the io_context was stopped with operations outstanding.
+    // Cancels and waits (blocking) for operations still in flight, which
+    // only happens when the io_context was stopped with operations outstanding.
     ~event_ring();
     event_ring(const event_ring&) = delete;
     event_ring& operator=(const event_ring&) = delete;
@@ -54,6 +54,12 @@ public:
     void set_driver(std::unique_ptr<driver> d) { driver_ = std::move(d); }
     // The driver's wake-up: reaps what completed and submits what waits.
     void on_event();
+    // The event loop is going away (the driver's io_context is destroyed):
+    // cancels and waits (blocking) for every operation the kernel owns,
+    // closes the ring and its eventfd, and destroys every callback not yet
+    // run (jobs' on_done, singles' done) without running it, which frees
+    // what they hold. The ring does nothing afterwards. Idempotent.
+    void shutdown();
 
     // Whether O_DIRECT reads with these alignments can run here (the slots'
     // bounce buffers are bounce_size bytes aligned to bounce_align).
@@ -67,19 +73,32 @@ public:
 
     // One operation besides the reads (async_open: openat, the header
     // read): `prep` fills the SQE; `done` is deferred to the driver with the
-    // CQE's result (-EBUSY when no SQE could be had, -EIO when the ring
-    // failed). `keep` (the memory the kernel uses) lives until then, or
-    // until the ring is gone. Returns an id for cancel_single().
+    // CQE's result (-EIO when the ring failed). At most `depth` of them are
+    // in flight at once (so that the completion queue never overflows);
+    // more wait, in order, until completions make room, and `prep` runs when
+    // one is submitted. `keep` (the memory the kernel uses) lives until
+    // `done` is deferred, or until the ring is gone. `result_is_fd` (openat):
+    // a descriptor it returns is closed by the ring when `done` never gets
+    // it (the ring shut down or destroyed first). Returns an id for
+    // cancel_single().
     std::uint64_t submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
-                                std::function<void(int)> done);
+                                std::function<void(int)> done, bool result_is_fd = false);
     // IORING_OP_ASYNC_CANCEL for a single operation still in flight (its done
-    // still runs, with -ECANCELED or the result it got first).
+    // still runs, with -ECANCELED or the result it got first); one still
+    // waiting for room completes with -ECANCELED without being submitted.
     void cancel_single(std::uint64_t id);
 
 private:
     struct single {
         std::shared_ptr<void> keep;
         std::function<void(int)> done;
+        bool result_is_fd = false;
+    };
+    // A single operation waiting for room in the ring.
+    struct waiting_single {
+        std::uint64_t id = 0;
+        std::function<void(io_uring_sqe*)> prep;
+        single op;
     };
     struct slot {
         std::shared_ptr<file_job> job;  // null when free
@@ -111,6 +130,11 @@ private:
     void fail(file_job& job, std::error_code ec, std::string message);
     void finish_if_idle(file_job& job);
     void fail_everything(std::error_code ec, const std::string& what);
+    void submit_waiting_singles();
+    void reap();
+    void close_ring() noexcept;
+    void defer(std::function<void()> fn);
+    void deliver(single& s, int res);
 
     io_uring ring_{};
     bool ring_ok_ = false;
@@ -126,6 +150,7 @@ private:
     bool armed_ = false;
     std::error_code broken_;  // the ring failed; later jobs fail at once
     std::map<std::uint64_t, single> singles_;  // in flight, by user_data
+    std::deque<waiting_single> waiting_singles_;  // beyond `depth` in flight, in submission order
     std::uint64_t next_single_ = 0;
     std::vector<std::shared_ptr<void>> orphaned_;  // singles' memory after a ring failure, freed with the ring
 };

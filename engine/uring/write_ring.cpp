@@ -1,6 +1,8 @@
 // io_uring write executor (see write_ring.hpp).
 #include "uring/write_ring.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -31,8 +33,11 @@ write_ring::write_ring(int fd, unsigned depth, done_fn done)
 
 write_ring::~write_ring() {
     // Never leave the kernel writing from memory that may be freed next.
+    // A descriptor an openat returned now has nobody to close it.
     uring::drain_completions(ring_, in_flight_, [this](io_uring_cqe* cqe) {
-        ops_[io_uring_cqe_get_data64(cqe)].busy = false;
+        op& o = ops_[io_uring_cqe_get_data64(cqe)];
+        if (o.result_is_fd && !o.cancel_injected && cqe->res >= 0) ::close(cqe->res);
+        o.busy = false;
         return true;
     });
     io_uring_queue_exit(&ring_);
@@ -96,10 +101,12 @@ void write_ring::enqueue(std::uint64_t offset, const std::byte* data, std::uint6
     start(std::move(o));
 }
 
-void write_ring::submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done) {
+void write_ring::submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done,
+                           bool result_is_fd) {
     op o;
     o.prep = std::move(prep);
     o.done = std::move(done);
+    o.result_is_fd = result_is_fd;
     start(std::move(o));
 }
 

@@ -62,7 +62,9 @@ public:
     // Queues a one-shot operation (fsync, openat, linkat, ...): `prep` fills
     // the SQE; `done` gets the CQE's result (>= 0 or -errno) when reaped.
     // Never blocks; `prep`'s pointers must stay valid until `done` runs.
-    void submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done);
+    // `result_is_fd` (openat): a descriptor it returns is closed by the ring
+    // when the ring is destroyed before `done` got it.
+    void submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done, bool result_is_fd = false);
     // Reaps at least one completion (blocking) when any write is in flight.
     void wait_one();
     // Reaps every completion already posted, without blocking.
@@ -87,6 +89,7 @@ private:
         bool busy = false;
         unsigned retries = 0;        // transient results in a row
         bool cancel_injected = false;  // cancel_fault replaced it with a no-op
+        bool result_is_fd = false;     // a one-shot openat: its result is a descriptor
         std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
         std::function<void(int)> done;
     };

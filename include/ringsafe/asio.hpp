@@ -163,7 +163,11 @@ auto async_open(async_reader::executor_type ex, std::string spec, Token&& token)
 // to `ex`. Completes with the async_reader, or the error reader::open would
 // throw and an empty one (st gets the same message naming the path/URL), or
 // operation_aborted when cancelled. Bad async_options (queue_depth) and a
-// missing io_uring are reported before any I/O.
+// missing io_uring are reported before any I/O. Host names are resolved
+// within http_options::connect_timeout (HttpError past it, naming the host).
+// Destroying the io_context while the open is outstanding destroys the
+// handler without running it and frees what the open holds (its ring, the
+// files opened so far).
 template <typename Token>
 auto async_open(async_reader::executor_type ex, std::string spec, reader_options ropts, Token&& token,
                 async_options aopts = {}) {

@@ -54,7 +54,7 @@ struct http_options {
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
     std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
     std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
-    std::chrono::milliseconds connect_timeout{10'000};     // TCP connect + TLS handshake
+    std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
     std::chrono::milliseconds stall_timeout{30'000};       // no body bytes for this long
     unsigned max_attempts = 6;                 // tries per range without progress (a try that delivers bytes resets it)

@@ -100,6 +100,19 @@ inline std::string write_three_shards(const std::filesystem::path& dir, const st
     return (dir / index_name).string();
 }
 
+// `n` shards in `dir` (s<i>.safetensors holding tensor t<i>: 5000 U8 bytes)
+// and their index, m.safetensors.index.json. Returns the index's path.
+inline std::string write_one_tensor_shards(const std::filesystem::path& dir, int n) {
+    std::string map;
+    for (int i = 0; i < n; ++i) {
+        const std::string t = "t" + std::to_string(i), f = "s" + std::to_string(i) + ".safetensors";
+        write_file(dir / f, build_file({{t, "U8", {5000}, 5000}}).bytes);
+        map += (i ? ",\"" : "\"") + t + "\":\"" + f + "\"";
+    }
+    write_file(dir / "m.safetensors.index.json", R"({"weight_map":{)" + map + "}}");
+    return (dir / "m.safetensors.index.json").string();
+}
+
 // `spec` fails to open, and async_open fails exactly as reader::open does.
 inline void check_same_failure(const std::string& spec, const reader_options& ro) {
     const std::string sync = sync_verdict(spec, ro);

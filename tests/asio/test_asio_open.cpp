@@ -68,6 +68,50 @@ TEST_CASE("asio open: a sharded index opens with the same tensors, shards and me
     CHECK(async_verdict(index, ro) == sync);
 }
 
+TEST_CASE("asio open: many more concurrent ring operations than the ring's depth all complete",
+          "[asio][open][depth]") {
+    temp_dir dir;
+    const int shards = 48;
+    const std::string index = write_one_tensor_shards(dir.path(), shards);
+    reader_options ro;
+    ro.parallel_shards = shards;   // every shard's openat, then its header reads, at once...
+    ro.source.file.prefetch = 16;  // (two reads per header)
+    ra::async_options ao;
+    ao.queue_depth = 1;  // ...on a ring of 2 submission and 4 completion entries
+    const std::string sync = sync_verdict(index, ro);
+    REQUIRE(sync.starts_with("spec "));
+    CHECK(async_verdict(index, ro, ao) == sync);
+
+    // The same ring then reads every tensor.
+    net::io_context io;
+    std::vector<std::vector<std::byte>> bufs(shards, std::vector<std::byte>(5000));
+    std::vector<std::span<std::byte>> dsts(bufs.begin(), bufs.end());
+    ra::async_reader opened;
+    ra::error_code open_ec, read_ec;
+    std::size_t got = 0;
+    std::vector<std::string> names;  // of bufs, in selection order
+    ra::async_open(io.get_executor(), index, ro, [&](ra::error_code ec, ra::async_reader r) {
+        open_ec = ec;
+        opened = std::move(r);
+        if (ec) return;
+        selection sel = opened.get().all();
+        for (auto i : sel.indices()) names.push_back(opened.get().tensors()[i].name);
+        ra::async_read(opened, std::move(sel), dsts, [&](ra::error_code e, std::size_t n) {
+            read_ec = e;
+            got = n;
+        });
+    }, ao);
+    io.run();
+    REQUIRE_FALSE(open_ec);
+    CHECK_FALSE(read_ec);
+    CHECK(got == 5000u * shards);
+    REQUIRE(names.size() == bufs.size());
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+        INFO(names[i]);
+        CHECK(bufs[i] == tensor_bytes(names[i], 5000));
+    }
+}
+
 TEST_CASE("asio open: failures give the blocking path's error and message", "[asio][open][errors]") {
     temp_dir dir;
     std::string spec;

@@ -5,11 +5,17 @@
 // queued behind it fail with WriterState, the caller's bytes are not read
 // after the handler (ASan builds catch a late read of the freed buffer), and
 // a cancellation after completion does nothing. Terminal, partial and total
-// cancellation are all exercised.
+// cancellation are all exercised. A finish cancelled (or its writer closed)
+// at each of its ring operations, the rename / link included, either
+// publishes the whole file or leaves nothing, and says which.
+// Internal: the write ring's submission hook (uring/write_ring.hpp).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,7 @@
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "test_support.hpp"
+#include "uring/write_ring.hpp"
 #include "written_file.hpp"
 
 using namespace ringsafe;
@@ -39,6 +46,23 @@ writer_options small_staging() {
     wo.staging_blocks = 2;
     wo.queue_depth = 2;
     return wo;
+}
+
+// The write ring's submission hook, as an observer: counts one-shot
+// submissions (a finish's header write, fsyncs, rename / link, directory
+// open) and runs at_submission at the fire_at-th (from 0), before that
+// operation goes to the kernel; the operation itself runs.
+int one_shots_seen = 0;
+int fire_at = -1;
+std::function<void()> at_submission;
+
+std::vector<std::byte> to_bytes(const std::string& s) {
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    return {p, p + s.size()};
+}
+bool observe_submission(std::uint64_t offset, std::uint32_t) {
+    if (offset == write_engine::one_shot_offset && one_shots_seen++ == fire_at && at_submission) at_submission();
+    return false;
 }
 
 }  // namespace
@@ -198,4 +222,96 @@ TEST_CASE("asio writer cancel: a cancellation after completion does nothing", "[
     r.read(r.select({"a"}), dst);
     CHECK(got == a);
     CHECK(dir_entries(dir.path()).size() == 1);
+}
+
+TEST_CASE("asio writer cancel: a finish cancelled or closed at any of its ring operations, the rename included, "
+          "publishes the whole file or leaves nothing, and says which", "[asio_writer_cancel]") {
+    const bool sync = GENERATE(true, false);            // sync: fsync, rename / link, directory open + fsync
+    const bool close_writer = GENERATE(false, true);    // the async_writer destroyed instead of a cancellation
+    const bool replace = GENERATE(false, true);         // an older file at the target (link fails: named temporary + rename)
+    INFO("sync " << sync << ", close the writer " << close_writer << ", replace " << replace);
+    temp_dir dir;
+    const auto out = (dir / "f.safetensors").string();
+    writer_options wo = small_staging();
+    wo.sync = sync;
+    wo.sync_dir = sync;
+    const auto a = ringsafe::test::tensor_bytes("a", 300000);
+    std::vector<std::string> outcomes;
+    for (int k = 0;; ++k) {
+        INFO("fired at one-shot submission " << k);
+        REQUIRE(k < 20);
+        const std::string older = "an older file, replaced atomically or kept";
+        if (replace) write_file(out, older);
+        net::io_context io;
+        std::optional<ra::async_writer> w(std::in_place, io.get_executor(), writer(out, wo));
+        net::cancellation_signal sig;
+        bool fired = false;
+        at_submission = [&] {
+            fired = true;
+            if (close_writer)
+                w.reset();
+            else
+                sig.emit(net::cancellation_type::terminal);
+        };
+        one_shots_seen = 0;
+        fire_at = k;
+        write_engine::cancel_fault = observe_submission;
+        status st;
+        ra::error_code got;
+        int calls = 0;
+        std::vector<std::string> entries_at_handler;
+        bool whole_at_handler = false, older_at_handler = false;
+        ra::async_write(*w, "a", dtype::U8, {a.size()}, a, [&](ra::error_code ec, std::size_t) { CHECK_FALSE(ec); });
+        ra::async_finish(*w, std::nullopt, st,
+                         net::bind_cancellation_slot(sig.slot(), [&](ra::error_code ec, std::size_t n) {
+                             ++calls;
+                             got = ec;
+                             entries_at_handler = dir_entries(dir.path());
+                             older_at_handler = fs::exists(out) && read_file(out) == to_bytes(older);
+                             whole_at_handler = fs::exists(out) && !older_at_handler &&
+                                                written_file(out).tensor("a") == a;
+                             CHECK(n == (ec ? 0 : a.size()));
+                         }));
+        io.run();
+        write_engine::cancel_fault = nullptr;
+        at_submission = nullptr;
+        REQUIRE(calls == 1);
+        if (!fired) {  // past the finish's last ring operation: an undisturbed finish
+            CHECK_FALSE(got);
+            CHECK(k >= 2);  // at least the header write and the rename / link were seen
+            break;
+        }
+        if (!got) {
+            CHECK(entries_at_handler == std::vector<std::string>{"f.safetensors"});  // no temporary beside it
+            CHECK(whole_at_handler);
+            CHECK(st.message.empty());
+            outcomes.push_back("published");
+        } else {
+            CHECK(got == net::error::operation_aborted);
+            if (replace) {  // the older file, untouched, and no temporary beside it
+                CHECK(entries_at_handler == std::vector<std::string>{"f.safetensors"});
+                CHECK(older_at_handler);
+            } else {
+                CHECK(entries_at_handler.empty());
+            }
+            CHECK_THAT(st.message, Catch::Contains(out) && Catch::Contains("cancelled"));
+            outcomes.push_back("aborted");
+        }
+        w.reset();
+        io.restart();
+        io.run();  // the writer's own teardown, if any
+        CHECK(dir_entries(dir.path()) == entries_at_handler);
+        fs::remove(out);
+    }
+    INFO(outcomes.size() << " outcomes");
+    if (close_writer) {
+        // Closing the writer never stops a finish it already queued.
+        CHECK(std::count(outcomes.begin(), outcomes.end(), "aborted") == 0);
+    } else {
+        // Aborted while the rename / link was still to come; published from its submission on.
+        const auto first_published = std::find(outcomes.begin(), outcomes.end(), "published");
+        CHECK(first_published != outcomes.begin());
+        CHECK(first_published != outcomes.end());
+        CHECK(std::count(first_published, outcomes.end(), "aborted") == 0);
+    }
 }
