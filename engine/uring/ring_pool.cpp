@@ -21,7 +21,11 @@ std::atomic<std::uint64_t> last_owner{0};
 // of a few concurrent executions. Rings with bounce buffers (O_DIRECT) hold
 // registered, pinned memory (~8 MiB each at the defaults), so those idle in
 // the pool are bounded by bytes too, across kinds.
-std::size_t max_idle_per_kind() noexcept { return std::max(16u, 2 * std::thread::hardware_concurrency()); }
+std::size_t max_idle_per_kind() noexcept {
+    // hardware_concurrency() reads /sys on every call (glibc): once is enough.
+    static const std::size_t n = std::max(16u, 2 * std::thread::hardware_concurrency());
+    return n;
+}
 constexpr std::size_t max_idle_total = 64;
 constexpr std::uint64_t max_idle_bounce_bytes = 32u << 20;
 

@@ -18,7 +18,11 @@ std::atomic<bool> pool_used{false};
 
 // Threads kept waiting for work, and for how long: enough for every helper of
 // a few concurrent executions; an idle one ends after the timeout.
-unsigned max_idle_threads() noexcept { return std::max(8u, 2 * std::thread::hardware_concurrency()); }
+unsigned max_idle_threads() noexcept {
+    // hardware_concurrency() reads /sys on every call (glibc): once is enough.
+    static const unsigned n = std::max(8u, 2 * std::thread::hardware_concurrency());
+    return n;
+}
 constexpr auto idle_timeout = std::chrono::seconds(10);
 
 // Runs the task's body, destroys it (its captures die before the group hears
