@@ -37,6 +37,7 @@ public:
     }
     ~file_source() override {
         kept_.clear();
+        leased_.clear();  // back to the pool, still attached to this source's files
         uring::release_owner(owner_);  // before the files close: idle rings still registered with them let go
         for (int fd : ring_fds_)
             if (fd >= 0) ::close(fd);
@@ -62,9 +63,16 @@ public:
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::lock_guard lock(execute_mutex_);
         drop_inherited_rings();
-        // Pooled: this call's rings go back to the pool when it returns.
-        std::vector<uring::ring_lease> leased;
-        auto& rings = pooled_ ? leased : kept_;
+        // Pooled: the helper rings go back to the pool when this call
+        // returns; ring 0 stays for the next call (a reader read again and
+        // again pays nothing for the pool) until the source closes.
+        struct hand_back {
+            std::vector<uring::ring_lease>& leases;
+            ~hand_back() {
+                if (leases.size() > 1) leases.resize(1);
+            }
+        } back{leased_};
+        auto& rings = pooled_ ? leased_ : kept_;
         uring::read_target t;
         t.path = &path_;
         t.size = size_;
@@ -111,12 +119,14 @@ private:
     // In a fork() child, the rings the parent kept share its SQ/CQ memory:
     // unmap and close the child's copies without touching them (fresh rings
     // are then taken on first use). The parent's rings are untouched. Worker
-    // threads and pooled rings are held only inside execute_reads, so none is
+    // threads and helper rings are held only inside execute_reads, so none is
     // inherited.
     void drop_inherited_rings() noexcept {
-        if (kept_.empty() || !kept_.front()->inherited()) return;
-        for (auto& r : kept_) r->abandon();
-        kept_.clear();
+        for (auto* rings : {&kept_, &leased_}) {
+            if (rings->empty() || !rings->front()->inherited()) continue;
+            for (auto& r : *rings) r->abandon();
+            rings->clear();
+        }
     }
 
     // How ring i is set up. Buffered rings after the first read through their
@@ -169,11 +179,13 @@ private:
     unsigned threads_ = 1;
     std::vector<std::byte> prefix_;
     std::mutex execute_mutex_;
-    // Whether rings are leased from the process-wide pool per execute(), or
-    // (RINGSAFE_RING_POOL=0) made on first use and kept in kept_.
+    // Whether rings are leased from the process-wide pool (ring 0 until the
+    // source closes, the others per execute()), or (RINGSAFE_RING_POOL=0)
+    // made on first use and kept in kept_.
     const bool pooled_ = uring::ring_pool_enabled();
     const std::uint64_t owner_ = uring::new_ring_owner();
     std::vector<uring::ring_lease> kept_;
+    std::vector<uring::ring_lease> leased_;  // pooled: ring 0, and the helpers of the execute() running now
     std::vector<int> ring_fds_;  // own descriptions of rings 1, 2, ... (buffered; -1: none)
 };
 

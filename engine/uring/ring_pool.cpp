@@ -14,7 +14,7 @@ namespace ringsafe::uring {
 namespace {
 
 std::atomic<int> enabled{-1};  // -1: the environment not read yet
-std::atomic<bool> pool_used{false};
+std::atomic<bool> rings_pooled{false};
 std::atomic<std::uint64_t> last_owner{0};
 
 // Idle rings kept per kind (same setup but the file): enough for every thread
@@ -107,7 +107,7 @@ void ring_lease::reset() noexcept {
 ring_lease take_ring(const ring_setup& setup, std::uint64_t owner) {
     if (!ring_pool_enabled()) return ring_lease(std::make_unique<worker_ring>(setup), owner, false);
     pool_state& s = process_pool();
-    pool_used.store(true, std::memory_order_relaxed);
+    rings_pooled.store(true, std::memory_order_relaxed);
     std::unique_ptr<worker_ring> r;
     bool attached = false;
     {
@@ -138,9 +138,9 @@ ring_lease take_ring(const ring_setup& setup, std::uint64_t owner) {
 }
 
 void release_owner(std::uint64_t owner) noexcept {
-    if (!pool_used.load(std::memory_order_relaxed)) return;
+    if (!rings_pooled.load(std::memory_order_relaxed)) return;
     std::vector<std::unique_ptr<worker_ring>> refused;
-    pool_state& s = process_pool();  // made before pool_used was set: cannot throw
+    pool_state& s = process_pool();  // made before rings_pooled was set: cannot throw
     std::lock_guard lock(s.mutex);
     for (auto it = s.rings.begin(); it != s.rings.end();) {
         if (it->owner != owner) {
@@ -156,7 +156,7 @@ void release_owner(std::uint64_t owner) noexcept {
 }
 
 std::size_t idle_rings() noexcept {
-    if (!pool_used.load(std::memory_order_relaxed)) return 0;
+    if (!rings_pooled.load(std::memory_order_relaxed)) return 0;
     pool_state& s = process_pool();
     std::lock_guard lock(s.mutex);
     return s.rings.size();

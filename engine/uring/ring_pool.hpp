@@ -1,7 +1,8 @@
 // The process-wide pool of idle worker rings (engine-internal): a file source
-// leases its rings for one execute() and hands them back, so that the next
-// read, of this file or another, finds a ring ready instead of making one
-// (io_uring_setup, mmap, file and bounce-buffer registration).
+// leases its first ring until it closes and its other rings for one
+// execute(), and hands them back, so that the next reader, of this file or
+// another, finds a ring ready instead of making one (io_uring_setup, mmap,
+// file and bounce-buffer registration).
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,7 @@ namespace ringsafe::uring {
 namespace {
 
 std::atomic<std::uint64_t> threads_started{0};
-std::atomic<bool> pool_used{false};
+std::atomic<bool> threads_pooled{false};
 
 // Threads kept waiting for work, and for how long: enough for every helper of
 // a few concurrent executions; an idle one ends after the timeout.
@@ -73,7 +73,7 @@ bool pool_start(pool_task& task) noexcept {
                 return true;
             }
         }
-        pool_used.store(true, std::memory_order_relaxed);
+        threads_pooled.store(true, std::memory_order_relaxed);
         std::thread(pooled_thread, &s, std::move(task)).detach();
         threads_started.fetch_add(1, std::memory_order_relaxed);
         return true;
@@ -120,7 +120,7 @@ void thread_group::finished() noexcept {
 std::uint64_t worker_threads_started() noexcept { return threads_started.load(std::memory_order_relaxed); }
 
 std::size_t idle_threads() noexcept {
-    if (!pool_used.load(std::memory_order_relaxed)) return 0;
+    if (!threads_pooled.load(std::memory_order_relaxed)) return 0;
     pool_state& s = process_pool();
     std::lock_guard lock(s.mutex);
     return s.idle_threads;

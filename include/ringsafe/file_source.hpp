@@ -37,9 +37,10 @@ struct file_options {
     // for copies needs N rings. 0 = one per online CPU. This is the most an
     // execute() uses, and a hot plan punted to io-wq runs on the calling
     // thread's ring alone (its io-wq spreads the copies over the cores). Rings
-    // and the threads beyond the caller's are leased from a process-wide pool
-    // for the call and handed back after it, for any source's next call (kept
-    // across fork() only by the parent; a child starts with an empty pool).
+    // and the threads beyond the caller's come from a process-wide pool: the
+    // first ring is held until the source is destroyed, the others and the
+    // threads only during the call; then any other source may take them (a
+    // fork() child starts with an empty pool).
     // With RINGSAFE_RING_POOL=0 in the environment each source makes its rings
     // on first need and keeps them, and each call starts its own threads.
     unsigned threads = 2;
