@@ -1,6 +1,9 @@
 // thread_group over the pool's threads: hand-off, idle wait, exit.
 #include "uring/worker_threads.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -59,7 +62,24 @@ void pooled_thread(pool_state* s, pool_task task) {
     }
 }
 
-// Hands `task` to the pool; false when no thread could be had.
+// Blocks every signal in the calling thread for its lifetime, so that a
+// thread started meanwhile starts with all of them blocked.
+struct signals_blocked {
+    sigset_t old{};
+    signals_blocked() noexcept {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+    }
+    ~signals_blocked() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+    signals_blocked(const signals_blocked&) = delete;
+    signals_blocked& operator=(const signals_blocked&) = delete;
+};
+
+// Hands `task` to the pool; false when no thread could be had. A new pooled
+// thread blocks every signal (as Asio's internal threads do): it outlives the
+// call that started it, and a signal meant for the application must not run
+// the application's handler on it, or find it when the handler is gone.
 bool pool_start(pool_task& task) noexcept {
     try {
         pool_state& s = process_pool();
@@ -74,6 +94,7 @@ bool pool_start(pool_task& task) noexcept {
             }
         }
         threads_pooled.store(true, std::memory_order_relaxed);
+        signals_blocked blocked;
         std::thread(pooled_thread, &s, std::move(task)).detach();
         threads_started.fetch_add(1, std::memory_order_relaxed);
         return true;

@@ -1,14 +1,17 @@
 // The process-wide pool of rings and worker threads (uring/ring_pool.hpp,
 // uring/worker_threads.hpp): readers opened one after another, or from many
 // threads at once, reuse the pool's rings and threads instead of making their
-// own, with exact bytes; an idle ring lets go of its reader's file; a fork()
+// own, with exact bytes; an idle ring lets go of its reader's file; pooled
+// threads take none of the application's signals; a fork()
 // child starts with an empty pool and reads correctly, the parent's pool goes
 // on; a process exits 0, without hanging, with rings and threads pooled and
 // readers running (std::exit from another thread). Fork and exit cases
 // ([fork]) run apart from the others (test ring_pool_fork), which also run
 // under TSan (ci_suites.sh).
 #include <catch2/catch.hpp>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +125,10 @@ int wait_child(pid_t pid, std::chrono::seconds limit) {
     }
 }
 
+// The thread a SIGUSR2 handler ran on.
+std::atomic<long> handled_on{0};
+void note_thread(int) { handled_on.store(::syscall(SYS_gettid)); }
+
 // Empty until a [fork] case puts a reader in it: made before main(), so it is
 // destroyed at exit after the pool's exit handler has run (registered later).
 std::optional<reader> reader_destroyed_after_the_pool;
@@ -188,6 +195,28 @@ TEST_CASE("many readers from many threads share the pool, bytes exact") {
     // At most every thread's rings at once were ever needed (8 small + 8
     // pairs), however many readers were opened (1600).
     CHECK(uring::worker_rings_made() - rings <= 2 * threads);
+}
+
+TEST_CASE("pooled threads leave the application's signals to the application's threads") {
+    uring::set_ring_pool_enabled(true);
+    pool_files f(2);
+    REQUIRE(open_read_check(f, 1));  // a pooled worker thread now waits for work
+    REQUIRE(uring::idle_threads() >= 1);
+    struct sigaction sa {}, old {};
+    sa.sa_handler = note_thread;
+    sigemptyset(&sa.sa_mask);
+    REQUIRE(::sigaction(SIGUSR2, &sa, &old) == 0);
+    sigset_t usr2, prev;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    ::pthread_sigmask(SIG_BLOCK, &usr2, &prev);
+    // Process-directed: any thread that does not block it may run the
+    // handler. The pause gives such a thread time to; ours all block it.
+    ::kill(::getpid(), SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::pthread_sigmask(SIG_SETMASK, &prev, nullptr);  // still pending: runs here now
+    ::sigaction(SIGUSR2, &old, nullptr);
+    CHECK(handled_on.load() == ::syscall(SYS_gettid));
 }
 
 TEST_CASE("fork: a child of a process with a warm pool starts with an empty one", "[fork]") {
