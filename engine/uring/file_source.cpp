@@ -19,6 +19,7 @@
 #include "uring/file_view.hpp"
 #include "uring/page_cache_probe.hpp"
 #include "uring/read_executor.hpp"
+#include "uring/ring_pool.hpp"
 #include "uring/worker_ring.hpp"
 
 namespace ringsafe {
@@ -35,8 +36,11 @@ public:
         threads_ = opts_.threads ? opts_.threads : std::max(1u, std::thread::hardware_concurrency());
     }
     ~file_source() override {
-        rings_.clear();
-        for (int fd : ring_fds_) ::close(fd);
+        kept_.clear();
+        leased_.clear();  // back to the pool, still attached to this source's files
+        uring::release_owner(owner_);  // before the files close: idle rings still registered with them let go
+        for (int fd : ring_fds_)
+            if (fd >= 0) ::close(fd);
         if (dfd_ >= 0) ::close(dfd_);
         if (fd_ >= 0) ::close(fd_);
     }
@@ -59,6 +63,16 @@ public:
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         std::lock_guard lock(execute_mutex_);
         drop_inherited_rings();
+        // Pooled: the helper rings go back to the pool when this call
+        // returns; ring 0 stays for the next call (a reader read again and
+        // again pays nothing for the pool) until the source closes.
+        struct hand_back {
+            std::vector<uring::ring_lease>& leases;
+            ~hand_back() {
+                if (leases.size() > 1) leases.resize(1);
+            }
+        } back{leased_};
+        auto& rings = pooled_ ? leased_ : kept_;
         uring::read_target t;
         t.path = &path_;
         t.size = size_;
@@ -75,11 +89,14 @@ public:
                         (opts_.mode == mode::automatic && !small && uring::cached_fraction(fd_, ops) < hot_fraction);
             t.async_punt = opts_.async_punt && !t.streams;
         }
-        uring::ring_pool pool;
-        pool.count = threads_;
-        pool.depth = opts_.queue_depth;
-        pool.get = [this](std::size_t i) -> uring::worker_ring& { return ring(i); };
-        uring::execute_reads(pool, t, ops, ctl);
+        uring::ring_set set;
+        set.count = threads_;
+        set.depth = opts_.queue_depth;
+        set.get = [this, &rings](std::size_t i) -> uring::worker_ring& {
+            if (i == rings.size()) rings.push_back(uring::take_ring(ring_setup(i), owner_));
+            return *rings[i];
+        };
+        uring::execute_reads(set, t, ops, ctl);
     }
 
     uring::file_view view() const noexcept {
@@ -99,24 +116,26 @@ private:
         return format::align_up<std::uint64_t>(opts_.chunk_size, a);
     }
 
-    // In a fork() child, the rings made by the parent share its SQ/CQ memory:
+    // In a fork() child, the rings the parent kept share its SQ/CQ memory:
     // unmap and close the child's copies without touching them (fresh rings
-    // are then made on first use). The parent's rings are untouched. Worker
-    // threads live only inside execute_reads, so none is inherited.
+    // are then taken on first use). The parent's rings are untouched. Worker
+    // threads and helper rings are held only inside execute_reads, so none is
+    // inherited.
     void drop_inherited_rings() noexcept {
-        if (rings_.empty() || !rings_.front()->inherited()) return;
-        for (auto& r : rings_) r->abandon();
-        rings_.clear();
+        for (auto* rings : {&kept_, &leased_}) {
+            if (rings->empty() || !rings->front()->inherited()) continue;
+            for (auto& r : *rings) r->abandon();
+            rings->clear();
+        }
     }
 
-    // Ring i, made on first use and kept for later execute() calls. Buffered
-    // rings after the first read through their own open file description, so
-    // that each sequential stream has its own readahead state.
-    uring::worker_ring& ring(std::size_t i) {
-        if (i < rings_.size()) return *rings_[i];
+    // How ring i is set up. Buffered rings after the first read through their
+    // own open file description, so that each sequential stream has its own
+    // readahead state.
+    uring::ring_setup ring_setup(std::size_t i) {
         uring::ring_setup rs;
         rs.fd = opts_.direct ? dfd_ : fd_;
-        if (!opts_.direct && i > 0) rs.fd = own_description();
+        if (!opts_.direct && i > 0) rs.fd = own_description(i);
         rs.depth = opts_.queue_depth;
         rs.register_file = opts_.register_buffers;
         rs.bounce = opts_.direct;
@@ -124,22 +143,27 @@ private:
         rs.edge_size = align_.offset;
         rs.mem_align = std::max<std::uint32_t>(align_.memory, 64);
         rs.big_size = std::min<std::uint64_t>(1u << 20, chunk_size());
-        rings_.push_back(std::make_unique<uring::worker_ring>(rs));
-        return *rings_.back();
+        return rs;
+    }
+
+    // Ring i's own open file description of the file (made on first need and
+    // kept), or fd_ when none could be made.
+    int own_description(std::size_t i) {
+        while (ring_fds_.size() < i) ring_fds_.push_back(reopen());
+        return ring_fds_[i - 1] >= 0 ? ring_fds_[i - 1] : fd_;
     }
 
     // A new open file description of the same file (reopened through
-    // /proc/self/fd, checked to be the same inode), or fd_ when that fails.
-    int own_description() {
+    // /proc/self/fd, checked to be the same inode), or -1.
+    int reopen() const {
         const std::string link = "/proc/self/fd/" + std::to_string(fd_);
         const int fd = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return fd_;
+        if (fd < 0) return -1;
         struct stat a {}, b {};
         if (::fstat(fd, &a) != 0 || ::fstat(fd_, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
             ::close(fd);
-            return fd_;
+            return -1;
         }
-        ring_fds_.push_back(fd);
         return fd;
     }
 
@@ -155,8 +179,14 @@ private:
     unsigned threads_ = 1;
     std::vector<std::byte> prefix_;
     std::mutex execute_mutex_;
-    std::vector<std::unique_ptr<uring::worker_ring>> rings_;  // created on first use, kept
-    std::vector<int> ring_fds_;  // descriptors owned by rings_ beyond the first
+    // Whether rings are leased from the process-wide pool (ring 0 until the
+    // source closes, the others per execute()), or (RINGSAFE_RING_POOL=0)
+    // made on first use and kept in kept_.
+    const bool pooled_ = uring::ring_pool_enabled();
+    const std::uint64_t owner_ = uring::new_ring_owner();
+    std::vector<uring::ring_lease> kept_;
+    std::vector<uring::ring_lease> leased_;  // pooled: ring 0, and the helpers of the execute() running now
+    std::vector<int> ring_fds_;  // own descriptions of rings 1, 2, ... (buffered; -1: none)
 };
 
 }  // namespace

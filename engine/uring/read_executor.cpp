@@ -2,11 +2,11 @@
 #include "uring/read_executor.hpp"
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "ringsafe/error.hpp"
 #include "uring/read_worker.hpp"
+#include "uring/worker_threads.hpp"
 
 namespace ringsafe::uring {
 namespace {
@@ -61,7 +61,7 @@ std::uint64_t plan_bytes(std::span<const read_op> ops) noexcept {
     return n;
 }
 
-void execute_reads(const ring_pool& pool, const read_target& given, std::span<const read_op> ops,
+void execute_reads(const ring_set& set, const read_target& given, std::span<const read_op> ops,
                    const io_control& ctl) {
     validate(given, ops, ctl);
     // A small plan: the calling thread submits and copies itself, with all
@@ -89,10 +89,10 @@ void execute_reads(const ring_pool& pool, const read_target& given, std::span<co
     const std::size_t useful =
         inline_plan || (!target.direct && !target.streams && target.async_punt) ? 1 : job.chunks.size();
     std::vector<worker_ring*> rings;
-    rings.push_back(&pool.get(0));
-    for (std::size_t i = 1; i < std::min(pool.count, useful); ++i) {
+    rings.push_back(&set.get(0));
+    for (std::size_t i = 1; i < std::min(set.count, useful); ++i) {
         try {
-            rings.push_back(&pool.get(i));
+            rings.push_back(&set.get(i));
         } catch (...) {
             break;  // fewer workers, same result
         }
@@ -107,16 +107,14 @@ void execute_reads(const ring_pool& pool, const read_target& given, std::span<co
     std::vector<read_worker> workers;
     workers.reserve(n);
     for (std::size_t i = 0; i < n; ++i) workers.emplace_back(*rings[i], job, static_cast<unsigned>(i));
-    std::vector<std::thread> threads;
-    threads.reserve(n - 1);
-    try {
-        for (std::size_t i = 1; i < n; ++i) threads.emplace_back([&w = workers[i]] { w.run(); });
-    } catch (...) {
-        // Could not start a thread: the started ones and this one still finish
-        // the job (an unstarted worker's share is taken over by the others).
+    // Worker 0 runs here; the others on pooled threads. A worker that could
+    // not be started leaves its share to the others (the chunk queue hands it over).
+    {
+        thread_group group;
+        for (std::size_t i = 1; i < n; ++i)
+            if (!group.start([&w = workers[i]] { w.run(); })) break;
+        workers[0].run();
     }
-    workers[0].run();
-    for (auto& th : threads) th.join();
     if (auto e = job.first_error()) std::rethrow_exception(e);
 }
 

@@ -34,9 +34,10 @@ struct read_target {
 };
 
 // The worker rings an execution may use: get(i) returns ring i (0 <= i <
-// count), creating it on first use, on the calling thread. get(0) may throw
-// (the execution fails); a later ring that cannot be made just means fewer workers.
-struct ring_pool {
+// count), taking it on first use, on the calling thread, in order of i. get(0)
+// may throw (the execution fails); a later ring that cannot be had just means
+// fewer workers.
+struct ring_set {
     std::size_t count = 1;
     unsigned depth = 32;  // reads each ring keeps in flight
     std::function<worker_ring&(std::size_t)> get;
@@ -50,8 +51,9 @@ constexpr std::uint64_t inline_plan_bytes = 1u << 20;
 // Total bytes of the ops (saturating).
 std::uint64_t plan_bytes(std::span<const read_op> ops) noexcept;
 
-// Reads every op into its dst using rings from `pool` (one thread per ring;
-// the calling thread runs ring 0), no more than the plan can use: hot reads
+// Reads every op into its dst using rings from `set` (one thread per ring:
+// the calling thread runs ring 0, pooled threads the others, see
+// worker_threads.hpp), no more than the plan can use: hot reads
 // punted to io-wq run on ring 0 alone (io-wq spreads the copies), others on
 // up to one ring per chunk, each starting on its own share of the bytes; a
 // plan under inline_plan_bytes runs on ring 0 without IOSQE_ASYNC or streams. Validates all ops before any I/O (InvalidArgument
@@ -60,7 +62,7 @@ std::uint64_t plan_bytes(std::span<const read_op> ops) noexcept;
 // -errno results, Truncated when the file ended early, Cancelled when
 // ctl.cancel was set; messages name the path, the file offset and
 // ctl.describe(tag).
-void execute_reads(const ring_pool& pool, const read_target& target, std::span<const read_op> ops,
+void execute_reads(const ring_set& set, const read_target& target, std::span<const read_op> ops,
                    const io_control& ctl);
 
 }  // namespace ringsafe::uring

@@ -7,12 +7,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "ringsafe/error.hpp"
 #include "source/fork_generation.hpp"
 
 namespace ringsafe::uring {
+namespace {
+
+std::atomic<std::uint64_t> rings_made{0};
+
+}  // namespace
+
+std::uint64_t worker_rings_made() noexcept { return rings_made.load(std::memory_order_relaxed); }
 
 worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(detail::fork_generation()) {
     io_uring_params p{};
@@ -24,6 +32,7 @@ worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(d
         r = io_uring_queue_init_params(setup.depth, &ring_, &p);
     }
     if (r < 0) raise_errno(-r, "io_uring_queue_init (depth " + std::to_string(setup.depth) + ")");
+    rings_made.fetch_add(1, std::memory_order_relaxed);
 
     if (setup.register_file && io_uring_register_files(&ring_, &setup.fd, 1) == 0) fixed_file_ = true;
 
@@ -47,6 +56,20 @@ worker_ring::worker_ring(const ring_setup& setup) : setup_(setup), generation_(d
             fixed_buffers_ = io_uring_register_buffers(&ring_, iov, 2) == 0;
         }
     }
+}
+
+bool worker_ring::attach(int fd) noexcept {
+    if (fixed_file_ && io_uring_register_files_update(&ring_, 0, &fd, 1) != 1) return false;
+    setup_.fd = fd;
+    return true;
+}
+
+bool worker_ring::detach() noexcept {
+    if (setup_.fd < 0) return true;
+    int none = -1;
+    if (fixed_file_ && io_uring_register_files_update(&ring_, 0, &none, 1) != 1) return false;
+    setup_.fd = -1;
+    return true;
 }
 
 worker_ring::~worker_ring() {

@@ -1,6 +1,7 @@
 // One io_uring plus what it keeps registered: the file and, for O_DIRECT,
-// the bounce buffers (engine-internal). A file source keeps one per worker
-// thread across execute() calls.
+// the bounce buffers (engine-internal). File sources lease them from the
+// process-wide pool (uring/ring_pool.hpp), which points an idle ring at the
+// next file with attach().
 #pragma once
 
 #include <liburing.h>
@@ -44,6 +45,17 @@ public:
     // this, only destruction is allowed. Idempotent.
     void abandon() noexcept;
 
+    // Points the ring at `fd`: replaces registered file 0 (one
+    // io_uring_register_files_update) or, unregistered, the fd put in SQEs.
+    // False when the kernel refused; the ring must then be destroyed.
+    bool attach(int fd) noexcept;
+    // Drops registered file 0, so that an idle ring holds no reference to a
+    // file its owner closed. False when the kernel refused (destroy the ring).
+    bool detach() noexcept;
+    // The file the ring reads (-1 after detach()) and how it was made.
+    int fd() const noexcept { return setup_.fd; }
+    const ring_setup& setup() const noexcept { return setup_; }
+
     io_uring* ring() noexcept { return &ring_; }
     unsigned depth() const noexcept { return setup_.depth; }
     // The fd to put in an SQE and whether to set IOSQE_FIXED_FILE.
@@ -71,5 +83,8 @@ private:
     std::size_t edge_stride_ = 0;
     host_buffer edge_, big_;
 };
+
+// Rings this process has made so far (for tests and benchmarks of the pool).
+std::uint64_t worker_rings_made() noexcept;
 
 }  // namespace ringsafe::uring

@@ -35,10 +35,14 @@ struct file_options {
     // read that hits the page cache is copied by the thread that submits it
     // unless async_punt hands it to io-wq, so without async_punt using N cores
     // for copies needs N rings. 0 = one per online CPU. This is the most an
-    // execute() uses: rings are made on first need and kept for later calls,
-    // and a hot plan punted to io-wq runs on the calling thread's ring alone
-    // (its io-wq spreads the copies over the cores; the other rings and their
-    // threads stay idle).
+    // execute() uses, and a hot plan punted to io-wq runs on the calling
+    // thread's ring alone (its io-wq spreads the copies over the cores). Rings
+    // and the threads beyond the caller's come from a process-wide pool: the
+    // first ring is held until the source is destroyed, the others and the
+    // threads only during the call; then any other source may take them (a
+    // fork() child starts with an empty pool).
+    // With RINGSAFE_RING_POOL=0 in the environment each source makes its rings
+    // on first need and keeps them, and each call starts its own threads.
     unsigned threads = 2;
     // O_DIRECT: bypass the page cache. Ranges are rounded out to the file's
     // DIO alignment (statx STATX_DIOALIGN, else 4096); only the unaligned
