@@ -5,7 +5,6 @@
 #include <exception>
 #include <mutex>
 #include <optional>
-#include <system_error>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -112,6 +111,10 @@ void event_loops::fetch(std::deque<piece> work, remote_object& object, std::span
         make_pool(*loops_.back());
     }
     run r(ops, ctl, std::move(work));
+    std::vector<std::thread> started;
+    std::vector<loop*> unthreaded;  // loops whose thread could not be started run here, after loop 0
+    started.reserve(used);
+    unthreaded.reserve(used);
     for (std::size_t i = 0; i < used; ++i) {
         loops_[i]->opts.connections_per_origin = share(opts_.connections_per_origin, threads, i);  // its idle keep
         r.loops.push_back(std::make_unique<run::on_loop>(run::on_loop{loops_[i].get(), object, {}}));
@@ -137,12 +140,10 @@ void event_loops::fetch(std::deque<piece> work, remote_object& object, std::span
             }
         }
     };
-    std::vector<std::thread> started;
-    std::vector<loop*> unthreaded;  // loops whose thread could not be started run here, after loop 0
     for (std::size_t i = 1; i < used; ++i) {
         try {
             started.emplace_back(drive, std::ref(*r.loops[i]->l));
-        } catch (const std::system_error&) {
+        } catch (...) {  // no thread (EAGAIN): this loop runs on the calling thread
             unthreaded.push_back(r.loops[i]->l);
         }
     }
