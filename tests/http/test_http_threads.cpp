@@ -105,20 +105,26 @@ std::string invalid_argument(const std::function<void()>& f) {
 
 TEST_CASE("threads 1, 2, 4 over 64 connections: every byte exact, on that many threads, none left running") {
     fixture f;
-    const std::uint64_t size = (2u << 20) + 333;
+    const std::uint64_t size = (32u << 20) + 333;  // 8 MiB or more per loop: every loop is used
     const std::size_t before = threads_now();
     for (unsigned threads : {1u, 2u, 4u}) {
         INFO("threads " << threads);
         // delay_ms: every request takes a while, so that each loop's workers get pieces.
-        auto src = open_url(f.url(size, "delay_ms=20"), fast(threads, 64));
+        http_options o = fast(threads, 64);
+        o.chunk_size = 64 << 10;
+        auto src = open_url(f.url(size, "delay_ms=20"), o);
         const auto on = read_and_check(*src, 0, size);
         CHECK(on.size() == threads);
         CHECK(on.count(std::this_thread::get_id()) == 1);  // the calling thread runs loop 0
-        CHECK(f.requests() == 1 + (size + (16 << 10) - 1) / (16 << 10));
+        CHECK(f.requests() == 1 + (size + (64 << 10) - 1) / (64 << 10));
         CHECK(threads_now() == before);  // the read's threads are joined when it returns
         // A second read (unaligned) on the same source: the loops are used again.
         read_and_check(*src, 123, size - 456);
         CHECK(threads_now() == before);
+        // A read of less than 8 MiB per loop runs on fewer loops (under 8 MiB: the calling thread alone).
+        const auto small = read_and_check(*src, 1000, (8u << 20) - 1);
+        CHECK(small.size() == 1);
+        CHECK(small.count(std::this_thread::get_id()) == 1);
     }
 }
 
@@ -128,7 +134,7 @@ TEST_CASE("threads 2: responses broken after some bytes are resumed from the las
         fixture f;
         http_options o = fast(2, 16);
         o.chunk_size = 64 << 10;
-        const std::uint64_t size = (4u << 20) + 333, ranges = (size + (64 << 10) - 1) / (64 << 10);
+        const std::uint64_t size = (16u << 20) + 333, ranges = (size + (64 << 10) - 1) / (64 << 10);
         // Every range's first try (and some retries) breaks after 20 000 body bytes.
         auto src = open_url(f.url(size, std::string("fault=") + fault + "&after=20000&skip=1&fail=" + std::to_string(ranges)), o);
         REQUIRE(src->size() == size);
@@ -141,7 +147,7 @@ TEST_CASE("threads 2: responses broken after some bytes are resumed from the las
 
 TEST_CASE("threads 2: a fatal error on one loop stops the other, names the URL, and leaves no thread running") {
     fixture f;
-    const std::uint64_t size = (2u << 20) + 333;
+    const std::uint64_t size = (16u << 20) + 333;
     http_options o = fast(2, 2);
     o.chunk_size = 512 << 10;
     o.stall_timeout = std::chrono::milliseconds(600'000);
@@ -172,7 +178,7 @@ TEST_CASE("threads 2: a fatal error on one loop stops the other, names the URL, 
 
 TEST_CASE("threads 2: cancel mid-read reaches both loops and reports Cancelled") {
     fixture f;
-    const std::uint64_t size = (2u << 20) + 333;
+    const std::uint64_t size = (16u << 20) + 333;
     http_options o = fast(2, 4);
     o.chunk_size = 256 << 10;
     auto src = open_url(f.url(size, "rate=1000000"), o);  // 1 MB/s per connection: a read of seconds
