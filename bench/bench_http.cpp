@@ -16,9 +16,8 @@
 //       client at as many connections;
 //   (f) the per-read cost of the read's extra threads (started and joined by
 //       each read): reads of 1, 4 and 16 MiB (256 KiB requests, 4
-//       connections) on one open source, threads=1 vs threads=2 (reads under
-//       8 MiB per loop run one loop at either setting: those arms show the
-//       noise), and a bare std::thread start+join;
+//       connections) on one open source, threads=1 vs threads=2, and a bare
+//       std::thread start+join;
 //   and that listing a remote header under the prefetch size takes one request.
 // Arms are interleaved, each repeated (median reported). JSON lines + a table.
 // Usage: bench_http [--quick] [--reps N] [--size-mib M]   (BENCH_HTTP_ONLY=scale: group (d) alone;

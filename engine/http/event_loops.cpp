@@ -104,9 +104,10 @@ void event_loops::fetch(std::deque<piece> work, remote_object& object, std::span
                         const io_control& ctl) {
     const unsigned threads = std::max(1u, std::min(opts_.threads, opts_.connections_per_origin));
     const std::size_t workers = std::min<std::size_t>(opts_.connections_per_origin, work.size());
-    std::uint64_t bytes = 0;
-    for (const piece& p : work) bytes += p.length;
-    const std::size_t used = std::min<std::size_t>({threads, workers, std::max<std::uint64_t>(1, bytes / min_bytes_per_loop)});
+    // Each loop runs at most its share of the connections, so that its pool
+    // never keeps more than that: keep-alive connections are reused by later
+    // reads, and the loops together never hold more than connections_per_origin.
+    const std::size_t used = std::min<std::size_t>(threads, workers);
     if (used == 0) return;
     while (loops_.size() < used) {
         loops_.push_back(std::make_unique<loop>());

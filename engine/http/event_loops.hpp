@@ -25,12 +25,6 @@
 
 namespace ringsafe::http_engine {
 
-// A read runs one loop per this many bytes at most (never fewer than one):
-// smaller reads stay on the calling thread. bench_http's group (f): reads of
-// 1 and 4 MiB were slower over two loops than over one on the 2-core VM,
-// 16 MiB and whole objects as fast or faster.
-inline constexpr std::uint64_t min_bytes_per_loop = 8u << 20;
-
 class event_loops {
 public:
     // `opts` resolved (resolved_http_options); it must outlive this object.
@@ -44,7 +38,7 @@ public:
     void run_first(const std::function<net::awaitable<void>()>& fn);
 
     // Fetches `work` (pieces of `ops`) into the caller's buffers over
-    // min(threads, workers, bytes / min_bytes_per_loop) loops (at least one). `object` is this read's copy of what is
+    // min(threads, workers) loops. `object` is this read's copy of what is
     // known about the object (a redirect learned by any loop is written back).
     // The first failure abandons every loop's requests, and is rethrown here,
     // named by op_label, once no thread runs and no request targets caller

@@ -54,9 +54,9 @@ struct http_options {
     std::uint64_t chunk_size = 0;
     // Event loops of a blocking read (execute/read_exact), 1..max_http_threads: the calling
     // thread runs one, threads-1 threads started by the read (joined before it returns) run the
-    // others, each with its share of the connections; a read of less than 8 MiB per loop uses
-    // fewer. 0: the environment's RINGSAFE_HTTP_THREADS, else the machine's hardware threads;
-    // capped at connections_per_origin.
+    // others, each with its share of the connections (a read of fewer requests than threads
+    // uses fewer). 0: the environment's RINGSAFE_HTTP_THREADS, else the machine's hardware
+    // threads; capped at connections_per_origin.
     // Asynchronous reads (engine/asio) run one loop on the caller's executor whatever this is.
     unsigned threads = 0;
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)

@@ -36,6 +36,8 @@ struct fixture {
     std::string stats() { return run_command("curl -s '" + server.base_url() + "/stats?id=" + std::to_string(next_id) + "'").out; }
     std::uint64_t bytes_sent() { const auto st = stats(); return std::stoull(st.substr(st.find("bytes ") + 6)); }
     unsigned requests() { const auto st = stats(); return static_cast<unsigned>(std::stoul(st.substr(st.find("requests ") + 9))); }
+    // Connections the server has accepted so far (this /stats request's own included).
+    unsigned connections() { const auto st = stats(); return static_cast<unsigned>(std::stoul(st.substr(st.find("connections ") + 12))); }
 };
 
 http_options fast(unsigned threads, unsigned connections) {
@@ -105,7 +107,7 @@ std::string invalid_argument(const std::function<void()>& f) {
 
 TEST_CASE("threads 1, 2, 4 over 64 connections: every byte exact, on that many threads, none left running") {
     fixture f;
-    const std::uint64_t size = (32u << 20) + 333;  // 8 MiB or more per loop: every loop is used
+    const std::uint64_t size = (32u << 20) + 333;
     const std::size_t before = threads_now();
     for (unsigned threads : {1u, 2u, 4u}) {
         INFO("threads " << threads);
@@ -118,13 +120,23 @@ TEST_CASE("threads 1, 2, 4 over 64 connections: every byte exact, on that many t
         CHECK(on.count(std::this_thread::get_id()) == 1);  // the calling thread runs loop 0
         CHECK(f.requests() == 1 + (size + (64 << 10) - 1) / (64 << 10));
         CHECK(threads_now() == before);  // the read's threads are joined when it returns
-        // A second read (unaligned) on the same source: the loops are used again.
-        read_and_check(*src, 123, size - 456);
+        // A second read (unaligned) on the same source: the loops are used again, and
+        // each loop's pool kept its connections (no new ones but the next /stats request's).
+        const unsigned connected = f.connections();
+        CHECK(read_and_check(*src, 123, size - 456).size() == threads);
+        CHECK(f.connections() - connected == 1);
         CHECK(threads_now() == before);
-        // A read of less than 8 MiB per loop runs on fewer loops (under 8 MiB: the calling thread alone).
-        const auto small = read_and_check(*src, 1000, (8u << 20) - 1);
-        CHECK(small.size() == 1);
-        CHECK(small.count(std::this_thread::get_id()) == 1);
+        // Smaller reads (32 requests of 64 KiB) spread over the loops too, each loop within
+        // its share of the connections: its pool keeps them all, none is made anew.
+        const unsigned small = f.connections();
+        CHECK(read_and_check(*src, 5000, 2u << 20).size() == std::min(threads, 32u));
+        read_and_check(*src, 7000, 2u << 20);
+        CHECK(f.connections() - small == 1);
+        // A read of one request runs on the calling thread alone.
+        const auto one = read_and_check(*src, 1000, 60'000);
+        CHECK(one.size() == 1);
+        CHECK(one.count(std::this_thread::get_id()) == 1);
+        CHECK(threads_now() == before);
     }
 }
 
