@@ -11,9 +11,17 @@
 //       30 ms first byte, N = 1, 8, 32, 64 connections at the default request
 //       size; each arm's object is N x 10 MB/s x 4 s (1.5 s with --quick), so
 //       every arm runs about as long and N = 64 moves 2.56 GB (>= 2 GiB);
+//   (e) event loops of a blocking read: ringsafe threads=1 vs threads=2 at 4
+//       and 16 connections (nginx, unthrottled), each against the minimal
+//       client at as many connections;
+//   (f) the per-read cost of the read's extra threads (started and joined by
+//       each read): reads of 1, 4 and 16 MiB (256 KiB requests, 4
+//       connections) on one open source, threads=1 vs threads=2, and a bare
+//       std::thread start+join;
 //   and that listing a remote header under the prefetch size takes one request.
 // Arms are interleaved, each repeated (median reported). JSON lines + a table.
-// Usage: bench_http [--quick] [--reps N] [--size-mib M]   (BENCH_HTTP_ONLY=scale: group (d) alone)
+// Usage: bench_http [--quick] [--reps N] [--size-mib M]   (BENCH_HTTP_ONLY=scale: group (d) alone;
+//        BENCH_HTTP_ONLY=threads: groups (e) and (f))
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -24,7 +32,9 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -101,11 +111,13 @@ std::string curl_parallel_ranges(const std::string& url, std::uint64_t size, uns
     return a;
 }
 
-// chunk 0: the engine's default request size.
-void ringsafe_fetch(const std::string& url, std::uint64_t size, std::byte* dst, unsigned conns, std::uint64_t chunk) {
+// chunk 0: the engine's default request size; threads 0: the engine's default event loops.
+void ringsafe_fetch(const std::string& url, std::uint64_t size, std::byte* dst, unsigned conns, std::uint64_t chunk,
+                    unsigned threads = 0) {
     http_options o;
     o.connections_per_origin = conns;
     o.chunk_size = chunk;
+    o.threads = threads;
     auto src = open_url(url, o);
     if (src->size() != size) throw std::runtime_error("size mismatch for " + url);
     read_op op{0, size, dst, 0};
@@ -203,11 +215,40 @@ int main(int argc, char** argv) {
                         [&, n, u] { ringsafe_fetch(u, scale_bytes(n), dst, n, 0); }, {}});
     }
 
+    // (e) event loops: threads=1 vs threads=2, and the minimal client, at 4 and 16 connections.
+    for (unsigned n : {4u, 16u}) {
+        const std::string c = " " + std::to_string(n) + " conns";
+        arms.push_back({"e", "threads: minimal client" + c, size, [&, n] {
+                            bench::raw_range_fetch(ng.port(), "/model.safetensors", size, dst, n, 8u << 20); }, {}});
+        for (unsigned t : {1u, 2u})
+            arms.push_back({"e", "threads: ringsafe t=" + std::to_string(t) + c, size,
+                            [&, n, t] { ringsafe_fetch(url, size, dst, n, 8u << 20, t); }, {}});
+    }
+    // (f) per-read thread start: reads of 1, 4 and 16 MiB (256 KiB requests, 4 connections)
+    // on a source opened once, 64 MiB per arm.
+    std::map<unsigned, std::unique_ptr<source>> small_src;
+    for (unsigned t : {1u, 2u}) {
+        http_options o;
+        o.connections_per_origin = 4;
+        o.chunk_size = 256u << 10;
+        o.threads = t;
+        small_src[t] = open_url(url, o);
+    }
+    for (std::uint64_t mib_each : {1u, 4u, 16u})
+        for (unsigned t : {1u, 2u})
+            arms.push_back({"f", "threads: " + std::to_string(mib_each) + " MiB reads t=" + std::to_string(t), 64ull << 20,
+                            [&, t, mib_each] {
+                                for (std::uint64_t i = 0; i < 64 / mib_each; ++i) {
+                                    read_op op{(i * 7 % 64) << 20, mib_each << 20, dst, 0};
+                                    small_src[t]->execute({&op, 1}, {});
+                                }
+                            }, {}});
+
     const char* only = std::getenv("BENCH_HTTP_ONLY");  // run only arms whose name contains it (debugging)
     for (unsigned r = 0; r < reps; ++r)
         for (auto& a : arms) {
             if (only && a.name.find(only) == std::string::npos) continue;
-            if (a.group == "a" || a.group == "c") test::run_command(cmd_hot);
+            if (a.group == "a" || a.group == "c" || a.group == "e" || a.group == "f") test::run_command(cmd_hot);
             auto t0 = clock_type::now();
             a.run();
             double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -257,12 +298,36 @@ int main(int argc, char** argv) {
     ratios.push_back({"async_read / execute (nginx)", med["reader async_read 4 conns"] / med["reader execute 4 conns"], 0.95});
     ratios.push_back({"async_read / execute (capped)", med["reader async_read N=8 (capped)"] / med["reader execute N=8 (capped)"],
                       0.95});
+    for (unsigned n : {4u, 16u}) {
+        const std::string c = " " + std::to_string(n) + " conns";
+        const double t1 = med["threads: ringsafe t=1" + c], t2 = med["threads: ringsafe t=2" + c];
+        const double raw = med["threads: minimal client" + c];
+        ratios.push_back({"threads=2 / threads=1," + c, t2 / t1, 1.0});
+        ratios.push_back({"threads=1 / minimal client," + c, t1 / raw, 0.8});
+        ratios.push_back({"threads=2 / minimal client," + c, t2 / raw, 0.8});
+    }
+    for (const char* each : {"1", "4", "16"})
+        ratios.push_back({std::string("threads=2 / threads=1, ") + each + " MiB reads",
+                          med[std::string("threads: ") + each + " MiB reads t=2"] /
+                              med[std::string("threads: ") + each + " MiB reads t=1"], 1.0});
     std::printf("\n%-34s %8s %8s\n", "ratio", "value", "target");
     for (auto& r : ratios) {
         if (!std::isfinite(r.value) || r.value == 0) continue;  // an arm did not run
         std::printf("%-34s %8.2f %8.2f  %s\n", r.what.c_str(), r.value, r.target, r.value >= r.target ? "PASS" : "MISS");
         std::printf("{\"bench\":\"http\",\"ratio\":\"%s\",\"value\":%.3f,\"target\":%.2f,\"pass\":%s}\n", r.what.c_str(), r.value,
                     r.target, r.value >= r.target ? "true" : "false");
+    }
+    {
+        // What each threads>1 read pays for its extra thread: a bare start + join (median of 1000).
+        std::vector<double> us;
+        for (int i = 0; i < 1000; ++i) {
+            auto t0 = clock_type::now();
+            std::thread([] {}).join();
+            us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+        }
+        std::sort(us.begin(), us.end());
+        std::printf("std::thread start + join: median %.1f us, p90 %.1f us\n", us[us.size() / 2], us[us.size() * 9 / 10]);
+        std::printf("{\"bench\":\"http\",\"thread_start_join_us\":%.2f}\n", us[us.size() / 2]);
     }
     std::printf("header listing of %zu tensors took %zu request(s): %s\n", rd.tensors().size(), requests,
                 requests == 1 ? "PASS" : "MISS");

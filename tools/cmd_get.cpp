@@ -22,7 +22,8 @@ using namespace ringsafe;
 using namespace ringsafe::cli;
 
 constexpr std::string_view help =
-    "usage: ringsafe get SOURCE NAME... -o DIR [--connections N] [--chunk SIZE]\n"
+    "usage: ringsafe get SOURCE NAME... -o DIR [--connections N] [--http-threads N]\n"
+    "                     [--chunk SIZE]\n"
     "Reads the named tensors of SOURCE (a path, a URL or a sharded *.index.json)\n"
     "and writes each to DIR (created if missing) as NAME.npy when numpy has the\n"
     "dtype (BOOL U8 I8 I16 U16 F16 I32 U32 F32 F64 I64 U64, C64 as complex64), or\n"

@@ -20,7 +20,7 @@ using namespace ringsafe::cli;
 constexpr std::string_view help =
     "usage: ringsafe load SOURCE [--select PATTERN]... [--direct] [--qd N] [--chunk SIZE]\n"
     "                     [--threads N] [--mode auto|hot|cold] [--pages huge|small] [--json]\n"
-    "                     [--connections N]\n"
+    "                     [--connections N] [--http-threads N]\n"
     "Loads the tensors of SOURCE (a path, an http(s):// or s3:// URL, or a sharded\n"
     "*.index.json) into memory and prints bytes, seconds and GB/s (GB = 1e9 bytes).\n"
     "The destination is allocated and prefaulted before the clock starts, as a\n"
@@ -35,6 +35,9 @@ constexpr std::string_view help =
     "                    URLs: bytes per Range request, default $RINGSAFE_CHUNK, else 32M)\n"
     "  --connections N   URL sources: connections per origin, 1..256 (default\n"
     "                    $RINGSAFE_CONNECTIONS, else 32)\n"
+    "  --http-threads N  URL sources: event loops (threads) of a read, 1..256\n"
+    "                    (default $RINGSAFE_HTTP_THREADS, else the CPU count;\n"
+    "                    at most the connections)\n"
     "  --threads N       worker rings/threads (default 2)\n"
     "  --mode MODE       buffered reads: auto (default: asks the kernel how much of\n"
     "                    the selection is in the page cache), hot (any order, io-wq\n"
@@ -100,7 +103,7 @@ int run(const std::vector<std::string_view>& args) {
         f.chunk_size = ap.size_or("--chunk", f.chunk_size);
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
-        apply_http_flags(ap, opts.source.http);  // --connections
+        apply_http_flags(ap, opts.source.http);  // --connections, --http-threads
         if (ap.has("--chunk")) {
             if (f.chunk_size < min_http_chunk_size || f.chunk_size > max_http_chunk_size)
                 throw usage_error{"--chunk " + *ap.value("--chunk") + " is out of range 4K..1G"};

@@ -7,7 +7,7 @@ namespace {
 
 constexpr std::string_view help =
     "usage: ringsafe ls [--json] [--max-header-size BYTES] [--connections N]\n"
-    "                       [--chunk SIZE] SOURCE\n"
+    "                       [--http-threads N] [--chunk SIZE] SOURCE\n"
     "Lists the tensors of a safetensors file in data order, reading only the\n"
     "8-byte length prefix and the header; the header is fully validated.\n"
     "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json\n"

@@ -7,7 +7,7 @@ namespace {
 
 constexpr std::string_view help =
     "usage: ringsafe verify [--json] [--max-header-size BYTES] [--connections N]\n"
-    "                       [--chunk SIZE] SOURCE\n"
+    "                       [--http-threads N] [--chunk SIZE] SOURCE\n"
     "Validates a safetensors file and reads every tensor's bytes (front to back,\n"
     "8 MiB at a time), printing each tensor with the SHA-256 of its bytes.\n"
     "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json.\n"

@@ -1,4 +1,4 @@
-// --connections N and --chunk SIZE for URL sources.
+// --connections N, --http-threads N and --chunk SIZE for URL sources.
 #include "http_flags.hpp"
 
 #include <string>
@@ -7,6 +7,7 @@ namespace ringsafe::cli {
 
 void declare_http_flags(arg_parser& p, bool chunk) {
     p.option("--connections");
+    p.option("--http-threads");
     if (chunk) p.option("--chunk");
 }
 
@@ -17,6 +18,13 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
             throw usage_error{"--connections " + std::to_string(n) + " is out of range 1.." +
                               std::to_string(max_connections_per_origin)};
         o.connections_per_origin = static_cast<unsigned>(n);
+    }
+    if (p.has("--http-threads")) {
+        const std::uint64_t n = p.uint_or("--http-threads", 0);
+        if (n < 1 || n > max_http_threads)
+            throw usage_error{"--http-threads " + std::to_string(n) + " is out of range 1.." +
+                              std::to_string(max_http_threads)};
+        o.threads = static_cast<unsigned>(n);
     }
     if (p.has("--chunk")) {
         const std::uint64_t n = p.size_or("--chunk", 0);

@@ -1,5 +1,5 @@
-// --connections N and --chunk SIZE: the options of URL sources shared by the
-// subcommands that read (load, get, cp, ls, verify).
+// --connections N, --http-threads N and --chunk SIZE: the options of URL
+// sources shared by the subcommands that read (load, get, cp, ls, verify).
 #pragma once
 
 #include <string_view>
@@ -9,15 +9,18 @@
 
 namespace ringsafe::cli {
 
-// Help lines for the two options (and the environment variables behind
+// Help lines for the options (and the environment variables behind
 // them): a string literal, to be concatenated into a subcommand's help.
 #define RINGSAFE_CLI_HTTP_FLAGS_HELP                                              \
     "  --connections N    URL sources: connections per origin, 1..256 (default:\n" \
     "                     $RINGSAFE_CONNECTIONS, else 32)\n"                      \
+    "  --http-threads N   URL sources: event loops (threads) of a read, 1..256\n"   \
+    "                     (default: $RINGSAFE_HTTP_THREADS, else the CPU count;\n" \
+    "                     at most the connections)\n"                               \
     "  --chunk SIZE       URL sources: bytes per Range request, 4K..1G (default:\n" \
     "                     $RINGSAFE_CHUNK, else 32M; 8M, 64M accepted)\n"
 
-// Declares --connections and, when `chunk`, --chunk on `p`.
+// Declares --connections, --http-threads and, when `chunk`, --chunk on `p`.
 void declare_http_flags(arg_parser& p, bool chunk = true);
 
 // Sets the given flags into `o` (a flag wins over the environment variable;

@@ -1,9 +1,11 @@
-// http_options: connections and request size (with their environment
-// variables), and the checks on caller-supplied header fields.
+// http_options: connections, event loops and request size (with their
+// environment variables), and the checks on caller-supplied header fields.
 #include "http/http_settings.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "ringsafe/error.hpp"
 
@@ -65,6 +67,22 @@ http_options resolved_http_options(const http_options& o) {
             r.connections_per_origin = default_connections_per_origin;
         }
     }
+    const char* threads_from = "threads";
+    if (r.threads == 0) {
+        const std::uint64_t env = from_environment("RINGSAFE_HTTP_THREADS", false);
+        if (env) {
+            threads_from = "RINGSAFE_HTTP_THREADS";
+            if (env > max_http_threads)
+                raise(errc::InvalidArgument, "RINGSAFE_HTTP_THREADS=" + std::to_string(env) + " is out of range 1.." +
+                                                 std::to_string(max_http_threads));
+            r.threads = static_cast<unsigned>(env);
+        } else {
+            r.threads = std::clamp(std::thread::hardware_concurrency(), 1u, max_http_threads);
+        }
+    }
+    if (r.threads > max_http_threads)
+        raise(errc::InvalidArgument, std::string(threads_from) + " " + std::to_string(r.threads) +
+                                         " is out of range 1.." + std::to_string(max_http_threads));
     if (r.chunk_size == 0) {
         const std::uint64_t env = from_environment("RINGSAFE_CHUNK", true);
         chunk_from = env ? "RINGSAFE_CHUNK" : chunk_from;
@@ -79,6 +97,7 @@ http_options resolved_http_options(const http_options& o) {
                                          std::to_string(r.chunk_size) +
                                          " is out of range " + std::to_string(min_http_chunk_size) + ".." +
                                          std::to_string(max_http_chunk_size) + " bytes (4 KiB..1 GiB)");
+    r.threads = std::min(r.threads, r.connections_per_origin);  // a loop without a connection has nothing to do
     return r;
 }
 

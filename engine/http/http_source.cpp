@@ -1,16 +1,14 @@
 // ringsafe::open_url: a remote object as a ringsafe::source.
-#include <atomic>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <utility>
 #include <vector>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "source/async_source.hpp"
 #include "http/connection.hpp"
+#include "http/event_loops.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
 #include "http/http_settings.hpp"
@@ -29,8 +27,9 @@ using namespace http_engine;
 // What the connection pools need to fetch the shared TLS context on first https use.
 tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; }
 
-// A remote object: the blocking executor (execute) runs a private event loop
-// on the calling thread; the asynchronous one (start_async) runs on the
+// A remote object: the blocking executor (execute) runs private event loops,
+// one on the calling thread and threads-1 on threads of its own (event_loops);
+// the asynchronous one (start_async) runs on the
 // caller's executor with a connection pool bound to it.
 class http_source final : public source, public detail::async_source, public detail::deferred_open {
 public:
@@ -47,7 +46,6 @@ public:
             check_request_fields(opts_, nullptr, spec);
             object_.requested = object_.location = u;
         }
-        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
     }
     // resolved_http_options, with the URL in its errors.
     static http_options resolved(const http_options& o, const std::string& spec) {
@@ -59,7 +57,7 @@ public:
     }
     // The blocking open: the first request on the source's own event loop.
     http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
-        run([this]() -> net::awaitable<void> { co_await first_request_on(*pool_, nullptr); });
+        loops_.run_first([this]() -> net::awaitable<void> { co_await first_request_on(loops_.first_pool(), nullptr); });
     }
 
     net::awaitable<void> first_request(net::any_io_executor ex, detail::abandon_list* abandon) override {
@@ -81,36 +79,17 @@ public:
         std::deque<piece> work = split_into_pieces(ops, size_, name_, opts_, ctl.describe);
         // This call's copy of the object's state (an async run may read it meanwhile).
         remote_object object = snapshot();
-        std::exception_ptr first_error;
-        bool failed = false;
-        auto stop = [&] { return failed || (ctl.cancel && ctl.cancel->load(std::memory_order_relaxed)); };
-        auto worker = [&]() -> net::awaitable<void> {
-            while (!work.empty() && !stop()) {
-                piece p = work.front();
-                work.pop_front();
-                std::function<void(std::uint64_t)> progress;
-                if (ctl.on_bytes) progress = [&ctl, i = p.op_index](std::uint64_t n) { ctl.on_bytes(i, n); };
-                try {
-                    co_await fetch_range(fetch_context{object, *pool_, opts_, rng_}, p.offset, p.length, p.dst,
-                                         progress, stop);
-                } catch (const error& e) {
-                    throw error(e.code(), op_label(ctl.describe, ops[p.op_index]) + e.what());
-                }
-            }
-        };
-        const std::size_t workers = std::min<std::size_t>(opts_.connections_per_origin, work.size());
-        for (std::size_t w = 0; w < workers; ++w)
-            net::co_spawn(io_, worker(), [&](std::exception_ptr e) {
-                if (e && !first_error) first_error = e;
-                if (e) failed = true;
-            });
-        io_.restart();
-        io_.run();
+        std::exception_ptr failure;
+        try {
+            loops_.fetch(std::move(work), object, ops, ctl);
+        } catch (...) {
+            failure = std::current_exception();
+        }
         {
             std::lock_guard lock(state_mutex_);
             object_.location = object.location;  // a redirect learned here serves later reads
         }
-        if (first_error) std::rethrow_exception(first_error);
+        if (failure) std::rethrow_exception(failure);
         if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "reading " + name_ + " was cancelled");
     }
 
@@ -135,16 +114,15 @@ private:
         size_ = object_.size.value_or(0);
     }
 
-    // In a fork() child the idle keep-alive connections and the event loop's
-    // epoll/timer descriptors are shared with the parent: rebuild the loop's
+    // In a fork() child the idle keep-alive connections and the event loops'
+    // epoll/timer descriptors are shared with the parent: rebuild the loops'
     // descriptors and drop the child's copies of the connections (closing a
     // copy leaves the parent's connection open and untouched).
     void drop_inherited_connections() {
         const std::uint64_t gen = detail::fork_generation();
         if (gen == fork_generation_) return;
         fork_generation_ = gen;
-        io_.notify_fork(net::execution_context::fork_child);
-        pool_ = std::make_unique<connection_pool>(io_.get_executor(), tls_of(opts_), opts_.connect_timeout);
+        loops_.drop_inherited_connections();
     }
 
     // The connection pool of an asynchronous executor (made on first use, kept).
@@ -161,21 +139,12 @@ private:
         return object_;
     }
 
-    // Runs one coroutine to completion on the source's event loop.
-    void run(std::function<net::awaitable<void>()> fn) {
-        std::exception_ptr err;
-        net::co_spawn(io_, fn(), [&](std::exception_ptr e) { err = e; });
-        io_.restart();
-        io_.run();
-        if (err) std::rethrow_exception(err);
-    }
-
     std::string name_;
     http_options opts_;
     std::minstd_rand rng_;
-    net::io_context io_{1};
-    std::uint64_t fork_generation_ = detail::fork_generation();  // of io_ and pool_
-    std::unique_ptr<connection_pool> pool_;
+    // The blocking executor's event loops (loop 0 on the calling thread).
+    http_engine::event_loops loops_{opts_};
+    std::uint64_t fork_generation_ = detail::fork_generation();  // of loops_
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
     // Connection pools of the asynchronous executor, one per executor (each

@@ -63,8 +63,8 @@ bool option_bool(const py::handle& v, const std::string& key) {
 }
 
 // reader_options from the keyword arguments of Reader(); unknown keys are
-// refused. connections and http_chunk left out (or None) are the engine's:
-// RINGSAFE_CONNECTIONS / RINGSAFE_CHUNK, else its defaults.
+// refused. connections, http_threads and http_chunk left out (or None) are the
+// engine's: RINGSAFE_CONNECTIONS / RINGSAFE_HTTP_THREADS / RINGSAFE_CHUNK, else its defaults.
 reader_options make_options(const py::dict& kw) {
     reader_options o;
     for (auto [k, v] : kw) {
@@ -76,6 +76,8 @@ reader_options make_options(const py::dict& kw) {
         else if (key == "file_chunk") o.source.file.chunk_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "connections")
             o.source.http.connections_per_origin = static_cast<unsigned>(option_uint(v, key, 1, max_connections_per_origin));
+        else if (key == "http_threads")
+            o.source.http.threads = static_cast<unsigned>(option_uint(v, key, 1, max_http_threads));
         else if (key == "http_chunk") o.source.http.chunk_size = option_uint(v, key, min_http_chunk_size, max_http_chunk_size);
         else if (key == "token") o.source.http.bearer_token = option_str(v, key);
         else if (key == "headers") {
@@ -181,7 +183,7 @@ void bind_reader(py::module_& m) {
              }),
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
-             "direct, file_chunk, connections, http_chunk, token, headers, ca_file, verify_tls, "
+             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, ca_file, verify_tls, "
              "max_attempts, s3_endpoint, s3_region, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })

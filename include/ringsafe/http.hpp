@@ -35,8 +35,9 @@ struct s3_options {
     addressing style = addressing::automatic;  // automatic: virtual host on AWS, path style on custom endpoints
 };
 
-// Bounds and defaults of http_options::connections_per_origin and chunk_size.
+// Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
 inline constexpr unsigned max_connections_per_origin = 256;
+inline constexpr unsigned max_http_threads = 256;
 inline constexpr unsigned default_connections_per_origin = 32;            // measured: see README, "Performance"
 inline constexpr std::uint64_t min_http_chunk_size = 4u << 10;
 inline constexpr std::uint64_t max_http_chunk_size = 1u << 30;
@@ -51,6 +52,13 @@ struct http_options {
     // Ranges are split into requests of at most this size, min_http_chunk_size..max_http_chunk_size;
     // 0: the environment's RINGSAFE_CHUNK (a size: 8M, 64M, 1G), else default_http_chunk_size.
     std::uint64_t chunk_size = 0;
+    // Event loops of a blocking read (execute/read_exact), 1..max_http_threads: the calling
+    // thread runs one, threads-1 threads started by the read (joined before it returns) run the
+    // others, each with its share of the connections (a read of fewer requests than threads
+    // uses fewer). 0: the environment's RINGSAFE_HTTP_THREADS, else the machine's hardware
+    // threads; capped at connections_per_origin.
+    // Asynchronous reads (engine/asio) run one loop on the caller's executor whatever this is.
+    unsigned threads = 0;
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
     std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
     std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
@@ -66,9 +74,10 @@ struct http_options {
     s3_options s3;                             // for s3:// URLs
 };
 
-// `o` with connections_per_origin and chunk_size resolved (0 takes the
-// environment variable, else the default). Throws InvalidArgument naming the
-// option or variable and its value when out of range or malformed.
+// `o` with connections_per_origin, threads and chunk_size resolved (0 takes the
+// environment variable, else the default; threads capped at the connections).
+// Throws InvalidArgument naming the option or variable and its value when out
+// of range or malformed.
 http_options resolved_http_options(const http_options& o);
 
 // Opens an http://, https:// or s3://bucket/key URL with one Range request of
@@ -77,7 +86,8 @@ http_options resolved_http_options(const http_options& o);
 // URL or options, a header name or value, token or S3 credential holding CR,
 // LF or NUL), HttpError (status such as 401/403/404, TLS or connection
 // failure after retries), RangeNotSupported (the server ignores Range).
-// The source's execute() runs its own event loop on the calling thread.
+// The source's execute() runs its own event loop on the calling thread, and
+// threads-1 more on threads it starts and joins before returning.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
 
 // Fills credentials the environment provides for `url` into `opts` when the

@@ -265,7 +265,25 @@ def test_connections_and_chunk_come_from_the_environment_unless_given(ckpt, ngin
     assert all(b - a <= 256 << 10 for a, b in requested(data))
 
 
+def test_http_threads_option_reads_exactly_over_its_loops(ckpt, nginx_server, monkeypatch):
+    for threads in (1, 2, 4, np.int32(3)):
+        mark = nginx_server.mark()
+        assert_same(rpt.load_file(ckpt.url, http_threads=threads, connections=4, http_chunk=256 << 10), ckpt.expected)
+        data = data_entries(nginx_server.log(mark), "/remote/model.safetensors")
+        assert 2 <= len({e.connection for e in data}) <= 4
+    # From the environment when not given; a bad value names the variable.
+    monkeypatch.setenv("RINGSAFE_HTTP_THREADS", "2")
+    assert_same(rpt.load_file(ckpt.url, connections=2), ckpt.expected)
+    monkeypatch.setenv("RINGSAFE_HTTP_THREADS", "lots")
+    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_HTTP_THREADS='lots'"):
+        ringsafe.Reader(ckpt.url)
+    # Given, it wins over the environment.
+    assert_same(rpt.load_file(ckpt.url, http_threads=2), ckpt.expected)
+
+
 @pytest.mark.parametrize("key, value, exc", [
+    ("http_threads", 0, ValueError), ("http_threads", 257, ValueError), ("http_threads", -2, ValueError),
+    ("http_threads", "2", TypeError), ("http_threads", True, TypeError), ("http_threads", 2.0, TypeError),
     ("connections", 2**33, ValueError), ("connections", 0, ValueError), ("connections", 257, ValueError),
     ("connections", -1, ValueError), ("connections", "8", TypeError), ("connections", True, TypeError),
     ("connections", 8.0, TypeError), ("http_chunk", 1, ValueError), ("http_chunk", (1 << 30) + 1, ValueError),

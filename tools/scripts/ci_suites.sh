@@ -111,7 +111,7 @@ for s in $STAGES; do
         # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
         # asio_writer_threads tests.
         tsan_programs=(uring/test_file_source uring/test_ring_pool read/test_reader_files write/test_writer_declared
-            http/test_http_faults hardening/test_read_faults asio/test_asio asio/test_asio_http
+            http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
