@@ -303,8 +303,10 @@ TEST_CASE("cli: --connections and --chunk (and RINGSAFE_CONNECTIONS / RINGSAFE_C
     std::memcpy(file.data() + 8 + json.size(), data.data(), data.size());
     write_file(dir / "m.safetensors", file);
     auto url = [&] { return f.url("file=" + (dir / "m.safetensors").string()); };
+    // One event loop, so that the connection counts below are exact: a second loop starts on a
+    // new thread and may find the queue drained already, opening fewer connections than allowed.
     auto cli = [&](const std::string& env, const std::string& args) {
-        return run_command(env + " '" + cli_path() + "' " + args + " 2>&1");
+        return run_command("RINGSAFE_HTTP_THREADS=1 " + env + " '" + cli_path() + "' " + args + " 2>&1");
     };
     // --connections 3 --chunk 64K: 16 ranges over 3 connections (the open's reused).
     unsigned before = connections_accepted(f);
