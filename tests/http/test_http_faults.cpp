@@ -293,15 +293,10 @@ TEST_CASE("64 connections, each response broken once: resumed after the bytes re
 TEST_CASE("cli: --connections and --chunk (and RINGSAFE_CONNECTIONS / RINGSAFE_CHUNK) for URL sources") {
     fixture f;
     temp_dir dir;
-    // A safetensors file served through the fault server: one U8 tensor of 1 MiB.
-    const std::string json = R"({"w":{"dtype":"U8","shape":[1048576],"data_offsets":[0,1048576]}})";
-    std::vector<std::byte> file(8 + json.size() + (1u << 20));
-    for (int i = 0; i < 8; ++i) file[i] = std::byte(static_cast<unsigned char>(json.size() >> (8 * i)));
-    std::memcpy(file.data() + 8, json.data(), json.size());
+    // A safetensors file served through the fault server: one U8 tensor "w" of 1 MiB.
     std::vector<std::byte> data(1u << 20);
     fill_pattern(data, 3);
-    std::memcpy(file.data() + 8 + json.size(), data.data(), data.size());
-    write_file(dir / "m.safetensors", file);
+    write_u8_file(dir / "m.safetensors", data);
     auto url = [&] { return f.url("file=" + (dir / "m.safetensors").string()); };
     // One event loop, so that the connection counts below are exact: a second loop starts on a
     // new thread and may find the queue drained already, opening fewer connections than allowed.

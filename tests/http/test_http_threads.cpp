@@ -265,14 +265,10 @@ TEST_CASE("threads: 0 takes RINGSAFE_HTTP_THREADS, else the hardware threads; 1.
 TEST_CASE("cli: --http-threads (and RINGSAFE_HTTP_THREADS) for URL sources") {
     fixture f;
     temp_dir dir;
-    const std::string json = R"({"w":{"dtype":"U8","shape":[1048576],"data_offsets":[0,1048576]}})";
-    std::vector<std::byte> file(8 + json.size() + (1u << 20));
-    for (int i = 0; i < 8; ++i) file[i] = std::byte(static_cast<unsigned char>(json.size() >> (8 * i)));
-    std::memcpy(file.data() + 8, json.data(), json.size());
+    // A safetensors file served through the fault server: one U8 tensor "w" of 1 MiB.
     std::vector<std::byte> data(1u << 20);
     fill_pattern(data, 5);
-    std::memcpy(file.data() + 8 + json.size(), data.data(), data.size());
-    write_file(dir / "m.safetensors", file);
+    write_u8_file(dir / "m.safetensors", data);
     const std::string url = f.url(0, "file=" + (dir / "m.safetensors").string());
     auto cli = [&](const std::string& env, const std::string& args) {
         return run_command(env + " '" + cli_path() + "' " + args + " 2>&1");

@@ -2,6 +2,7 @@
 #include "test_support.hpp"
 
 #include <openssl/evp.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
 
@@ -134,5 +137,31 @@ std::vector<int> user_thread_ids() {
 }
 
 std::size_t user_threads() { return user_thread_ids().size(); }
+
+int wait_child(int pid, int limit_s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+    int status = 0;
+    for (;;) {
+        const pid_t w = ::waitpid(pid, &status, WNOHANG);
+        if (w == pid) return status;
+        if (w < 0) return -1;
+        if (std::chrono::steady_clock::now() > until) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
+void write_u8_file(const std::filesystem::path& p, std::span<const std::byte> data) {
+    const std::string json = R"({"w":{"dtype":"U8","shape":[)" + std::to_string(data.size()) +
+                             R"(],"data_offsets":[0,)" + std::to_string(data.size()) + "]}}";
+    std::vector<std::byte> file(8 + json.size() + data.size());
+    for (int i = 0; i < 8; ++i) file[i] = std::byte(static_cast<unsigned char>(json.size() >> (8 * i)));
+    std::memcpy(file.data() + 8, json.data(), json.size());
+    if (!data.empty()) std::memcpy(file.data() + 8 + json.size(), data.data(), data.size());
+    write_file(p, file);
+}
 
 }  // namespace ringsafe::test

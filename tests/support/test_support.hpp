@@ -63,4 +63,11 @@ struct run_result {
 };
 run_result run_command(const std::string& cmd);
 
+// Waits up to `limit_s` seconds for child `pid`; returns its wait status, or -1
+// (after killing it with SIGKILL and reaping it) on timeout or a waitpid error.
+int wait_child(int pid, int limit_s);
+
+// Writes a safetensors file holding one U8 tensor "w" of `data`'s bytes.
+void write_u8_file(const std::filesystem::path& p, std::span<const std::byte> data);
+
 }  // namespace ringsafe::test

@@ -20,6 +20,7 @@
 
 using namespace ringsafe;
 using ringsafe::test::temp_dir;
+using ringsafe::test::wait_child;
 
 namespace {
 
@@ -67,23 +68,6 @@ bool read_rounds(reader& r, const std::vector<std::byte>& expect, unsigned round
     return true;
 }
 
-// Waits up to `limit` for `pid`; kills it and returns -1 on timeout.
-int wait_child(pid_t pid, std::chrono::seconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    for (;;) {
-        const pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) return status;
-        if (w < 0) return -1;
-        if (std::chrono::steady_clock::now() > until) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            return -1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-}
-
 // Forks; the child runs `child` (under a 60 s alarm) and exits 0 when it
 // returns true. Returns the child's wait status, or -1 when it hung.
 template <class F>
@@ -95,7 +79,7 @@ int run_child_then(F&& child, const std::function<void()>& meanwhile) {
         ::_exit(child() ? 0 : 1);
     }
     meanwhile();
-    return wait_child(pid, std::chrono::seconds(120));
+    return wait_child(pid, 120);
 }
 
 reader_options mode_options(int mode) {
@@ -145,7 +129,7 @@ TEST_CASE("fork: the child reads alone, then the parent reads", "[fork]") {
                 const pid_t g = ::fork();
                 if (g == 0) ::_exit(read_rounds(r, f.data, 20, 7) ? 0 : 1);
                 const bool mine = read_rounds(r, f.data, 20, 8);
-                int gs = wait_child(g, std::chrono::seconds(60));
+                int gs = wait_child(g, 60);
                 return mine && gs != -1 && WIFEXITED(gs) && WEXITSTATUS(gs) == 0;
             },
             [] {});

@@ -35,6 +35,7 @@
 
 using namespace ringsafe;
 using ringsafe::test::temp_dir;
+using ringsafe::test::wait_child;
 namespace fs = std::filesystem;
 
 namespace {
@@ -106,23 +107,6 @@ std::vector<std::string> ring_fdinfos() {
         out.push_back(ss.str());
     }
     return out;
-}
-
-// Waits up to `limit` for `pid`; kills it and returns -1 on timeout.
-int wait_child(pid_t pid, std::chrono::seconds limit) {
-    const auto until = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    for (;;) {
-        const pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) return status;
-        if (w < 0) return -1;
-        if (std::chrono::steady_clock::now() > until) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            return -1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
 }
 
 // The thread a SIGUSR2 handler ran on.
@@ -260,7 +244,7 @@ TEST_CASE("fork: a child of a process with a warm pool starts with an empty one"
         }
         bool parent_ok = true;
         for (std::size_t k = 0; k < 40; ++k) parent_ok = open_read_check(f, k % 8) && parent_ok;
-        const int status = wait_child(pid, std::chrono::seconds(120));
+        const int status = wait_child(pid, 120);
         CHECK(parent_ok);
         REQUIRE(status != -1);  // -1: the child hung and was killed
         if (WIFSIGNALED(status)) FAIL("child killed by signal " << WTERMSIG(status));
@@ -303,7 +287,7 @@ TEST_CASE("exit: a process exits 0 with rings and threads pooled, readers runnin
             }).detach();
             for (std::size_t k = 0;; ++k) (void)open_read_check(f, k % 8);
         }
-        const int status = wait_child(pid, std::chrono::seconds(120));
+        const int status = wait_child(pid, 120);
         REQUIRE(status != -1);  // -1: the child hung in exit and was killed
         if (WIFSIGNALED(status)) FAIL("child killed by signal " << WTERMSIG(status));
         CHECK(WEXITSTATUS(status) == 0);
