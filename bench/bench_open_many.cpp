@@ -1,7 +1,7 @@
 // bench_open_many: what a reader costs from open until its bytes land when a
 // process opens many files in turn (a loader walking the shards of a
 // checkpoint) or from several threads at once, with the process-wide ring pool
-// on and off (engine/uring/ring_pool.hpp; RINGSAFE_RING_POOL=0 is the off arm).
+// on and off (ringsafe::set_ring_pool_enabled; RINGSAFE_RING_POOL=0 does the same from the environment).
 //   bench_open_many [--dir DIR] [--shards N] [--big N] [--reps R] [--threads T]
 // DIR (default /tmp/ringsafe_open_many) gets N shard files (default 200), each
 // a 4 KiB tensor "small" then an 8 MiB tensor "big"; files of the right size
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "ringsafe/reader.hpp"
-#include "uring/ring_pool.hpp"
+#include "ringsafe/file_source.hpp"
 
 using namespace ringsafe;
 using clk = std::chrono::steady_clock;
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
         add("open reader 4K",
                         [open_reader, path = paths[0], pool, shards](std::vector<sample>& out) {
                             if (!*open_reader) {
-                                uring::set_ring_pool_enabled(pool);
+                                set_ring_pool_enabled(pool);
                                 open_reader->emplace(reader::open(path));
                             }
                             reader& r = **open_reader;
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     for (unsigned rep = 0; rep <= reps; ++rep)  // rep 0 warms (rings, threads, caches) and is not counted
         for (auto& a : arms) {
             if (a.failed) continue;
-            uring::set_ring_pool_enabled(a.pool);
+            set_ring_pool_enabled(a.pool);
             std::vector<sample> s;
             try {
                 a.run(s);

@@ -68,7 +68,7 @@ struct async_writer::impl : std::enable_shared_from_this<async_writer::impl> {
     bool armed = false;            // an async_wait on `event` is outstanding
     bool offloaded = false;        // the head operation runs on the blocking pool: hands off the engine
     bool abandon_requested = false;  // the async_writer was destroyed
-    std::exception_ptr ring_error;   // reaping failed (io_uring_submit of a resubmission)
+    std::exception_ptr ring_error;   // reaping failed (the ring refused a resubmission)
 
     // All on the strand.
     void push(std::unique_ptr<detail::writer_op> op);

@@ -66,7 +66,12 @@ bool make_room(pool_state& s, const worker_ring& r, std::vector<std::unique_ptr<
 
 }  // namespace
 
+}  // namespace ringsafe::uring
+
+namespace ringsafe {
+
 bool ring_pool_enabled() noexcept {
+    using uring::enabled;
     int v = enabled.load(std::memory_order_relaxed);
     if (v >= 0) return v != 0;
     const char* env = std::getenv("RINGSAFE_RING_POOL");
@@ -75,7 +80,11 @@ bool ring_pool_enabled() noexcept {
     return enabled.load(std::memory_order_relaxed) != 0;
 }
 
-void set_ring_pool_enabled(bool on) noexcept { enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+void set_ring_pool_enabled(bool on) noexcept { uring::enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+}  // namespace ringsafe
+
+namespace ringsafe::uring {
 
 std::uint64_t new_ring_owner() noexcept { return last_owner.fetch_add(1, std::memory_order_relaxed) + 1; }
 

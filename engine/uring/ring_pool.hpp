@@ -8,15 +8,14 @@
 #include <cstdint>
 #include <memory>
 
+#include "ringsafe/file_source.hpp"
 #include "uring/worker_ring.hpp"
 
 namespace ringsafe::uring {
 
-// Whether rings and worker threads are pooled: on unless the environment held
-// RINGSAFE_RING_POOL=0 when first asked. set_ring_pool_enabled overrides it
-// for what is taken afterwards (benchmarks compare both in one process).
-bool ring_pool_enabled() noexcept;
-void set_ring_pool_enabled(bool on) noexcept;
+// The switch itself is public (ringsafe/file_source.hpp).
+using ringsafe::ring_pool_enabled;
+using ringsafe::set_ring_pool_enabled;
 
 // A fresh id for a file owner (a source): rings remember the owner whose
 // file they were last attached to.

@@ -7,8 +7,8 @@
 // of a caller buffer whose address is congruent with its file offset, and the
 // last partial block is zero-padded (the owner truncates the file afterwards).
 //
-// The blocking calls (put_copy, put_owned, flush, wait_one) wait in
-// io_uring_wait_cqe; the event-driven ones (put_copy_some, flush_start,
+// The blocking calls (put_copy, put_owned, flush, wait_one) wait on the
+// ring (write_ring::wait_one); the event-driven ones (put_copy_some, flush_start,
 // reap_ready) never block, for an owner that waits on the ring's eventfd
 // (write_ring::attach_eventfd) instead. Both share the same staging and ring.
 #pragma once

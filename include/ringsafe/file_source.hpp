@@ -92,4 +92,11 @@ struct file_options {
 // The returned source serializes concurrent execute() calls.
 std::unique_ptr<source> open_file(const std::string& path, const file_options& opts = {});
 
+// Whether file sources take their rings and worker threads from the process-wide
+// pool: on unless RINGSAFE_RING_POOL=0 was in the environment when first asked.
+bool ring_pool_enabled() noexcept;
+// Turns the pool on or off for rings and threads taken from now on (sources
+// already open keep what they hold).
+void set_ring_pool_enabled(bool on) noexcept;
+
 }  // namespace ringsafe
