@@ -41,8 +41,7 @@
 #include "bench_args.hpp"
 #include "bench_command.hpp"
 #include "bench_report.hpp"
-#include "http/s3_object.hpp"
-#include "http/url.hpp"
+#include "ringsafe/http.hpp"
 #include "http_harness.hpp"
 #include "radosgw_cluster.hpp"
 #include "ringsafe/buffer.hpp"
@@ -176,9 +175,7 @@ int main(int argc, char** argv) {
         so.access_key_id = test::radosgw_cluster::access_key;
         so.secret_access_key = test::radosgw_cluster::secret_key;
         so.endpoint = rgw->endpoint();
-        auto resolved = http_engine::resolve_s3_options(so);
-        auto target = http_engine::s3_http_url(http_engine::parse_url("s3://bench/model.safetensors"), resolved);
-        presigned = http_engine::sigv4_presign(target, resolved, std::chrono::seconds(7200), std::time(nullptr));
+        presigned = presign_s3_url("s3://bench/model.safetensors", so, std::chrono::seconds(7200));
     }
 
     long cp_rss_kib = 0;

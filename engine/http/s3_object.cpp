@@ -169,3 +169,20 @@ remote_object make_s3_object(const url& s3url, const s3_options& opts) {
 }
 
 }  // namespace ringsafe::http_engine
+
+namespace ringsafe {
+
+std::string presign_s3_url(const std::string& s3_url, const s3_options& opts, std::chrono::seconds expires) {
+    using namespace http_engine;
+    const url u = parse_url(s3_url);
+    if (u.scheme != "s3") raise(errc::InvalidArgument, "presign_s3_url: not an s3:// URL: " + s3_url);
+    if (expires.count() < 1 || expires.count() > 7 * 24 * 3600)
+        raise(errc::InvalidArgument, "presign_s3_url: expiry of " + std::to_string(expires.count()) +
+                                         " s is out of range 1..604800 for " + s3_url);
+    const s3_options resolved = resolve_s3_options(opts);
+    if (resolved.access_key_id.empty())
+        raise(errc::InvalidArgument, "presign_s3_url: no access key to sign " + s3_url + " with");
+    return sigv4_presign(s3_http_url(u, resolved), resolved, expires, std::time(nullptr));
+}
+
+}  // namespace ringsafe

@@ -95,4 +95,10 @@ std::unique_ptr<source> open_url(const std::string& url, const http_options& opt
 // Face Hub (huggingface.co, hf.co and their subdomains). The CLI calls it.
 void apply_environment_credentials(const std::string& url, http_options& opts);
 
+// A presigned GET URL (SigV4 query signing) for `s3_url` (s3://bucket/key) that any
+// HTTP client can fetch without credentials for `expires` (1 s to 7 days); `opts`
+// is resolved as open_url resolves it (the AWS_* environment fills what is empty).
+// Throws InvalidArgument naming the URL: not s3://, no access key, expiry out of range.
+std::string presign_s3_url(const std::string& s3_url, const s3_options& opts, std::chrono::seconds expires);
+
 }  // namespace ringsafe

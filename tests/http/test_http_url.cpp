@@ -9,6 +9,7 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "test_support.hpp"
 
 using namespace ringsafe;
 using namespace ringsafe::http_engine;
@@ -98,6 +99,26 @@ TEST_CASE("SigV4 presigned URL matches AWS's published example") {
     std::string signed_url = sigv4_presign(u, o, std::chrono::seconds(86400), t);
     CHECK(signed_url.find("X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404") != std::string::npos);
     CHECK(signed_url.starts_with("https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&"));
+}
+
+TEST_CASE("presign_s3_url refuses what it cannot sign, naming the URL") {
+    s3_options o;
+    o.access_key_id = "AKID";
+    o.secret_access_key = "secret";
+    o.region = "us-east-1";
+    o.endpoint = "http://127.0.0.1:7480";
+    using std::chrono::seconds;
+    CHECK_THAT(test::kind_of([&] { presign_s3_url("http://127.0.0.1/b/k", o, seconds(60)); }),
+               Catch::StartsWith("InvalidArgument") && Catch::Contains("not an s3:// URL: http://127.0.0.1/b/k"));
+    CHECK_THAT(test::kind_of([&] { presign_s3_url("s3://b/k", o, seconds(0)); }),
+               Catch::StartsWith("InvalidArgument") && Catch::Contains("out of range 1..604800 for s3://b/k"));
+    CHECK_THAT(test::kind_of([&] { presign_s3_url("s3://b/k", o, seconds(604801)); }),
+               Catch::Contains("out of range"));
+    // Signed with the given key for the endpoint's path-style URL.
+    const std::string u = presign_s3_url("s3://b/k", o, seconds(60));
+    CHECK(u.starts_with("http://127.0.0.1:7480/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&"));
+    CHECK(u.find("X-Amz-Credential=AKID%2F") != std::string::npos);
+    CHECK(u.find("X-Amz-Expires=60") != std::string::npos);
 }
 
 TEST_CASE("SigV4 header fields sign host, date and payload hash") {
