@@ -135,11 +135,19 @@ void async_writer::impl::offload(std::function<void()> work, std::function<void(
         } catch (...) {
             e = std::current_exception();
         }
-        boost::asio::post(self->strand, [self, done = std::move(done), e] {
-            self->offloaded = false;
-            done(e);
-            self->pump();
-        });
+        // This thread lets go of the writer before the strand can run the handler:
+        // the last reference must not die here, after the io_context (and the
+        // service behind the writer's stream_descriptor) may already be gone.
+        // The guard (released last) keeps io_context::run() going until then.
+        work = nullptr;
+        {
+            auto strand = self->strand;
+            boost::asio::post(strand, [self = std::move(self), done = std::move(done), e] {
+                self->offloaded = false;
+                done(e);
+                self->pump();
+            });
+        }
         guard.reset();
     });
 }
