@@ -125,6 +125,11 @@ int main(int argc, char** argv) {
         }
     }
     if (cli.empty()) cli = (fs::path(argv[0]).parent_path() / ".." / "tools" / "ringsafe").string();
+    if (peers && std::system("command -v aria2c >/dev/null && command -v rclone >/dev/null") != 0) {
+        std::fprintf(stderr, "bench_cp: aria2c or rclone not found (`bash tools/dev.sh bench` installs both); "
+                             "the peer arms are left out\n");
+        peers = false;
+    }
     cli = fs::absolute(cli).string();
     const fs::path work = fs::absolute(fs::path(dir) / "bench_cp.work");
     fs::remove_all(work);
@@ -249,7 +254,11 @@ int main(int argc, char** argv) {
         for (auto& [cname, cbytes, arms] : cases)
             for (auto& a : arms) {
                 double t = a.run();
+                // Every arm starts from the same state: no output, nothing left for the
+                // file system to commit (the previous output's freed blocks, discarded at
+                // the next journal commit, would otherwise land in the next arm's fsync).
                 fs::remove(out);
+                ::sync();
                 a.gbps.push_back(t > 0 ? cbytes / t / 1e9 : 0);
                 std::fprintf(stderr, "rep %d %-10s %-24s %.3f GB/s\n", rep, cname.c_str(), a.name.c_str(), a.gbps.back());
             }
