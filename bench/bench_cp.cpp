@@ -14,7 +14,8 @@
 //           writer alone     the streaming writer from memory (zero-copy O_DIRECT), fsync / no fsync
 //           cp               `ringsafe cp FILE OUT --json` (wall time), and with --no-sync
 //   nginx   reader alone     `ringsafe load URL --json`
-//           cp               `ringsafe cp URL OUT`, with --no-sync, with --no-sync --no-direct
+//           cp               `ringsafe cp URL OUT`, with --no-sync, with --no-sync --no-direct, and
+//                            with --no-sync --connections 16 (the peers' concurrency; default 32)
 //           aria2c           `aria2c -x16 -s16` (no fsync)
 //           rclone           `rclone copy :http: --multi-thread-streams 16 --ignore-checksum` (no fsync)
 //   radosgw the same with s3://bucket/key (AWS_* environment), aria2c on a presigned URL,
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
             cp_arm("'" + from + "'", ""),
             cp_arm("'" + from + "'", " --no-sync"),
             cp_arm("'" + from + "'", " --no-sync --no-direct"),
+            cp_arm("'" + from + "'", " --no-sync --connections 16"),  // the peers' concurrency
         };
         if (peers) {
             v.push_back({"aria2c -x16 -s16", "aria2c -q -x16 -s16 --allow-overwrite=true -d " + outdir +
@@ -250,6 +252,7 @@ int main(int argc, char** argv) {
                 };
             }
 
+    ::sync();  // the source files' writeback is not the first arm's
     for (int rep = 0; rep < reps; ++rep)
         for (auto& [cname, cbytes, arms] : cases)
             for (auto& a : arms) {
@@ -298,6 +301,8 @@ int main(int argc, char** argv) {
             targets.push_back({cname + ": cp --no-sync / rclone 16 streams", med("ringsafe cp --no-sync") / med("rclone 16 streams"), 1.5});
             targets.push_back({cname + ": cp (fsync) / aria2c -x16", med("ringsafe cp") / med("aria2c -x16 -s16"), 2.0});
             targets.push_back({cname + ": cp (fsync) / rclone 16 streams", med("ringsafe cp") / med("rclone 16 streams"), 1.5});
+            targets.push_back({cname + ": cp --no-sync --connections 16 / rclone 16 streams",
+                               med("ringsafe cp --no-sync --connections 16") / med("rclone 16 streams"), 1.5});
         }
     }
     std::printf("\ncp peak RSS (largest VmHWM over all cp runs): %.1f MiB; buffers 4 x 64 MiB = 256 MiB; beyond them %.1f MiB\n",
