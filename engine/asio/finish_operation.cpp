@@ -48,12 +48,13 @@ struct finish_op final : writer_op {
                 if (c.appending) {
                     at = stage::appended;
                     committing = true;
-                    w.offload([&c, this] { c.finish_append(md()); }, [this](std::exception_ptr e) { pool_error = e; });
+                    w.offload([m = meta](ringsafe::writer::impl& e) { e.finish_append(m ? &*m : nullptr); },
+                              [this](std::exception_ptr e) { pool_error = e; });
                     return false;
                 }
                 at = stage::header;
                 if (c.seal(md(), logical_end)) {
-                    w.offload([&c] { c.relocate(c.sealed_json, c.sealed_data); },
+                    w.offload([](ringsafe::writer::impl& e) { e.relocate(e.sealed_json, e.sealed_data); },
                               [this](std::exception_ptr e) { pool_error = e; });
                     return false;
                 }
