@@ -32,7 +32,8 @@ ringsafe::writer::impl& engine_of(writer& w) {
 }  // namespace
 
 async_writer::impl::impl(executor_type ex, writer w)
-    : wr(std::make_shared<writer>(std::move(w))), core(engine_of(*wr)), strand(boost::asio::make_strand(ex)), event(strand) {
+    : wr(std::make_shared<writer>(std::move(w))), core(engine_of(*wr)), strand(boost::asio::make_strand(ex)),
+      event(strand) {
     const int efd = uring::open_eventfd("ringsafe async writer");
     event.assign(efd);
     if (core.stream) core.stream->ring().attach_eventfd(efd);
@@ -141,8 +142,9 @@ void async_writer::impl::offload(std::function<void(ringsafe::writer::impl&)> wo
                                  std::function<void(std::exception_ptr)> done) {
     offloaded = true;
     auto life = detail::life_of(boost::asio::query(strand.get_inner_executor(), boost::asio::execution::context));
-    const detail::context_life::ticket t = life->park(
-        offload_completion{shared_from_this(), std::move(done), boost::asio::make_work_guard(strand.get_inner_executor())});
+    auto guard = boost::asio::make_work_guard(strand.get_inner_executor());
+    const detail::context_life::ticket t =
+        life->park(offload_completion{shared_from_this(), std::move(done), std::move(guard)});
     // The task holds the writer's engine, not this state: when the io_context
     // is destroyed meanwhile, the state goes with it, and the engine (the
     // file abandoned) goes here once the step is done.

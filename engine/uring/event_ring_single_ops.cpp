@@ -11,7 +11,8 @@
 
 namespace ringsafe::uring {
 
-std::uint64_t event_ring::submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<const void> keep,
+std::uint64_t event_ring::submit_single(const std::function<void(io_uring_sqe*)>& prep,
+                                        std::shared_ptr<const void> keep,
                                         std::function<void(int)> done, bool result_is_fd) {
     const std::uint64_t ud = (++next_single_ << 32) | single_low;
     if (!ring_ok_) return ud;  // shut down: `done` never runs
