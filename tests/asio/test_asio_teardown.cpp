@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -233,6 +234,55 @@ TEST_CASE("asio teardown: destroying the io_context mid async_write / async_fini
     }
     CHECK(mid_write >= 3);
     CHECK(finished >= 1);
+}
+
+TEST_CASE("asio teardown: with the io_context alive, a custom open and its pool reads complete on it",
+          "[asio_teardown][pool]") {
+    temp_dir dir;
+    const std::string path = (dir / "c.safetensors").string();
+    write_file(path, build_file(mixed).bytes);
+    std::atomic<int> gone{0};
+    reader_options ro;
+    ro.open = [&](const std::string& spec) -> std::unique_ptr<source> {
+        return std::make_unique<watched_source>(open_file(spec), nullptr, gone);
+    };
+    const auto me = std::this_thread::get_id();
+    net::io_context io;
+    std::optional<ra::async_reader> r;
+    ra::async_open(io.get_executor(), path, ro, [&](ra::error_code ec, ra::async_reader opened) {
+        CHECK_FALSE(ec);
+        CHECK(std::this_thread::get_id() == me);
+        r.emplace(std::move(opened));
+    });
+    io.run();
+    REQUIRE(r);
+    REQUIRE(r->valid());
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::span<std::byte>> dsts;
+    for (auto& t : mixed) bufs.emplace_back(t.bytes);
+    for (auto& b : bufs) dsts.emplace_back(b);
+    std::uint64_t last = 0, total = 0;
+    int calls = 0;
+    ra::read_callbacks cb;
+    cb.on_progress = [&](std::uint64_t done, std::uint64_t all) {
+        CHECK(std::this_thread::get_id() == me);
+        CHECK(done >= last);
+        last = done;
+        total = all;
+    };
+    ra::async_read(*r, r->get().all(), dsts, std::move(cb), [&](ra::error_code ec, std::size_t n) {
+        ++calls;
+        CHECK_FALSE(ec);
+        CHECK(std::this_thread::get_id() == me);
+        CHECK(n == total);
+        CHECK(last == total);  // every byte's progress came before the handler
+    });
+    io.restart();
+    io.run();
+    CHECK(calls == 1);
+    for (std::size_t i = 0; i < mixed.size(); ++i) CHECK(bufs[i] == tensor_bytes(mixed[i].name, mixed[i].bytes));
+    r.reset();
+    CHECK(gone == 1);
 }
 
 TEST_CASE("asio teardown: destroying the io_context while a custom open blocks on the pool runs no handler",
