@@ -6,13 +6,16 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "asio/blocking_pool.hpp"
+#include "asio/context_life.hpp"
 #include "asio/open_steps.hpp"
 #include "asio/reader_access.hpp"
 #include "asio/reader_state.hpp"
@@ -111,23 +114,48 @@ void finish(status* st, const error_code& ec, std::string msg, const net::any_io
     net::post(done_ex, net::append(std::move(handler), ec, std::move(result)));
 }
 
-// Custom sources: their open blocks, so it runs on the blocking pool.
+// What a custom open holds of the caller's io_context, parked with it
+// (context_life.hpp) while the open runs on the blocking pool.
+struct pool_open_completion {
+    async_reader::executor_type ex;
+    async_options aopts;
+    status* st;
+    net::any_io_executor done_ex;
+    net::executor_work_guard<net::any_io_executor> work;  // io_context::run() keeps going
+    open_handler handler;
+};
+
+// Custom sources: their open blocks, so it runs on the blocking pool. Its
+// completion reaches the io_context only if that is still alive; otherwise
+// the handler went with the io_context (destroyed, never run) and the reader
+// opened here is closed on the pool thread.
 void open_on_pool(async_reader::executor_type ex, std::string spec, reader_options ropts, async_options aopts,
                   status* st, net::any_io_executor done_ex, open_handler handler) {
+    auto life = life_of(net::query(done_ex, net::execution::context));
     auto work = net::make_work_guard(done_ex);
-    net::post(blocking_pool(), [ex = std::move(ex), spec = std::move(spec), ropts = std::move(ropts), aopts, st,
-                                done_ex = std::move(done_ex), work = std::move(work),
-                                handler = std::move(handler)]() mutable {
+    const context_life::ticket t = life->park(pool_open_completion{std::move(ex), aopts, st, std::move(done_ex),
+                                                                   std::move(work), std::move(handler)});
+    net::post(blocking_pool(), [life = std::move(life), t, spec = std::move(spec), ropts = std::move(ropts)] {
         std::error_code ec;
         std::string msg;
-        async_reader result;
+        std::optional<reader> opened;
         try {
-            result = async_reader(ex, reader::open(spec, ropts), aopts);
+            opened.emplace(reader::open(spec, ropts));
         } catch (...) {
             describe_failure(std::current_exception(), spec, ec, msg);
         }
-        finish(st, ec, std::move(msg), done_ex, std::move(handler), std::move(result));
-        work.reset();
+        life->claim<pool_open_completion>(t, [&](pool_open_completion c) {
+            async_reader result;
+            if (opened) {
+                try {
+                    result = async_reader(c.ex, std::move(*opened), c.aopts);
+                } catch (...) {
+                    describe_failure(std::current_exception(), spec, ec, msg);
+                }
+            }
+            finish(c.st, ec, std::move(msg), c.done_ex, std::move(c.handler), std::move(result));
+            c.work.reset();
+        });
     });
 }
 

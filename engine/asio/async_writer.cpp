@@ -7,10 +7,13 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 
 #include "asio/blocking_pool.hpp"
+#include "asio/context_life.hpp"
 #include "asio/writer_access.hpp"
 #include "asio/writer_ops.hpp"
 #include "asio/writer_state.hpp"
@@ -29,7 +32,8 @@ ringsafe::writer::impl& engine_of(writer& w) {
 }  // namespace
 
 async_writer::impl::impl(executor_type ex, writer w)
-    : wr(std::move(w)), core(engine_of(wr)), strand(boost::asio::make_strand(ex)), event(strand) {
+    : wr(std::make_shared<writer>(std::move(w))), core(engine_of(*wr)), strand(boost::asio::make_strand(ex)),
+      event(strand) {
     const int efd = uring::open_eventfd("ringsafe async writer");
     event.assign(efd);
     if (core.stream) core.stream->ring().attach_eventfd(efd);
@@ -100,7 +104,7 @@ void async_writer::impl::pump() {
             // so that abandoning never waits on the disk.
             if (op.abandons_on_error) {
                 if (ring_busy()) return arm();
-                wr.abandon();
+                wr->abandon();
             }
             done = true;
         }
@@ -110,7 +114,7 @@ void async_writer::impl::pump() {
     }
     if (!offloaded && queue.empty() && abandon_requested && !core.finished && !core.dead) {
         if (ring_busy()) return arm();
-        wr.abandon();
+        wr->abandon();
     }
 }
 
@@ -124,31 +128,43 @@ void async_writer::impl::complete(detail::writer_op& op) {
     boost::asio::post(op.done_ex, boost::asio::append(std::move(*op.handler), ec, op.failed ? std::size_t{0} : op.n));
 }
 
-void async_writer::impl::offload(std::function<void()> work, std::function<void(std::exception_ptr)> done) {
+namespace {
+// What an offloaded step holds of the io_context, parked with it
+// (detail::context_life) while the step runs on the blocking pool.
+struct offload_completion {
+    std::shared_ptr<async_writer::impl> self;
+    std::function<void(std::exception_ptr)> done;
+    boost::asio::executor_work_guard<async_writer::executor_type> work;  // io_context::run() keeps going
+};
+}  // namespace
+
+void async_writer::impl::offload(std::function<void(ringsafe::writer::impl&)> work,
+                                 std::function<void(std::exception_ptr)> done) {
     offloaded = true;
-    auto guard = boost::asio::make_work_guard(strand.get_inner_executor());  // io_context::run() keeps going
-    boost::asio::post(detail::blocking_pool(), [self = shared_from_this(), work = std::move(work),
-                                                done = std::move(done), guard = std::move(guard)]() mutable {
+    auto life = detail::life_of(boost::asio::query(strand.get_inner_executor(), boost::asio::execution::context));
+    auto guard = boost::asio::make_work_guard(strand.get_inner_executor());
+    const detail::context_life::ticket t =
+        life->park(offload_completion{shared_from_this(), std::move(done), std::move(guard)});
+    // The task holds the writer's engine, not this state: when the io_context
+    // is destroyed meanwhile, the state goes with it, and the engine (the
+    // file abandoned) goes here once the step is done.
+    boost::asio::post(detail::blocking_pool(), [life = std::move(life), t, engine = wr, work = std::move(work)] {
         std::exception_ptr e;
         try {
-            work();
+            detail::run_offload_hook();
+            work(engine_of(*engine));
         } catch (...) {
             e = std::current_exception();
         }
-        // This thread lets go of the writer before the strand can run the handler:
-        // the last reference must not die here, after the io_context (and the
-        // service behind the writer's stream_descriptor) may already be gone.
-        // The guard (released last) keeps io_context::run() going until then.
-        work = nullptr;
-        {
-            auto strand = self->strand;
-            boost::asio::post(strand, [self = std::move(self), done = std::move(done), e] {
+        life->claim<offload_completion>(t, [&](offload_completion c) {
+            auto strand = c.self->strand;
+            boost::asio::post(strand, [self = std::move(c.self), done = std::move(c.done), e] {
                 self->offloaded = false;
                 done(e);
                 self->pump();
             });
-        }
-        guard.reset();
+            c.work.reset();
+        });
     });
 }
 
@@ -177,7 +193,7 @@ async_writer& async_writer::operator=(async_writer&& o) noexcept {
 
 async_writer::~async_writer() { request_abandon(impl_); }
 
-writer& async_writer::get() noexcept { return impl_->wr; }
+writer& async_writer::get() noexcept { return *impl_->wr; }
 
 namespace detail {
 namespace {

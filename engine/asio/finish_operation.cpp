@@ -1,12 +1,11 @@
 // async_finish's operation: writer::finish as a sequence of ring operations
 // whose completions arrive through the eventfd. New files: the last block is
-// flushed, the header is written at offset 0 (IORING_OP_WRITE), then the
-// temporary's publish steps run as IORING_OP_FSYNC, IORING_OP_LINKAT /
-// IORING_OP_RENAMEAT, IORING_OP_OPENAT + IORING_OP_FSYNC of the directory.
+// flushed, the header is written at offset 0 (the write ring's one-shot
+// write), then the temporary's publish steps run as the ring's fsync,
+// linkat / renameat, and open + fsync of the directory.
 // Inline on the strand (quick metadata calls): ftruncate of the O_DIRECT
 // padding, closing the descriptors. On the blocking pool: reservation-overflow
 // relocation, and an append-mode writer's finish (after its data is flushed).
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -48,12 +47,13 @@ struct finish_op final : writer_op {
                 if (c.appending) {
                     at = stage::appended;
                     committing = true;
-                    w.offload([&c, this] { c.finish_append(md()); }, [this](std::exception_ptr e) { pool_error = e; });
+                    w.offload([m = meta](ringsafe::writer::impl& e) { e.finish_append(m ? &*m : nullptr); },
+                              [this](std::exception_ptr e) { pool_error = e; });
                     return false;
                 }
                 at = stage::header;
                 if (c.seal(md(), logical_end)) {
-                    w.offload([&c] { c.relocate(c.sealed_json, c.sealed_data); },
+                    w.offload([](ringsafe::writer::impl& e) { e.relocate(e.sealed_json, e.sealed_data); },
                               [this](std::exception_ptr e) { pool_error = e; });
                     return false;
                 }
@@ -109,15 +109,15 @@ struct finish_op final : writer_op {
         return "finishing '" + c.path + "' was cancelled: the file is abandoned";
     }
 
-    void issue(async_writer::impl& w, std::function<void(io_uring_sqe*)> prep, bool result_is_fd = false) {
+    // Runs `submit` (one of the write ring's one-shot operations) with a
+    // completion that records its result.
+    template <class Submit>
+    void issue(async_writer::impl& w, Submit submit) {
         pending = true;
-        w.core.stream->ring().submit_op(
-            std::move(prep),
-            [this](int r) {
-                result = r;
-                pending = false;
-            },
-            result_is_fd);
+        submit(w.core.stream->ring(), [this](int r) {
+            result = r;
+            pending = false;
+        });
     }
 
     void issue_header_write(async_writer::impl& w) {
@@ -125,7 +125,9 @@ struct finish_op final : writer_op {
         const std::byte* from = block.get() + written;
         const auto len = static_cast<unsigned>(length - written);
         const std::uint64_t at_offset = written;
-        issue(w, [=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, from, len, at_offset); });
+        issue(w, [=](write_engine::write_ring& r, std::function<void(int)> done) {
+            r.submit_write_once(fd, from, len, at_offset, std::move(done));
+        });
     }
 
     // Accounts for the header write's result; false while bytes remain.
@@ -138,31 +140,24 @@ struct finish_op final : writer_op {
     }
 
     void issue_publish_step(async_writer::impl& w) {
-        const temp_file::publish_step& s = next;  // lives in this operation until the completion
+        const temp_file::publish_step& s = next;
+        using ring = write_engine::write_ring;
+        using done_fn = std::function<void(int)>;
         switch (s.kind) {
         case temp_file::step_kind::fsync_file:
         case temp_file::step_kind::fsync_dir:
-            issue(w, [fd = s.fd](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, 0); });
+            issue(w, [fd = s.fd](ring& r, done_fn done) { r.submit_fsync(fd, std::move(done)); });
             break;
         case temp_file::step_kind::link:
             committing = true;
-            issue(w, [&s](io_uring_sqe* sqe) {
-                io_uring_prep_linkat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), AT_SYMLINK_FOLLOW);
-            });
+            issue(w, [&s](ring& r, done_fn done) { r.submit_linkat(s.from, s.to, std::move(done)); });
             break;
         case temp_file::step_kind::rename:
             committing = true;
-            issue(w, [&s](io_uring_sqe* sqe) {
-                io_uring_prep_renameat(sqe, AT_FDCWD, s.from.c_str(), AT_FDCWD, s.to.c_str(), 0);
-            });
+            issue(w, [&s](ring& r, done_fn done) { r.submit_renameat(s.from, s.to, std::move(done)); });
             break;
         case temp_file::step_kind::open_dir:
-            issue(
-                w,
-                [&s](io_uring_sqe* sqe) {
-                    io_uring_prep_openat(sqe, AT_FDCWD, s.to.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-                },
-                true);
+            issue(w, [&s](ring& r, done_fn done) { r.submit_open_dir(s.to, std::move(done)); });
             break;
         case temp_file::step_kind::done: break;
         }

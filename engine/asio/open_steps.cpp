@@ -2,7 +2,6 @@
 // their first request, the header after the prefix.
 #include "asio/open_steps.hpp"
 
-#include <fcntl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,8 +20,7 @@
 namespace ringsafe::asio::detail {
 namespace net = boost::asio;
 
-net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep, std::shared_ptr<void> keep,
-                            bool result_is_fd) {
+net::awaitable<int> ring_op(open_context& c, single_submit submit) {
     for (unsigned tries = 0;; ++tries) {
         c.check_cancelled();
         std::uint64_t id = 0;
@@ -33,7 +31,7 @@ net::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> 
         const int res = co_await net::async_initiate<const net::use_awaitable_t<>&, void(int)>(
             [&](auto handler) {
                 auto h = std::make_shared<decltype(handler)>(std::move(handler));
-                id = c.ring->submit_single(prep, keep, [h](int r) { std::move(*h)(r); }, result_is_fd);
+                id = submit(*c.ring, [h](int r) { std::move(*h)(r); });
             },
             net::use_awaitable);
         pending = false;
@@ -52,8 +50,9 @@ net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& pa
         const auto len = static_cast<unsigned>(std::min<std::uint64_t>(dst.size() - done, 1u << 30));
         std::byte* to = dst.data() + done;
         const std::uint64_t at = offset + done;
-        const int r = co_await ring_op(
-            c, [&](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, to, len, at); }, nullptr);
+        const int r = co_await ring_op(c, [&](uring::event_ring& ring, std::function<void(int)> done) {
+            return ring.submit_read(fd, to, len, at, std::move(done));
+        });
         c.check_cancelled();
         if (r < 0) uring::raise_read_failed(path, -r, at);
         if (r == 0) uring::raise_read_truncated(path, at, offset, offset + dst.size());
@@ -67,11 +66,11 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     const file_options& fo = c.ropts.source.file;
     uring::check_file_options(path, fo);
     uring::opened_file f;
-    auto name = std::make_shared<std::string>(path);
+    auto name = std::make_shared<const std::string>(path);
     auto open_with = [&](int flags) {
-        return ring_op(
-            c, [name, flags](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, name->c_str(), flags, 0); },
-            name, true);
+        return ring_op(c, [name, flags](uring::event_ring& ring, std::function<void(int)> done) {
+            return ring.submit_openat(name, flags, std::move(done));
+        });
     };
     int r = co_await open_with(uring::buffered_open_flags);
     if (r >= 0) f.fd = uring::owned_fd(r);

@@ -6,8 +6,6 @@
 // same failure, or open_aborted once the open was cancelled.
 #pragma once
 
-#include <liburing.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,13 +37,12 @@ struct open_context {
     }
 };
 
-// One io_uring operation (`prep` fills the SQE); its CQE result. `keep`
-// holds what the kernel uses until the CQE. Transient results
-// (uring::transient_result) are resubmitted. `result_is_fd` (openat): a
-// descriptor that never reaches the caller (the io_context destroyed
-// meanwhile) is closed.
-boost::asio::awaitable<int> ring_op(open_context& c, std::function<void(io_uring_sqe*)> prep,
-                                    std::shared_ptr<void> keep, bool result_is_fd = false);
+// Submits one single operation of the ring (uring::event_ring::submit_openat,
+// submit_read) with the given completion; returns its id.
+using single_submit = std::function<std::uint64_t(uring::event_ring&, std::function<void(int)> done)>;
+// One single operation on c's ring, submitted by `submit`; its result.
+// Transient results (uring::transient_result) are resubmitted.
+boost::asio::awaitable<int> ring_op(open_context& c, single_submit submit);
 // Opens `spec` (a path or URL) as open_source() does, without blocking.
 boost::asio::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec);
 // src.read_exact(offset, dst) without blocking (file sources on the ring,

@@ -6,17 +6,17 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 
 #include "asio/blocking_pool.hpp"
+#include "asio/context_life.hpp"
 #include "asio/reader_access.hpp"
 #include "format/error_context.hpp"
 #include "read/op_description.hpp"
 
 namespace ringsafe::asio::detail {
-namespace {
-
-}  // namespace
 
 read_operation::read_operation(std::shared_ptr<async_reader::impl> owner, read_plan plan, read_callbacks cb,
                                status* st, boost::asio::any_io_executor done_ex, io_handler handler)
@@ -74,37 +74,56 @@ void read_operation::start_async_shard(std::size_t entry, ringsafe::detail::asyn
     runs_.push_back(src.start_async({owner_->strand, owner_->ring}, plan_.data()->shards[entry].ops, std::move(c)));
 }
 
+// The pool task holds only what is free of the io_context: its shard's source,
+// the plan and the cancel flag. The operation (its strand, handler, executors)
+// is parked with the io_context meanwhile (context_life.hpp): progress and the
+// shard's end reach the strand only while the io_context is alive; once it is
+// gone, the task ends without posting and the operation went with it.
 void read_operation::start_pool_shard(std::size_t entry) {
     if (!pool_cancel_) pool_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_);
-    boost::asio::post(blocking_pool(), [self = shared_from_this(), entry] {
-        reader::impl& r = ringsafe::detail::reader_access::of(self->owner_->rd);
-        const auto& so = self->plan_.data()->shards[entry];
-        auto& io = *r.io[so.shard];
+    using parked = std::shared_ptr<read_operation>;
+    auto life = life_of(boost::asio::query(owner_->strand.get_inner_executor(), boost::asio::execution::context));
+    const context_life::ticket t = life->park(shared_from_this());
+    const reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
+    std::shared_ptr<reader::impl::shard_io> io = r.io[plan_.data()->shards[entry].shard];
+    boost::asio::post(blocking_pool(), [life = std::move(life), t, io = std::move(io), plan = plan_, entry,
+                                        cancel = pool_cancel_, progress = progress_wanted_] {
+        const auto& so = plan.data()->shards[entry];
         std::atomic<std::uint64_t> landed{0};
         io_control c;
-        c.cancel = self->pool_cancel_.get();
-        c.on_bytes = [&landed, self, entry](std::size_t op, std::uint64_t n) {
+        c.cancel = cancel.get();
+        c.on_bytes = [&landed, &life, t, entry, progress](std::size_t op, std::uint64_t n) {
             landed.fetch_add(n, std::memory_order_relaxed);
             // Progress is reported on the strand, in order, before shard_done.
-            if (self->progress_wanted_)
-                boost::asio::post(self->owner_->strand, [self, entry, op, n] { self->progress_->landed(entry, op, n); });
+            if (progress)
+                life->visit<parked>(t, [&](const parked& self) {
+                    boost::asio::post(self->owner_->strand,
+                                      [self, entry, op, n] { self->progress_->landed(entry, op, n); });
+                });
         };
-        c.describe = [&](std::uint32_t tag) { return self->describe(entry, tag); };
+        // Nobody reads the message once the io_context is gone.
+        c.describe = [&life, t, entry](std::uint32_t tag) {
+            std::string out = "op tag " + std::to_string(tag);
+            life->visit<parked>(t, [&](const parked& self) { out = self->describe(entry, tag); });
+            return out;
+        };
         std::error_code ec;
         std::string msg;
         try {
-            std::lock_guard lock(io.busy);
-            io.src->execute(so.ops, c);
+            std::lock_guard lock(io->busy);
+            io->src->execute(so.ops, c);
         } catch (const std::system_error& e) {
             ec = e.code();
             msg = ringsafe::detail::bare_message(e);
         } catch (const std::exception& e) {
             ec = make_error_code(errc::IoError);
-            msg = io.src->name() + ": " + e.what();
+            msg = io->src->name() + ": " + e.what();
         }
         const bool cancelled = ec == make_error_code(errc::Cancelled);
-        boost::asio::post(self->owner_->strand, [self, ec, msg = std::move(msg), n = landed.load(), cancelled] {
-            self->shard_done(ec, msg, n, cancelled);
+        life->claim<parked>(t, [&](parked self) {
+            auto strand = self->owner_->strand;
+            boost::asio::post(strand, [self = std::move(self), ec, msg = std::move(msg), n = landed.load(),
+                                       cancelled] { self->shard_done(ec, msg, n, cancelled); });
         });
     });
 }

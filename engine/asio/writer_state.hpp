@@ -60,7 +60,9 @@ struct writer_op {
 struct async_writer::impl : std::enable_shared_from_this<async_writer::impl> {
     impl(executor_type ex, writer w);
 
-    writer wr;
+    // Shared with a blocking-pool task running an offloaded step, which may
+    // outlive this state (the io_context destroyed meanwhile).
+    std::shared_ptr<writer> wr;
     ringsafe::writer::impl& core;  // wr's engine
     boost::asio::strand<executor_type> strand;
     boost::asio::posix::stream_descriptor event;  // eventfd registered with core.stream's ring
@@ -76,9 +78,11 @@ struct async_writer::impl : std::enable_shared_from_this<async_writer::impl> {
     void arm();
     // Writes (or one-shot operations) still owned by the ring.
     bool ring_busy() const noexcept { return core.stream && core.stream->busy() > 0; }
-    // Runs `work` on the blocking pool, then pump() again on the strand with
-    // `done` given its exception (null on success).
-    void offload(std::function<void()> work, std::function<void(std::exception_ptr)> done);
+    // Runs `work` on the writer's engine on the blocking pool, then pump()
+    // again on the strand with `done` given its exception (null on success).
+    // `work` must hold nothing of this state: it may outlive it. When the
+    // io_context is destroyed meanwhile, `done` goes with it, never run.
+    void offload(std::function<void(ringsafe::writer::impl&)> work, std::function<void(std::exception_ptr)> done);
 
 private:
     void on_event();

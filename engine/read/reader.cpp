@@ -66,7 +66,7 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
         shard_of.push_back(shard);
     }
     shards.push_back(std::move(si));
-    auto sio = std::make_unique<shard_io>();
+    auto sio = std::make_shared<shard_io>();
     sio->src = std::move(src);
     io.push_back(std::move(sio));
 }

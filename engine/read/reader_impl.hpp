@@ -14,7 +14,8 @@
 namespace ringsafe {
 
 struct reader::impl {
-    // One shard's source; the mutex serializes execute() calls on it.
+    // One shard's source; the mutex serializes execute() calls on it. Shared:
+    // a blocking-pool task of the async front end may outlive the reader.
     struct shard_io {
         std::unique_ptr<source> src;
         std::mutex busy;
@@ -28,7 +29,7 @@ struct reader::impl {
     std::vector<std::uint32_t> shard_of;     // per tensor
     std::vector<std::uint32_t> by_name;      // tensor indices sorted by name
     std::vector<shard_info> shards;
-    std::vector<std::unique_ptr<shard_io>> io;  // per shard
+    std::vector<std::shared_ptr<shard_io>> io;  // per shard
     std::optional<metadata_map> metadata;
     std::uint64_t total_bytes = 0;
 

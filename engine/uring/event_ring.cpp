@@ -2,6 +2,7 @@
 #include "uring/event_ring.hpp"
 #include "uring/event_ring_user_data.hpp"
 
+#include <liburing.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,17 +18,17 @@
 
 namespace ringsafe::uring {
 
-event_ring::event_ring(unsigned depth) {
+event_ring::event_ring(unsigned depth) : ring_(std::make_unique<io_uring>()) {
     if (depth == 0 || depth > 4096) raise(errc::InvalidArgument, "async_options: queue_depth must be 1..4096");
     // Room for one cancel per read in flight besides the reads themselves.
-    const int r = io_uring_queue_init(depth * 2, &ring_, 0);
+    const int r = io_uring_queue_init(depth * 2, ring_.get(), 0);
     if (r < 0) raise_errno(-r, "ringsafe async reads: io_uring_queue_init");
     ring_ok_ = true;
     try {
         event_fd_ = open_eventfd("ringsafe async reads");
-        register_eventfd(ring_, event_fd_, "ringsafe async reads: io_uring_register_eventfd");
+        register_eventfd(*ring_, event_fd_, "ringsafe async reads: io_uring_register_eventfd");
     } catch (...) {
-        io_uring_queue_exit(&ring_);
+        io_uring_queue_exit(ring_.get());
         ring_ok_ = false;
         if (event_fd_ >= 0) ::close(event_fd_);
         throw;
@@ -44,12 +45,12 @@ event_ring::~event_ring() { close_ring(); }
 void event_ring::close_ring() noexcept {
     if (!ring_ok_) return;
     if (in_flight_ > 0) {
-        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+        if (io_uring_sqe* sqe = io_uring_get_sqe(ring_.get())) {
             io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
             io_uring_sqe_set_data64(sqe, cancel_marker);
         }
-        io_uring_submit(&ring_);
-        drain_completions(ring_, in_flight_, [this](io_uring_cqe* cqe) {
+        io_uring_submit(ring_.get());
+        drain_completions(*ring_, in_flight_, [this](io_uring_cqe* cqe) {
             const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
             if (ud == cancel_marker) return false;
             // A descriptor an openat returned now has nobody to close it.
@@ -58,7 +59,7 @@ void event_ring::close_ring() noexcept {
             return true;
         });
     }
-    io_uring_queue_exit(&ring_);
+    io_uring_queue_exit(ring_.get());
     ring_ok_ = false;
     driver_.reset();  // stops watching the eventfd before it is closed
     ::close(event_fd_);
@@ -144,10 +145,10 @@ void event_ring::cancel(file_job& job) {
     for (unsigned id = 0; id < slots_.size(); ++id) {
         slot& s = slots_[id];
         if (s.job.get() != &job) continue;
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
         if (!sqe) {
             flush();
-            sqe = io_uring_get_sqe(&ring_);
+            sqe = io_uring_get_sqe(ring_.get());
         }
         if (!sqe) break;  // the read completes by itself; the job waits for it either way
         io_uring_prep_cancel64(sqe, user_data(id, s.generation), 0);
@@ -196,10 +197,10 @@ void event_ring::pump() {
 void event_ring::submit_read(unsigned id) {
     slot& s = slots_[id];
     const read_op& op = s.job->ops[s.op];
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (!sqe) {
         flush();
-        sqe = io_uring_get_sqe(&ring_);
+        sqe = io_uring_get_sqe(ring_.get());
     }
     std::byte* buf;
     if (s.job->direct) {
@@ -222,7 +223,7 @@ void event_ring::submit_read(unsigned id) {
 
 void event_ring::flush() {
     for (;;) {
-        const int r = io_uring_submit(&ring_);
+        const int r = io_uring_submit(ring_.get());
         if (r >= 0 || r == -EINTR) {
             if (r >= 0) break;
             continue;
@@ -249,7 +250,7 @@ void event_ring::on_ready() {
     if (!ring_ok_) return;
     consume_eventfd(event_fd_);
     reap();
-    if (io_uring_sq_ready(&ring_) > 0) flush();  // entries an earlier -EBUSY left behind
+    if (io_uring_sq_ready(ring_.get()) > 0) flush();  // entries an earlier -EBUSY left behind
     submit_waiting_singles();
     pump();
     arm();
@@ -261,7 +262,7 @@ void event_ring::reap() {
         unsigned head, seen = 0;
         std::vector<std::pair<unsigned, int>> results;
         std::vector<std::pair<std::uint64_t, int>> singles;
-        io_uring_for_each_cqe(&ring_, head, cqe) {
+        io_uring_for_each_cqe(ring_.get(), head, cqe) {
             ++seen;
             const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
             if (ud == cancel_marker) continue;
@@ -273,7 +274,7 @@ void event_ring::reap() {
             if (id >= slots_.size() || !slots_[id].job || slots_[id].generation != (ud >> 32)) continue;
             results.emplace_back(id, cqe->res);
         }
-        io_uring_cq_advance(&ring_, seen);
+        io_uring_cq_advance(ring_.get(), seen);
         for (auto [id, res] : results) handle(id, res);
         for (auto [ud, res] : singles) {
             auto it = singles_.find(ud);
@@ -285,7 +286,7 @@ void event_ring::reap() {
         // Completions the kernel could not post to a full completion queue
         // signalled the eventfd already: fetch them now, or they would wait
         // for an unrelated wake-up.
-        if (!io_uring_cq_has_overflow(&ring_) || io_uring_get_events(&ring_) < 0) return;
+        if (!io_uring_cq_has_overflow(ring_.get()) || io_uring_get_events(ring_.get()) < 0) return;
     }
 }
 

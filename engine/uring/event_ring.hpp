@@ -10,8 +10,6 @@
 // serialized context (a strand).
 #pragma once
 
-#include <liburing.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -23,6 +21,11 @@
 #include <vector>
 
 #include "uring/file_job.hpp"
+
+// liburing's types, kept out of this header: the async front end (engine/asio)
+// drives the ring through the methods below and never sees io_uring.
+struct io_uring;
+struct io_uring_sqe;
 
 namespace ringsafe::uring {
 
@@ -71,18 +74,21 @@ public:
     // IORING_OP_ASYNC_CANCEL; on_done runs once every one of them completed.
     void cancel(file_job& job);
 
-    // One operation besides the reads (async_open: openat, the header
-    // read): `prep` fills the SQE; `done` is deferred to the driver with the
-    // CQE's result (-EIO when the ring failed). At most `depth` of them are
-    // in flight at once (so that the completion queue never overflows);
-    // more wait, in order, until completions make room, and `prep` runs when
-    // one is submitted. `keep` (the memory the kernel uses) lives until
-    // `done` is deferred, or until the ring is gone. `result_is_fd` (openat):
-    // a descriptor it returns is closed by the ring when `done` never gets
-    // it (the ring shut down or destroyed first). Returns an id for
-    // cancel_single().
-    std::uint64_t submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<void> keep,
-                                std::function<void(int)> done, bool result_is_fd = false);
+    // Single operations besides the reads (async_open's openat and header
+    // reads): `done` is deferred to the driver with the operation's result
+    // (-errno on failure; -EIO when the ring failed). At most `depth` of them
+    // are in flight at once (so that the completion queue never overflows);
+    // more wait, in order, until completions make room. Each returns an id
+    // for cancel_single().
+    //
+    // openat(AT_FDCWD, *path, flags): `done` gets the descriptor; one that
+    // never reaches `done` (the ring shut down or destroyed first) is closed
+    // by the ring. The ring holds `path` until then.
+    std::uint64_t submit_openat(std::shared_ptr<const std::string> path, int flags, std::function<void(int)> done);
+    // read(2) of `len` bytes at `offset` of `fd` into `to`, which must stay
+    // valid until `done` is deferred or the ring is gone.
+    std::uint64_t submit_read(int fd, std::byte* to, unsigned len, std::uint64_t offset,
+                              std::function<void(int)> done);
     // IORING_OP_ASYNC_CANCEL for a single operation still in flight (its done
     // still runs, with -ECANCELED or the result it got first); one still
     // waiting for room completes with -ECANCELED without being submitted.
@@ -90,7 +96,7 @@ public:
 
 private:
     struct single {
-        std::shared_ptr<void> keep;
+        std::shared_ptr<const void> keep;
         std::function<void(int)> done;
         bool result_is_fd = false;
     };
@@ -130,13 +136,18 @@ private:
     void fail(file_job& job, std::error_code ec, std::string message);
     void finish_if_idle(file_job& job);
     void fail_everything(std::error_code ec, const std::string& what);
+    // A single operation: `prep` fills the SQE (when it is submitted); `keep`
+    // (the memory the kernel uses) lives until `done` is deferred, or until
+    // the ring is gone; `result_is_fd`: see submit_openat.
+    std::uint64_t submit_single(const std::function<void(io_uring_sqe*)>& prep, std::shared_ptr<const void> keep,
+                                std::function<void(int)> done, bool result_is_fd = false);
     void submit_waiting_singles();
     void reap();
     void close_ring() noexcept;
     void defer(std::function<void()> fn);
     void deliver(single& s, int res);
 
-    io_uring ring_{};
+    std::unique_ptr<io_uring> ring_;  // liburing's ring (allocated with the ring)
     bool ring_ok_ = false;
     int event_fd_ = -1;
     std::unique_ptr<driver> driver_;
@@ -152,7 +163,7 @@ private:
     std::map<std::uint64_t, single> singles_;  // in flight, by user_data
     std::deque<waiting_single> waiting_singles_;  // beyond `depth` in flight, in submission order
     std::uint64_t next_single_ = 0;
-    std::vector<std::shared_ptr<void>> orphaned_;  // singles' memory after a ring failure, freed with the ring
+    std::vector<std::shared_ptr<const void>> orphaned_;  // singles' memory after a ring failure, freed with the ring
 };
 
 }  // namespace ringsafe::uring

@@ -1,6 +1,7 @@
 // open_eventfd, register_eventfd, consume_eventfd.
 #include "uring/eventfd.hpp"
 
+#include <liburing.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 

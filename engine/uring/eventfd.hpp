@@ -3,9 +3,9 @@
 // writer's write_ring through write_ring::attach_eventfd).
 #pragma once
 
-#include <liburing.h>
-
 #include <string>
+
+struct io_uring;  // liburing's ring (only its address is passed here)
 
 namespace ringsafe::uring {
 

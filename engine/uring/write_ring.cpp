@@ -1,6 +1,8 @@
 // io_uring write executor (see write_ring.hpp).
 #include "uring/write_ring.hpp"
 
+#include <fcntl.h>
+#include <liburing.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,33 +28,33 @@ std::uint64_t write_ring::sqe_length(const op& o) noexcept {
 }
 
 write_ring::write_ring(int fd, unsigned depth, done_fn done)
-    : fd_(fd), depth_(depth ? depth : 1), done_(std::move(done)), ops_(depth_) {
-    int r = io_uring_queue_init(depth_ * 2, &ring_, 0);
+    : ring_(std::make_unique<io_uring>()), fd_(fd), depth_(depth ? depth : 1), done_(std::move(done)), ops_(depth_) {
+    int r = io_uring_queue_init(depth_ * 2, ring_.get(), 0);
     if (r < 0) raise_errno(-r, "io_uring_queue_init for the writer");
 }
 
 write_ring::~write_ring() {
     // Never leave the kernel writing from memory that may be freed next.
     // A descriptor an openat returned now has nobody to close it.
-    uring::drain_completions(ring_, in_flight_, [this](io_uring_cqe* cqe) {
+    uring::drain_completions(*ring_, in_flight_, [this](io_uring_cqe* cqe) {
         op& o = ops_[io_uring_cqe_get_data64(cqe)];
         if (o.result_is_fd && !o.cancel_injected && cqe->res >= 0) ::close(cqe->res);
         o.busy = false;
         return true;
     });
-    io_uring_queue_exit(&ring_);
+    io_uring_queue_exit(ring_.get());
 }
 
 void write_ring::attach_eventfd(int efd) {
-    uring::register_eventfd(ring_, efd, "io_uring_register_eventfd for the writer");
+    uring::register_eventfd(*ring_, efd, "io_uring_register_eventfd for the writer");
 }
 
 void write_ring::push(std::size_t slot) {
     auto& o = ops_[slot];
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (!sqe) {
-        io_uring_submit(&ring_);
-        sqe = io_uring_get_sqe(&ring_);
+        io_uring_submit(ring_.get());
+        sqe = io_uring_get_sqe(ring_.get());
     }
     const auto len = static_cast<unsigned>(sqe_length(o));
     o.cancel_injected = cancel_fault && cancel_fault(o.prep ? one_shot_offset : o.offset, len);
@@ -64,7 +66,7 @@ void write_ring::push(std::size_t slot) {
         io_uring_prep_write(sqe, fd_, o.data, len, o.offset);
     }
     io_uring_sqe_set_data64(sqe, slot);
-    int r = io_uring_submit(&ring_);
+    int r = io_uring_submit(ring_.get());
     if (r < 0) raise_errno(-r, "io_uring_submit for the writer");
 }
 
@@ -110,10 +112,43 @@ void write_ring::submit_op(std::function<void(io_uring_sqe*)> prep, std::functio
     start(std::move(o));
 }
 
+void write_ring::submit_write_once(int fd, const std::byte* data, unsigned len, std::uint64_t offset,
+                                   std::function<void(int)> done) {
+    submit_op([=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, data, len, offset); }, std::move(done));
+}
+
+void write_ring::submit_fsync(int fd, std::function<void(int)> done) {
+    submit_op([fd](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, 0); }, std::move(done));
+}
+
+void write_ring::submit_linkat(std::string from, std::string to, std::function<void(int)> done) {
+    submit_op(
+        [from = std::move(from), to = std::move(to)](io_uring_sqe* sqe) {
+            io_uring_prep_linkat(sqe, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW);
+        },
+        std::move(done));
+}
+
+void write_ring::submit_renameat(std::string from, std::string to, std::function<void(int)> done) {
+    submit_op(
+        [from = std::move(from), to = std::move(to)](io_uring_sqe* sqe) {
+            io_uring_prep_renameat(sqe, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), 0);
+        },
+        std::move(done));
+}
+
+void write_ring::submit_open_dir(std::string dir, std::function<void(int)> done) {
+    submit_op(
+        [dir = std::move(dir)](io_uring_sqe* sqe) {
+            io_uring_prep_openat(sqe, AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+        },
+        std::move(done), true);
+}
+
 void write_ring::reap(io_uring_cqe* cqe) {
     std::size_t slot = io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(&ring_, cqe);
+    io_uring_cqe_seen(ring_.get(), cqe);
     auto& o = ops_[slot];
     // A freed slot takes the next queued operation before any callback runs
     // (a callback may queue more, behind those already waiting).
@@ -170,17 +205,17 @@ void write_ring::wait_one() {
     io_uring_cqe* cqe = nullptr;
     int r;
     do {
-        r = io_uring_wait_cqe(&ring_, &cqe);
+        r = io_uring_wait_cqe(ring_.get(), &cqe);
     } while (r == -EINTR);
     if (r < 0) raise_errno(-r, "io_uring_wait_cqe for the writer");
     reap(cqe);
     // Take whatever else is ready without blocking.
-    while (in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0) reap(cqe);
+    while (in_flight_ && io_uring_peek_cqe(ring_.get(), &cqe) == 0) reap(cqe);
 }
 
 void write_ring::reap_ready() {
     io_uring_cqe* cqe = nullptr;
-    while (in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0) reap(cqe);
+    while (in_flight_ && io_uring_peek_cqe(ring_.get(), &cqe) == 0) reap(cqe);
 }
 
 void write_ring::drain() {

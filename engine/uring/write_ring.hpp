@@ -13,15 +13,20 @@
 // is the one the writer's fault-injection tests name.
 #pragma once
 
-#include <liburing.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <string>
 #include <system_error>
+#include <memory>
 #include <vector>
+
+// liburing's types, kept out of this header: the async writer (engine/asio)
+// drives the ring through the methods below and never sees io_uring.
+struct io_uring;
+struct io_uring_cqe;
+struct io_uring_sqe;
 
 namespace ringsafe::write_engine {
 
@@ -59,12 +64,23 @@ public:
     // Queues the same write without blocking: it goes to the kernel now when a
     // slot is free, else when a completion frees one (in submission order).
     void enqueue(std::uint64_t offset, const std::byte* data, std::uint64_t length, std::uint64_t token);
-    // Queues a one-shot operation (fsync, openat, linkat, ...): `prep` fills
-    // the SQE; `done` gets the CQE's result (>= 0 or -errno) when reaped.
-    // Never blocks; `prep`'s pointers must stay valid until `done` runs.
-    // `result_is_fd` (openat): a descriptor it returns is closed by the ring
-    // when the ring is destroyed before `done` got it.
-    void submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done, bool result_is_fd = false);
+    // One-shot operations (the async finish's header write and publish
+    // steps): queued without blocking; `done` gets the result (>= 0 or
+    // -errno) when reaped. Paths are held by the ring until then.
+    //
+    // pwrite of `len` bytes of `data` (valid until `done` runs) at `offset`
+    // of `fd`, once: a short count is the caller's to continue.
+    void submit_write_once(int fd, const std::byte* data, unsigned len, std::uint64_t offset,
+                           std::function<void(int)> done);
+    // fsync(fd).
+    void submit_fsync(int fd, std::function<void(int)> done);
+    // linkat(AT_FDCWD, from, AT_FDCWD, to, AT_SYMLINK_FOLLOW).
+    void submit_linkat(std::string from, std::string to, std::function<void(int)> done);
+    // renameat(AT_FDCWD, from, AT_FDCWD, to).
+    void submit_renameat(std::string from, std::string to, std::function<void(int)> done);
+    // openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC): `done` gets
+    // the descriptor; one the ring is destroyed before handing over is closed.
+    void submit_open_dir(std::string dir, std::function<void(int)> done);
     // Reaps at least one completion (blocking) when any write is in flight.
     void wait_one();
     // Reaps every completion already posted, without blocking.
@@ -93,12 +109,16 @@ private:
         std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
         std::function<void(int)> done;
     };
+    // Queues a one-shot operation: `prep` fills the SQE; its pointers stay
+    // valid while `prep` lives (until `done` runs). `result_is_fd` (openat):
+    // a descriptor it returns is closed when the ring is destroyed first.
+    void submit_op(std::function<void(io_uring_sqe*)> prep, std::function<void(int)> done, bool result_is_fd = false);
     static std::uint64_t sqe_length(const op& o) noexcept;  // bytes its next SQE writes (0: one-shot)
     void start(op o);  // into a free slot, or the queue
     void push(std::size_t slot);
     void reap(io_uring_cqe* cqe);
 
-    io_uring ring_{};
+    std::unique_ptr<io_uring> ring_;  // liburing's ring
     int fd_;
     unsigned depth_;
     unsigned in_flight_ = 0;
