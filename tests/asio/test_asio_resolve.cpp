@@ -39,7 +39,7 @@ TEST_CASE("asio resolve: a name server that never answers fails the open after c
         got = ec;
         asked_before_handler = dns.queries();
         CHECK_FALSE(r.valid());
-        dns.release();  // lets the abandoned getaddrinfo return, and io.run() with it
+        dns.release();  // lets the abandoned lookup's thread end
     });
     io.run();
     REQUIRE(calls == 1);
@@ -50,3 +50,39 @@ TEST_CASE("asio resolve: a name server that never answers fails the open after c
                                Catch::Contains("connect_timeout"));
 }
 
+// The io_context destroyed while a host name is being resolved: the
+// destruction does not wait for getaddrinfo (the lookup's thread touches
+// nothing of the io_context), and the lookup ends on its own once the name
+// server answers, leaving no thread or descriptor (and, under ASan or
+// valgrind, touching nothing freed). A process of its own: meson test
+// asio_resolve_teardown.
+TEST_CASE("asio resolve: destroying the io_context mid-resolution does not wait for the name server",
+          "[asio_resolve][teardown]") {
+    temp_dir dir;
+    silent_dns dns;
+    use_name_server(dir, dns.address(), 30);  // before any thread; glibc waits up to 30 s
+    dns.start();
+    const std::size_t threads_before = user_threads();
+    const std::size_t fds_before = open_fds();
+    dns.release_after(std::chrono::seconds(20));  // a destruction that waits for getaddrinfo ends too
+
+    reader_options ro;
+    ro.source.http.connect_timeout = std::chrono::seconds(60);  // only the destruction ends the open
+    bool called = false;
+    {
+        net::io_context io;
+        status st;
+        ra::async_open(io.get_executor(), "http://ringsafe-resolve-test.invalid:9/m.safetensors", ro, st,
+                       [&](ra::error_code, ra::async_reader) { called = true; });
+        CHECK(eventually([&] {
+            io.run_for(std::chrono::milliseconds(10));
+            return dns.queries() >= 1;  // the lookup is waiting for the name server
+        }, std::chrono::seconds(20)));
+    }
+    const bool answered = dns.released();
+    dns.release();
+    CHECK_FALSE(called);    // a destroyed io_context runs no handler
+    CHECK_FALSE(answered);  // destroyed before the fake DNS answered
+    CHECK(eventually([&] { return user_threads() == threads_before; }, std::chrono::seconds(30)));
+    CHECK(eventually([&] { return open_fds() == fds_before; }, std::chrono::seconds(30)));
+}
