@@ -49,4 +49,7 @@ TEST_CASE("http resolve: a blocking open fails after connect_timeout, before the
     // closing its eventfd; nothing of the open is left.
     CHECK(eventually([&] { return user_threads() == threads_before; }, std::chrono::seconds(30)));
     CHECK(eventually([&] { return open_fds() == fds_before; }, std::chrono::seconds(30)));
+    // A name server that answers (REFUSED): the lookup's failure is the open's.
+    CHECK_THAT(kind_of([&] { (void)reader::open(url, ro); }),
+               Catch::StartsWith("HttpError: ") && Catch::Contains("cannot resolve host of " + url));
 }
