@@ -73,4 +73,8 @@ void raise_errno(int err, const std::string& what) {
     throw error(std::error_code(err, std::system_category()), what + ": " + std::strerror(err));
 }
 
+void raise_errno(int err, const std::string& what, const std::string& path) {
+    throw error(std::error_code(err, std::system_category()), what + ": " + std::strerror(err), path);
+}
+
 }  // namespace ringsafe

@@ -17,13 +17,19 @@ inline std::string bare_message(const std::system_error& e) {
     return what;
 }
 
+// The path a ringsafe::error is about (error::path()); empty for other errors.
+inline std::string path_of(const std::system_error& e) {
+    const auto* r = dynamic_cast<const ringsafe::error*>(&e);
+    return r ? r->path() : std::string();
+}
+
 // Throws `e` again with `prefix` in front of its message, unless the message
-// already contains `name` (then it throws e unchanged).
+// already contains `name` (then it throws e unchanged); its path() is kept.
 [[noreturn]] inline void rethrow_with(const std::system_error& e, const std::string& name,
                                       const std::string& prefix) {
     std::string msg = bare_message(e);
-    if (!name.empty() && msg.find(name) != std::string::npos) throw error(e.code(), msg);
-    throw error(e.code(), prefix + msg);
+    if (!name.empty() && msg.find(name) != std::string::npos) throw error(e.code(), msg, path_of(e));
+    throw error(e.code(), prefix + msg, path_of(e));
 }
 
 }  // namespace ringsafe::detail

@@ -1,10 +1,9 @@
 #include "http/connection.hpp"
 
-#include <boost/asio/bind_executor.hpp>
+#include "http/host_lookup.hpp"
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -22,57 +21,6 @@ void connection::close() noexcept {
 
 connection_pool::connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout)
     : ex_(std::move(ex)), tls_settings_(std::move(tls)), connect_timeout_(connect_timeout) {}
-
-namespace {
-
-// One resolution's outcome, shared by the waiting coroutine and the
-// resolver's handler (which may run after the coroutine gave up).
-struct resolution {
-    explicit resolution(const net::any_io_executor& ex) : wake(ex) {}
-    net::steady_timer wake;  // expires at the deadline; cancelled by the handler
-    bool done = false;
-    boost::system::error_code ec;
-    net::ip::tcp::resolver::results_type endpoints;
-};
-
-}  // namespace
-
-// The resolver runs getaddrinfo on a thread of its own, which nothing can
-// interrupt: the coroutine waits for the handler or the deadline, whichever
-// comes first, and on the deadline cancels and drops the resolver (its
-// handler, when getaddrinfo returns at last, finds nobody waiting).
-net::awaitable<net::ip::tcp::resolver::results_type> connection_pool::resolve(const url& target,
-                                                                                detail::abandon_list* abandon) {
-    const std::string where = target.origin();
-    const auto here = co_await net::this_coro::executor;
-    auto r = std::make_shared<resolution>(here);
-    r->wake.expires_after(connect_timeout_);
-    net::ip::tcp::resolver resolver(ex_);
-    resolver.async_resolve(target.host, std::to_string(target.port),
-                           net::bind_executor(here, [r](const boost::system::error_code& ec,
-                                                        net::ip::tcp::resolver::results_type endpoints) {
-                               r->done = true;
-                               r->ec = ec;
-                               r->endpoints = std::move(endpoints);
-                               r->wake.cancel();
-                           }));
-    {
-        const detail::abandon_list::entry resolving(abandon, [&resolver, r] {
-            resolver.cancel();
-            r->wake.cancel();
-        });
-        boost::system::error_code waited;
-        co_await r->wake.async_wait(net::redirect_error(net::use_awaitable, waited));
-    }
-    if (abandon && abandon->abandoned()) throw transport_failure("resolving " + where + " was abandoned");
-    if (!r->done) {
-        resolver.cancel();
-        raise(errc::HttpError, "resolving the host of " + where + " timed out after " +
-                                   std::to_string(connect_timeout_.count()) + " ms (http_options::connect_timeout)");
-    }
-    if (r->ec) raise(errc::HttpError, "cannot resolve host of " + where + ": " + r->ec.message());
-    co_return std::move(r->endpoints);
-}
 
 net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, detail::abandon_list* abandon) {
     auto& idle = idle_[target.origin()];
@@ -93,7 +41,7 @@ net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& 
     boost::system::error_code ec;
     const detail::abandon_list::entry closing(abandon, [conn = c.get()] { conn->close(); });
     if (abandon && abandon->abandoned()) throw transport_failure("connecting to " + where + " was abandoned");
-    // An IP literal needs no resolver (whose first use starts a thread per io_context).
+    // An IP literal needs no lookup (a thread of its own: http/host_lookup.hpp).
     const auto literal = net::ip::make_address(target.host, ec);
     if (!ec) {
         c->lowest().expires_after(connect_timeout_);
@@ -101,7 +49,7 @@ net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& 
                                            net::redirect_error(net::use_awaitable, ec));
     } else {
         ec = {};
-        auto endpoints = co_await resolve(target, abandon);
+        const auto endpoints = co_await resolve_host(target, connect_timeout_, abandon);
         c->lowest().expires_after(connect_timeout_);
         co_await c->lowest().async_connect(endpoints, net::redirect_error(net::use_awaitable, ec));
     }

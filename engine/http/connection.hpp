@@ -56,8 +56,8 @@ public:
     connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
 
     // An idle connection to `target`'s origin, or a newly connected one
-    // (IP literals are used as they are; host names go through the resolver,
-    // given connect_timeout too). Throws transport_failure (refused, connect
+    // (IP literals are used as they are; host names are resolved by
+    // resolve_host, given connect_timeout too). Throws transport_failure (refused, connect
     // timeout) or ringsafe::error (TLS verification; HttpError: unknown host,
     // resolution timed out). When `abandon` is abandoned while a new
     // connection is being made, its socket is closed (its resolution given
@@ -67,9 +67,6 @@ public:
     void release(std::unique_ptr<connection> c, std::size_t max_idle);
 
 private:
-    // The host's endpoints, within connect_timeout.
-    net::awaitable<net::ip::tcp::resolver::results_type> resolve(const url& target, detail::abandon_list* abandon);
-
     net::any_io_executor ex_;
     tls_settings tls_settings_;
     std::shared_ptr<net::ssl::context> tls_;  // null until the first https connection

@@ -21,9 +21,16 @@ void set_safetensor_error(const std::string& kind, const char* message) {
 void set_from(const ringsafe::error& e) {
     const std::error_code& ec = e.code();
     if (ec.category() == std::system_category()) {
-        // OSError(errno, text) picks the errno's subclass (FileNotFoundError, ...).
+        // OSError(errno, text[, filename]) picks the errno's subclass
+        // (FileNotFoundError, ...): .errno is the errno, .strerror the
+        // engine's message, .filename the path it is about (None without one).
+        // The filename is decoded as Python decodes paths (surrogateescape).
+        py::object filename = e.path().empty()
+                                  ? py::none()
+                                  : py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefault(e.path().c_str()));
+        if (!filename) return;  // the decoding set an error
         py::object exc = py::reinterpret_steal<py::object>(
-            PyObject_CallFunction(PyExc_OSError, "is", ec.value(), e.what()));
+            PyObject_CallFunction(PyExc_OSError, "isO", ec.value(), e.what(), filename.ptr()));
         if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
         return;
     }

@@ -1,6 +1,7 @@
 // ringsafe's error model in Python: ringsafe::error becomes SafetensorError
 // (format and usage errors, with .kind) or OSError's errno subclass
-// (FileNotFoundError, PermissionError, ...), with the engine's message.
+// (FileNotFoundError, PermissionError, ...), with the engine's message as
+// .strerror and the path it is about (ringsafe::error::path()) as .filename.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -19,24 +19,24 @@ void check_file_options(const std::string& path, const file_options& o) {
 }
 
 void check_file_type(const std::string& path, unsigned mode) {
-    if (S_ISDIR(mode)) raise_errno(EISDIR, path);  // an unreadable source: IoError
+    if (S_ISDIR(mode)) raise_errno(EISDIR, path, path);  // an unreadable source: IoError
     if (!S_ISREG(mode)) raise(errc::InvalidArgument, path + ": not a regular file");
 }
 
 void clear_nonblock(int fd) noexcept { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK); }
 
-void raise_open_failed(const std::string& path, int err) { raise_errno(err, path + ": open"); }
-void raise_stat_failed(const std::string& path, int err) { raise_errno(err, path + ": fstat"); }
+void raise_open_failed(const std::string& path, int err) { raise_errno(err, path + ": open", path); }
+void raise_stat_failed(const std::string& path, int err) { raise_errno(err, path + ": fstat", path); }
 
 void raise_direct_open_failed(const std::string& path, int err) {
     if (err == EINVAL)
         raise(errc::InvalidArgument, path + ": the filesystem refuses O_DIRECT "
                                             "(open it with direct = false to read through the page cache)");
-    raise_errno(err, path + ": open with O_DIRECT");
+    raise_errno(err, path + ": open with O_DIRECT", path);
 }
 
 void raise_read_failed(const std::string& path, int err, std::uint64_t at) {
-    raise_errno(err, path + ": read at file offset " + std::to_string(at));
+    raise_errno(err, path + ": read at file offset " + std::to_string(at), path);
 }
 
 void raise_read_truncated(const std::string& path, std::uint64_t at, std::uint64_t offset, std::uint64_t end) {

@@ -59,7 +59,7 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
             break;
         }
         if (errno != EINVAL && errno != EOPNOTSUPP && errno != EISDIR) {
-            raise_errno(errno, "creating a temporary file in '" + dir_ + "' for '" + target + "'");
+            raise_errno(errno, "creating a temporary file in '" + dir_ + "' for '" + target + "'", dir_);
         }
         // O_TMPFILE unsupported (or O_DIRECT refused with it): try a named temporary.
         for (int tries = 0; tries < 16 && fd_ < 0; ++tries) {
@@ -72,7 +72,7 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
             break;
         }
         if (errno != EINVAL || !dflag)
-            raise_errno(errno, "creating a temporary file '" + named_ + "' for '" + target + "'");
+            raise_errno(errno, "creating a temporary file '" + named_ + "' for '" + target + "'", named_);
         named_.clear();  // O_DIRECT refused: retry buffered
     }
     if (fd_ < 0) raise_errno(errno, "creating a temporary file for '" + target + "'");

@@ -164,7 +164,8 @@ auto async_open(async_reader::executor_type ex, std::string spec, Token&& token)
 // throw and an empty one (st gets the same message naming the path/URL), or
 // operation_aborted when cancelled. Bad async_options (queue_depth) and a
 // missing io_uring are reported before any I/O. Host names are resolved
-// within http_options::connect_timeout (HttpError past it, naming the host).
+// within http_options::connect_timeout (HttpError past it, naming the URL),
+// on a detached thread per lookup that never touches `ex`'s io_context.
 // Destroying the io_context while the open is outstanding destroys the
 // handler without running it and frees what the open holds (its ring, the
 // files opened so far).

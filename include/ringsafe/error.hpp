@@ -58,19 +58,29 @@ std::error_code make_error_code(errc e) noexcept;
 std::string_view error_kind(const std::error_code& ec) noexcept;
 
 // The exception thrown by the throwing overloads: code() is the kind, what()
-// the full message (which names the tensor/offset/path/URL).
+// the full message (which names the tensor/offset/path/URL), and path() the
+// file system path the failure is about, where there is one.
 class error : public std::system_error {
 public:
     error(std::error_code ec, std::string message)
         : std::system_error(ec), message_(std::move(message)) {}
     error(errc e, std::string message) : error(make_error_code(e), std::move(message)) {}
+    // An error about one file system path (which the message names too).
+    error(std::error_code ec, std::string message, std::string path)
+        : std::system_error(ec), message_(std::move(message)), path_(std::move(path)) {}
     // The message alone (std::system_error would append the category's text).
     const char* what() const noexcept override { return message_.c_str(); }
     // The reference-style kind name of code().
     std::string_view kind() const noexcept { return error_kind(code()); }
+    // The path the operating system refused or did not find (opening, stat or
+    // reading a local file; creating the writer's temporary in a directory),
+    // as the caller spelled it; empty when the error is not about one path.
+    // Python sets OSError.filename from it. A ringsafe::status has no path.
+    const std::string& path() const noexcept { return path_; }
 
 private:
     std::string message_;
+    std::string path_;
 };
 
 // The outcome of a non-throwing call: empty code() means success.
@@ -87,6 +97,8 @@ struct status {
 [[noreturn]] void raise(errc e, const std::string& message);
 // Throws a system_category error for errno value `err`; the message is "`what`: strerror(err)".
 [[noreturn]] void raise_errno(int err, const std::string& what);
+// The same, about file system path `path` (error::path()); `what` should name it too.
+[[noreturn]] void raise_errno(int err, const std::string& what, const std::string& path);
 
 }  // namespace ringsafe
 

@@ -7,6 +7,7 @@ and writes, concurrent loads from several threads.
 RINGSAFE_TEST_BIG_MIB (default 1024) sets the size of the file the GIL tests
 load and save."""
 
+import errno
 import gc
 import os
 import pathlib
@@ -153,19 +154,26 @@ def test_missing_file_names_path(tmp_path):
                  lambda: ringsafe.safe_open(str(missing), framework="pt"),
                  lambda: rpt.read_into(str(missing), {"x": torch.empty(1)}),
                  lambda: list(rpt.iter_tensors(str(missing)))):
-        with pytest.raises(FileNotFoundError, match=pattern):
+        with pytest.raises(FileNotFoundError, match=pattern) as info:
             call()
+        # As open() would raise it: the errno, the engine's message, the path.
+        assert info.value.errno == errno.ENOENT
+        assert str(missing) in info.value.strerror
+        assert info.value.filename == str(missing)
 
 
 def test_other_os_errors(tmp_path, small):
     path, _ = small
-    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))):
+    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))) as info:
         rpt.load_file(str(tmp_path))
+    assert info.value.errno == errno.EISDIR and info.value.filename == str(tmp_path)
     target = tmp_path / "no-such-dir" / "x.safetensors"
-    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))) as info:
         rpt.save_file({"a": torch.ones(2)}, str(target))
-    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))):
+    assert info.value.filename == str(target.parent)  # the directory that is not there
+    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))) as info:
         ringsafe.Writer(str(target))
+    assert info.value.filename == str(target.parent)
     empty = tmp_path / "empty.safetensors"
     empty.write_bytes(b"")
     with pytest.raises(ringsafe.SafetensorError, match=re.escape(str(empty))):

@@ -6,6 +6,7 @@ keys() the union, select= globs across shards, and a weight_map naming a
 missing shard refused with an error naming the index and the shard."""
 
 import json
+import os
 import pathlib
 import sys
 
@@ -224,6 +225,7 @@ def test_a_weight_map_naming_a_missing_shard_names_index_and_shard(where):
         assert MISSING in message
         if spec.startswith("/"):
             assert isinstance(info.value, FileNotFoundError)
+            assert os.path.basename(info.value.filename) == MISSING  # the shard, not the index
         else:
             assert isinstance(info.value, ringsafe.SafetensorError) and info.value.kind == "HttpError"
             assert "404" in message

@@ -96,6 +96,12 @@ std::string kind_of(const std::function<void()>& f) {
     return "no error";
 }
 
+bool eventually(const std::function<bool()>& ok, std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!ok() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return ok();
+}
+
 run_result run_command(const std::string& cmd) {
     run_result r;
     std::FILE* p = ::popen(cmd.c_str(), "r");

@@ -1,6 +1,7 @@
 // Shared helpers for the test programs: paths, temp dirs, hashing, patterns.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -55,6 +56,10 @@ std::size_t user_threads();
 std::vector<int> user_thread_ids();
 // Descriptors this process has open (/proc/self/fd; the directory's own included).
 std::size_t open_fds();
+
+// Calls `ok` every 10 ms until it returns true, for at most `limit`; returns
+// its last answer (for what ends on another thread: a thread's exit, a close).
+bool eventually(const std::function<bool()>& ok, std::chrono::seconds limit);
 
 // Runs a shell command; returns its exit status and captures stdout.
 struct run_result {
