@@ -126,6 +126,10 @@ void use_name_server(const temp_dir& dir, const std::string& server, int timeout
     const std::string conf =
         "nameserver " + server + "\noptions timeout:" + std::to_string(timeout_s) + " attempts:1\n";
     write_file(dir / "resolv.conf", conf);
+    // An earlier call in this process left its (since deleted) file mounted there:
+    // a mount over it fails with ENOENT, so take the earlier ones away first.
+    while (::umount2("/etc/resolv.conf", MNT_DETACH) == 0) {
+    }
     if (::mount((dir / "resolv.conf").c_str(), "/etc/resolv.conf", "none", MS_BIND, nullptr) != 0)
         skip_test("cannot bind-mount /etc/resolv.conf");
     std::string seen;
