@@ -19,7 +19,8 @@
 //   (f) the per-read cost of the read's extra threads (started and joined by
 //       each read): reads of 1, 4 and 16 MiB (256 KiB requests, 4
 //       connections) on one open source, threads=1 vs threads=2, and a bare
-//       std::thread start+join;
+//       std::thread start+join; reads of 1 and 4 MiB at the default 32
+//       connections (where they stay on the first loop);
 //   and that listing a remote header under the prefetch size takes one request.
 // Arms are interleaved, each repeated (median reported). JSON lines + a table.
 // Usage: bench_http [--quick] [--reps N] [--size-mib M]   (BENCH_HTTP_ONLY=scale: group (d) alone;
@@ -233,23 +234,30 @@ int main(int argc, char** argv) {
     }
     // (f) per-read thread start: reads of 1, 4 and 16 MiB (256 KiB requests, 4 connections)
     // on a source opened once, 64 MiB per arm.
+    // The same at the default connections and request size (32 connections: a read of up
+    // to 16 requests stays on the first loop, whose share holds them).
     std::map<unsigned, std::unique_ptr<source>> small_src;
-    for (unsigned t : {1u, 2u}) {
-        http_options o;
-        o.connections_per_origin = 4;
-        o.chunk_size = 256u << 10;
-        o.threads = t;
-        small_src[t] = open_url(url, o);
-    }
-    for (std::uint64_t mib_each : {1u, 4u, 16u})
-        for (unsigned t : {1u, 2u})
-            arms.push_back({"f", "threads: " + std::to_string(mib_each) + " MiB reads t=" + std::to_string(t), 64ull << 20,
-                            [&, t, mib_each] {
-                                for (std::uint64_t i = 0; i < 64 / mib_each; ++i) {
-                                    read_op op{(i * 7 % 64) << 20, mib_each << 20, dst, 0};
-                                    small_src[t]->execute({&op, 1}, {});
-                                }
-                            }, {}});
+    for (unsigned conns : {4u, 32u})
+        for (unsigned t : {1u, 2u}) {
+            http_options o;
+            o.connections_per_origin = conns;
+            o.chunk_size = conns == 4 ? 256u << 10 : 0;
+            o.threads = t;
+            small_src[conns * 10 + t] = open_url(url, o);
+        }
+    for (unsigned conns : {4u, 32u})
+        for (std::uint64_t mib_each : {1u, 4u, 16u})
+            for (unsigned t : {1u, 2u}) {
+                if (conns == 32 && mib_each == 16) continue;
+                const std::string c = conns == 4 ? "" : ", 32 conns";
+                arms.push_back({"f", "threads: " + std::to_string(mib_each) + " MiB reads" + c + " t=" + std::to_string(t),
+                                64ull << 20, [&, t, mib_each, conns] {
+                                    for (std::uint64_t i = 0; i < 64 / mib_each; ++i) {
+                                        read_op op{(i * 7 % 64) << 20, mib_each << 20, dst, 0};
+                                        small_src[conns * 10 + t]->execute({&op, 1}, {});
+                                    }
+                                }, {}});
+            }
 
     const char* only = std::getenv("BENCH_HTTP_ONLY");  // run only arms whose name contains it (debugging)
     for (unsigned r = 0; r < reps; ++r)
@@ -320,6 +328,10 @@ int main(int argc, char** argv) {
         ratios.push_back({std::string("threads=2 / threads=1, ") + each + " MiB reads",
                           med[std::string("threads: ") + each + " MiB reads t=2"] /
                               med[std::string("threads: ") + each + " MiB reads t=1"], 1.0});
+    for (const char* each : {"1", "4"})
+        ratios.push_back({std::string("threads=2 / threads=1, ") + each + " MiB reads, 32 conns",
+                          med[std::string("threads: ") + each + " MiB reads, 32 conns t=2"] /
+                              med[std::string("threads: ") + each + " MiB reads, 32 conns t=1"], 0.9});
     std::printf("\n%-34s %8s %8s\n", "ratio", "value", "target");
     for (auto& r : ratios) {
         if (!std::isfinite(r.value) || r.value == 0) continue;  // an arm did not run

@@ -1,9 +1,10 @@
 // The event loops of a remote source's blocking reads (engine-internal): one
 // per thread asked for (http_options::threads), each with its own io_context
 // and connection pool holding its share of the connections. A read runs loop
-// 0 on the calling thread and the others on threads it starts and joins
-// before returning; all of them pull pieces from one shared queue and parse
-// bodies straight into the caller's buffers.
+// 0 on the calling thread and, when its requests need more connections than
+// loop 0's share, the next loops on threads it starts and joins before
+// returning; all of them pull pieces from one shared queue and parse bodies
+// straight into the caller's buffers.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,10 @@ private:
     struct run;
     // This loop's share of `connections` split over `threads` loops.
     static unsigned share(unsigned connections, unsigned threads, std::size_t index);
+    // Workers per loop for a read that runs `workers` requests at once: the
+    // fewest loops whose shares hold them, the workers spread evenly over those
+    // within each loop's share. Empty when workers is 0.
+    static std::vector<unsigned> spread(unsigned workers, unsigned connections, unsigned threads);
     void make_pool(loop& l) const;
 
     const http_options& opts_;
