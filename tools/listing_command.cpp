@@ -61,8 +61,12 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         message = "out of memory reading '" + source + "'";
     }
     if (as_json) print_failure_json(stdout, ec, message);
-    else std::fprintf(stderr, "ringsafe: %s: %.*s: %s\n", source.c_str(), static_cast<int>(error_kind(ec).size()),
-                      error_kind(ec).data(), message.c_str());
+    else if (message.find(source) != std::string::npos)  // the message names it already
+        std::fprintf(stderr, "ringsafe: %.*s: %s\n", static_cast<int>(error_kind(ec).size()), error_kind(ec).data(),
+                     message.c_str());
+    else
+        std::fprintf(stderr, "ringsafe: %s: %.*s: %s\n", source.c_str(), static_cast<int>(error_kind(ec).size()),
+                     error_kind(ec).data(), message.c_str());
     return exit_invalid;
 }
 

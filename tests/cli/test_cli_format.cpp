@@ -99,6 +99,18 @@ TEST_CASE("unreadable sources are IoError with exit status 1") {
     temp_dir dir;
     check_failure(run_json("ls --json " + quoted(dir / "missing.safetensors")), "IoError");
     check_failure(run_json("verify --json " + quoted(dir.path())), "IoError");
+    // Without --json: one line on stderr that names the source once (the error's own
+    // message names it), or before the kind when the message does not.
+    const std::string missing = (dir / "missing.safetensors").string();
+    auto plain = run_command(cli_path() + " ls " + quoted(dir / "missing.safetensors") + " 2>&1");
+    CHECK(plain.status == 1);
+    CHECK(plain.out.rfind("ringsafe: IoError: ", 0) == 0);
+    CHECK(plain.out.find(missing) != std::string::npos);
+    CHECK(plain.out.find(missing) == plain.out.rfind(missing));
+    auto bad = run_command(cli_path() + " ls " + quoted(conformance_dir() / "invalid" / "off_hole_between.safetensors") +
+                           " 2>&1");
+    CHECK(bad.status == 1);
+    CHECK(bad.out.find("off_hole_between.safetensors") != std::string::npos);
 }
 
 TEST_CASE("bad usage exits 2; --help exits 0") {
