@@ -1,6 +1,7 @@
 #include "http/host_lookup.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,9 +33,10 @@ namespace {
 namespace net = boost::asio;
 using net::ip::tcp;
 
-// What the lookup thread and the waiting coroutine share. The thread owns a
+// What the lookup thread and its waiting coroutines share. The thread owns a
 // reference until getaddrinfo returns, so the state (and `done_fd`, which
-// only the thread writes) outlives any waiter that gave up.
+// only the thread writes) outlives any waiter that gave up. Once written,
+// `done_fd` stays readable: every waiter polls it, none reads it.
 struct lookup {
     lookup(std::string h, std::string s, int fd) : host(std::move(h)), service(std::move(s)), done_fd(fd) {}
     ~lookup() { ::close(done_fd); }
@@ -88,13 +91,61 @@ void run_lookup(const std::shared_ptr<lookup>& l) noexcept {
     (void)!::write(l->done_fd, &one, sizeof one);
 }
 
+// Lookups in progress, by "host:port", so that the connections a read opens at
+// once (32 by default) share one getaddrinfo and one thread instead of asking
+// the name server 32 times. Only lookups still in progress are joined: an
+// answer is not kept past its lookup. Never destroyed (a lookup thread may
+// outlive main); fork() leaves the child an empty table and a usable mutex
+// (a lookup thread does not exist in the child).
+struct in_progress {
+    std::mutex m;
+    std::map<std::string, std::weak_ptr<lookup>> by_key;
+};
+
+in_progress& lookups() {
+    static in_progress* table = [] {
+        auto* t = new in_progress;
+        ::pthread_atfork([] { lookups().m.lock(); }, [] { lookups().m.unlock(); },
+                         [] {
+                             auto& l = lookups();
+                             l.m.unlock();
+                             l.by_key.clear();
+                         });
+        return t;
+    }();
+    return *table;
+}
+
+// The lookup in progress for `host`:`service`, or a new one with its thread started.
+std::shared_ptr<lookup> join_or_start(const std::string& host, const std::string& service, const std::string& where) {
+    auto& table = lookups();
+    const std::string key = host + ":" + service;
+    std::lock_guard lock(table.m);
+    for (auto it = table.by_key.begin(); it != table.by_key.end();)
+        it = it->second.expired() ? table.by_key.erase(it) : std::next(it);
+    if (auto it = table.by_key.find(key); it != table.by_key.end())
+        if (auto l = it->second.lock()) {
+            std::lock_guard answer(l->m);
+            if (!l->done) return l;
+        }
+    const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0) raise_errno(errno, "resolving the host of " + where + ": eventfd");
+    auto l = std::make_shared<lookup>(host, service, fd);
+    try {
+        std::thread([l] { run_lookup(l); }).detach();
+    } catch (const std::system_error& e) {
+        raise(errc::HttpError, "cannot resolve host of " + where + ": no thread for the lookup (" + e.what() + ")");
+    }
+    table.by_key[key] = l;
+    return l;
+}
+
 // The waiter's side, shared with its handlers on the coroutine's executor
 // (which may run after the coroutine stopped waiting).
 struct waiter {
     explicit waiter(const net::any_io_executor& ex) : wake(ex), signal(ex) {}
     net::steady_timer wake;              // expires at the deadline; cancelled when the answer is in
     net::posix::stream_descriptor signal;  // a duplicate of the lookup's eventfd
-    std::uint64_t count = 0;
 };
 
 }  // namespace
@@ -103,11 +154,9 @@ net::awaitable<std::vector<tcp::endpoint>> resolve_host(const url& target, std::
                                                        detail::abandon_list* abandon) {
     const std::string where = target.str();  // the URL, whose host it is
     const auto here = co_await net::this_coro::executor;
-    const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd < 0) raise_errno(errno, "resolving the host of " + where + ": eventfd");
-    auto l = std::make_shared<lookup>(target.host, std::to_string(target.port), fd);
+    auto l = join_or_start(target.host, std::to_string(target.port), where);
     auto w = std::make_shared<waiter>(here);
-    const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    const int mine = ::fcntl(l->done_fd, F_DUPFD_CLOEXEC, 0);
     if (mine < 0) raise_errno(errno, "resolving the host of " + where + ": dup of an eventfd");
     boost::system::error_code assigned;
     w->signal.assign(mine, assigned);
@@ -115,14 +164,10 @@ net::awaitable<std::vector<tcp::endpoint>> resolve_host(const url& target, std::
         ::close(mine);
         raise(errc::HttpError, "cannot resolve host of " + where + ": " + assigned.message());
     }
-    try {
-        std::thread([l] { run_lookup(l); }).detach();
-    } catch (const std::system_error& e) {
-        raise(errc::HttpError, "cannot resolve host of " + where + ": no thread for the lookup (" + e.what() + ")");
-    }
     w->wake.expires_after(timeout);
-    w->signal.async_read_some(net::buffer(&w->count, sizeof w->count),
-                              [w](const boost::system::error_code&, std::size_t) { w->wake.cancel(); });
+    // Readable once the answer is in; polled, not read, so every waiter of the lookup wakes.
+    w->signal.async_wait(net::posix::stream_descriptor::wait_read,
+                         [w](const boost::system::error_code&) { w->wake.cancel(); });
     {
         const detail::abandon_list::entry waiting(abandon, [w] {
             boost::system::error_code ignored;

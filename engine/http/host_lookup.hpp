@@ -6,10 +6,12 @@
 // resolver's whole timeout, whatever connect_timeout said. Here each lookup
 // runs getaddrinfo on a detached thread of its own that shares the lookup's
 // state (host, answer, an eventfd) through a shared_ptr and touches no Asio
-// object: the waiting coroutine reads the eventfd on its own executor, and on
+// object: each waiting coroutine polls the eventfd on its own executor, and on
 // the deadline (or when abandoned) it just stops waiting. The io_context then
 // runs out of work at once and may be destroyed; the thread ends, freeing the
-// state and closing the eventfd, when getaddrinfo returns.
+// state and closing the eventfd, when getaddrinfo returns. Lookups of the same
+// host and port that overlap (a read's connections, opens on other threads)
+// share one lookup: one thread and one set of queries, however many wait.
 #pragma once
 
 #include <chrono>

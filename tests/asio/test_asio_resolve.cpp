@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -85,4 +86,47 @@ TEST_CASE("asio resolve: destroying the io_context mid-resolution does not wait 
     CHECK_FALSE(answered);  // destroyed before the fake DNS answered
     CHECK(eventually([&] { return user_threads() == threads_before; }, std::chrono::seconds(30)));
     CHECK(eventually([&] { return open_fds() == fds_before; }, std::chrono::seconds(30)));
+}
+
+// The connections a read opens at once (32 by default), and opens on other
+// io_contexts or threads, look up one host together: overlapping lookups of
+// one host and port share one getaddrinfo, one thread and one set of queries,
+// and every waiter gets the answer. A process of its own: meson test
+// asio_resolve_shared.
+TEST_CASE("asio resolve: overlapping lookups of one host share one", "[asio_resolve][shared]") {
+    temp_dir dir;
+    silent_dns dns;
+    use_name_server(dir, dns.address(), 30);  // before any thread; glibc waits up to 30 s
+    dns.start();
+    dns.release_after(std::chrono::seconds(20));  // a lookup that waits for glibc ends too
+    const std::string url = "http://ringsafe-resolve-test.invalid:9/m.safetensors";
+    reader_options ro;
+    ro.source.http.connect_timeout = std::chrono::seconds(60);  // only the name server ends them
+    net::io_context io;
+    constexpr int opens = 8;
+    std::vector<status> st(opens);
+    std::vector<ra::error_code> got(opens);
+    int calls = 0;
+    for (int i = 0; i < opens; ++i)
+        ra::async_open(io.get_executor(), url, ro, st[i], [&, i](ra::error_code ec, ra::async_reader r) {
+            ++calls;
+            got[i] = ec;
+            CHECK_FALSE(r.valid());
+        });
+    // Every open starts its lookup as soon as the io_context runs; give them all time to.
+    for (int waited = 0; dns.queries() == 0 && waited < 200; ++waited) io.run_for(std::chrono::milliseconds(50));
+    io.run_for(std::chrono::milliseconds(300));
+    const unsigned asked = dns.queries();
+    const bool answered = dns.released();
+    CHECK(calls == 0);  // nobody has an answer yet
+    dns.release();      // REFUSED, to every query kept and to come
+    io.run();
+    CHECK_FALSE(answered);
+    CHECK(calls == opens);
+    CHECK(asked >= 1);
+    CHECK(asked <= 2);  // one lookup: its A and AAAA queries (a lookup each asked 16 times)
+    for (int i = 0; i < opens; ++i) {
+        CHECK(got[i] == make_error_code(errc::HttpError));
+        CHECK_THAT(st[i].message, Catch::Contains("cannot resolve host of " + url));
+    }
 }
