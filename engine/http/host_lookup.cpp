@@ -185,7 +185,7 @@ net::awaitable<std::vector<tcp::endpoint>> resolve_host(const url& target, std::
         raise(errc::HttpError, "resolving the host of " + where + " timed out after " + std::to_string(timeout.count()) +
                                    " ms (http_options::connect_timeout)");
     if (!l->failure.empty()) raise(errc::HttpError, "cannot resolve host of " + where + ": " + l->failure);
-    co_return std::move(l->endpoints);
+    co_return l->endpoints;  // a copy: every waiter of a shared lookup gets them
 }
 
 }  // namespace ringsafe::http_engine
