@@ -88,19 +88,15 @@ std::vector<unsigned> event_loops::spread(unsigned workers, unsigned connections
     // As few loops as hold the workers within their shares: a small read on a
     // second loop pays a thread and a wake-up of the other core for nothing
     // its first loop's connections could not carry (1 MiB reads ran at 0.67
-    // of one loop's speed with two on the 2-core VM). Then the workers go
-    // round-robin over those loops, none past its share.
+    // of one loop's speed with two on the 2-core VM). The workers spread evenly
+    // over those loops, which keeps each within its share (the shares of the
+    // first loops are the larger ones and differ by at most one).
     threads = std::max(1u, std::min(threads, connections));
     workers = std::min(workers, connections);
-    std::vector<unsigned> room;
-    for (unsigned held = 0; held < workers && room.size() < threads;) {
-        room.push_back(share(connections, threads, room.size()));
-        held += room.back();
-    }
-    std::vector<unsigned> out(room.size(), 0);
-    for (unsigned left = workers; left;)
-        for (std::size_t i = 0; i < out.size() && left; ++i)
-            if (out[i] < room[i]) ++out[i], --left;
+    unsigned loops = 0;
+    for (unsigned held = 0; held < workers; ++loops) held += share(connections, threads, loops);
+    std::vector<unsigned> out(loops);
+    for (unsigned i = 0; i < loops; ++i) out[i] = share(workers, loops, i);
     return out;
 }
 
