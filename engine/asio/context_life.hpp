@@ -40,8 +40,8 @@ public:
     template <class T, class F>
     bool visit(ticket t, F&& fn) {
         std::lock_guard lock(mutex_);
-        auto it = parked_.find(t);
-        if (!alive_ || it == parked_.end()) return false;
+        auto it = find(t);
+        if (it == parked_.end()) return false;
         std::forward<F>(fn)(static_cast<held_as<T>&>(*it->second).value);
         return true;
     }
@@ -52,8 +52,8 @@ public:
     template <class T, class F>
     bool claim(ticket t, F&& fn) {
         std::lock_guard lock(mutex_);
-        auto it = parked_.find(t);
-        if (!alive_ || it == parked_.end()) return false;
+        auto it = find(t);
+        if (it == parked_.end()) return false;
         std::unique_ptr<held> h = std::move(it->second);
         parked_.erase(it);
         std::forward<F>(fn)(std::move(static_cast<held_as<T>&>(*h).value));
@@ -73,6 +73,9 @@ private:
         explicit held_as(T v) : value(std::move(v)) {}
         T value;
     };
+
+    // The entry parked as `t` while the context lives, else end() (mutex_ held).
+    auto find(ticket t) { return alive_ ? parked_.find(t) : parked_.end(); }
 
     std::mutex mutex_;
     bool alive_ = true;

@@ -2,7 +2,6 @@
 // their first request, the header after the prefix.
 #include "asio/open_steps.hpp"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <tuple>
