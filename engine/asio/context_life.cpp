@@ -7,7 +7,7 @@
 namespace ringsafe::asio::detail {
 
 void context_life::shut_down() {
-    std::map<ticket, std::unique_ptr<held>> parked;
+    parked_map parked;
     {
         std::lock_guard lock(mutex_);
         alive_ = false;

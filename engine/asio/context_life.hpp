@@ -74,13 +74,15 @@ private:
         T value;
     };
 
+    using parked_map = std::map<ticket, std::unique_ptr<held>>;
+
     // The entry parked as `t` while the context lives, else end() (mutex_ held).
-    auto find(ticket t) { return alive_ ? parked_.find(t) : parked_.end(); }
+    parked_map::iterator find(ticket t) { return alive_ ? parked_.find(t) : parked_.end(); }
 
     std::mutex mutex_;
     bool alive_ = true;
     ticket next_ = 1;
-    std::map<ticket, std::unique_ptr<held>> parked_;
+    parked_map parked_;
 };
 
 // The life of `ctx` (its registry is made on first use).
