@@ -6,6 +6,8 @@
 namespace ringsafe::python {
 
 void bind_reader(pybind11::module_& m);  // Reader, Plan, Pending
-void bind_writer(pybind11::module_& m);  // StreamWriter, save_declared, serialize
+void bind_writer(pybind11::module_& m);   // StreamWriter, save_declared, serialize
+void bind_mapping(pybind11::module_& m);  // MappedFile
+void bind_header(pybind11::module_& m);   // parse_bytes, parse_prefix, parse_header
 
 }  // namespace ringsafe::python

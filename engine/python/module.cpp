@@ -12,4 +12,6 @@ PYBIND11_MODULE(_ringsafe, m) {
     ringsafe::python::bind_arena(m);
     ringsafe::python::bind_reader(m);
     ringsafe::python::bind_writer(m);
+    ringsafe::python::bind_mapping(m);
+    ringsafe::python::bind_header(m);
 }

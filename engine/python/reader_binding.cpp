@@ -150,19 +150,6 @@ void bind_reader(py::module_& m) {
           py::arg("connections") = py::none(),
           "The connections per origin a URL source uses: `connections`, else RINGSAFE_CONNECTIONS, else "
           "the engine's default.");
-    m.def("parse_bytes", [](const py::bytes& data) {
-             std::string_view v = data;
-             header h = parse_file({reinterpret_cast<const std::byte*>(v.data()), v.size()});
-             py::list tensors;
-             for (const auto& t : h.tensors) {
-                 py::list shape;
-                 for (auto d : t.shape) shape.append(d);
-                 tensors.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape, t.begin, t.end, 0));
-             }
-             return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
-         },
-         py::arg("data"), "Parses and validates a whole file held in bytes: (tensors, metadata, data_start).");
-
     py::class_<py_plan>(m, "Plan", "A validated read plan into caller memory; execute it with Reader.execute/start.")
         .def_property_readonly("total_bytes", [](const py_plan& p) { return p.plan.total_bytes(); })
         .def_property_readonly("op_count", [](const py_plan& p) { return p.plan.op_count(); });

@@ -329,11 +329,12 @@ def test_numpy_empty_ellipsis_between_advanced_indexes(write_checkpoint):
 @pytest.mark.parametrize("index", [(slice(1, 3),), (slice(None), slice(None, None, 2)), (slice(None, None, -1),),
                                    ([2, 0],), (Ellipsis,), (1,)])
 def test_slices_are_independent_of_each_other_and_of_the_file(tmp_path, framework, index):
+    """backend="pread": every slice and tensor is memory of its own."""
     full = np.arange(4 * 6, dtype=np.int64).reshape(4, 6)
     path = tmp_path / "t.safetensors"
     _save(path, "t", full, torch.int64, framework)
     before = path.read_bytes()
-    with ringsafe.safe_open(str(path), framework) as f:
+    with ringsafe.safe_open(str(path), framework, backend="pread") as f:
         s = f.get_slice("t")
         a, b = s[index], s[index]
         whole = f.get_tensor("t")
@@ -349,6 +350,26 @@ def test_slices_are_independent_of_each_other_and_of_the_file(tmp_path, framewor
         again = s[index]
         assert raw_bytes(again) == np.ascontiguousarray(full[index]).tobytes()
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("index", [(slice(1, 3),), (Ellipsis,), (1,)])
+def test_mmap_views_are_private_to_the_process(tmp_path, index):
+    """backend="mmap" (default): as the reference's, tensors of one handle are views of one
+    private mapping (a write shows in later views of the same handle) and never reach the file
+    or another handle."""
+    full = np.arange(4 * 6, dtype=np.int64).reshape(4, 6)
+    path = tmp_path / "t.safetensors"
+    _save(path, "t", full, torch.int64, "pt")
+    before = path.read_bytes()
+    with ringsafe.safe_open(str(path), "pt") as f:
+        a = f.get_slice("t")[index]
+        a.fill_(-1)
+        assert (f.get_tensor("t") == -1).any()
+        with ringsafe.safe_open(str(path), "pt") as g:
+            assert torch.equal(g.get_tensor("t"), torch.from_numpy(full))
+    assert path.read_bytes() == before
+    import ringsafe.torch as rpt
+    assert torch.equal(rpt.load_file(str(path))["t"], torch.from_numpy(full))
 
 
 @pytest.mark.parametrize("framework", ["np", "pt"])

@@ -1,18 +1,24 @@
 """ringsafe: safetensors checkpoints moved as fast as the hardware allows.
 
-The API matches the reference ``safetensors`` package (``safe_open``,
-``ringsafe.torch.load_file`` / ``save_file`` / ``load_model``, ...), so
-switching is an import, and adds what it lacks: parallel io_uring reads into
-caller memory, http(s):// and s3:// sources, sharded ``*.index.json``
+The API is the reference ``safetensors`` package's (``safe_open``,
+``serialize``/``deserialize``/``TensorSpec``, ``ringsafe.torch`` and
+``ringsafe.numpy``), so switching is an import, or no code change at all:
+``ringsafe.install()`` (or RINGSAFE_AS_SAFETENSORS=1 in the environment) makes
+``import safetensors`` resolve to ringsafe in the whole process. It adds
+what the reference lacks: parallel io_uring reads, mapped loads made resident
+before they return, http(s):// and s3:// sources, sharded ``*.index.json``
 checkpoints, ``select=``, in-place ``read_into``, a bounded-memory streaming
-iterator, a single-pass ``Writer`` with append, progress, and the GIL released
-during every read and write.
+iterator, a single-pass ``Writer`` with append, progress, and the GIL
+released during every read and write.
 """
 
-from ._open import TensorSlice, safe_open
+from ._open import TensorSlice, _safe_open_handle, safe_open
 from ._ringsafe import Arena, Reader, SafetensorError
+from ._serialize import TensorSpec, deserialize, serialize, serialize_file
+from ._switch import install, installed, uninstall
 from ._write import Writer
 
 __version__ = "0.1.0"
 
-__all__ = ["safe_open", "TensorSlice", "SafetensorError", "Writer", "Reader", "Arena", "__version__"]
+__all__ = ["safe_open", "TensorSlice", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
+           "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "__version__"]

@@ -2,38 +2,24 @@
 caller's own tensors, and the bounded-memory streaming iterator."""
 
 from ._dtypes import error
-from ._paths import spec_of
 from ._progress import progress_callback
-from ._ringsafe import Arena, Reader, parse_bytes
+from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
-
-ALIGNMENT = 64  # every tensor of an arena starts on a 64-byte boundary
-
-
-def open_reader(filename, options):
-    """A Reader for a path, URL or index, with the caller's Reader options."""
-    return Reader(spec_of(filename), **options)
+from ._source import ALIGNMENT, new_packed_arena, open_reader, open_source, packed_items
 
 
-def _items(infos, names, offsets):
-    by_name = {t[0]: t for t in infos}
-    return [(n, off, by_name[n][1], by_name[n][2], by_name[n][4] - by_name[n][3]) for n, off in zip(names, offsets)]
-
-
-def load_file(adapter, filename, device, select, progress, options):
+def load_file(adapter, filename, device, select, progress, backend, options):
     device = adapter.check_device(device)
-    reader = open_reader(filename, options)
+    source = open_source(filename, backend, options)
     try:
-        infos = reader.tensors()
-        names = resolve(reader, [t[0] for t in infos], select)
-        by_name = {t[0]: t for t in infos}
+        names = source.resolve(select)
         for n in names:
-            adapter.check_dtype(by_name[n][1], by_name[n][2], n)  # before any I/O
+            info = source.by_name[n]
+            adapter.check_dtype(info[1], info[2], n)  # before any I/O
         with progress_callback(progress, f"loading {filename}") as cb:
-            arena, offsets = reader.read_packed(None if select is None else names, ALIGNMENT, cb)
-        views = adapter.views(arena, _items(infos, names, offsets))
+            views = source.load(adapter, names, cb)
     finally:
-        reader.close()
+        source.close()
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
@@ -41,21 +27,16 @@ def load_bytes(adapter, data, device):
     device = adapter.check_device(device)
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data) if not isinstance(data, bytes) else data
     infos, _, start = parse_bytes(data)
     for t in infos:
         adapter.check_dtype(t[1], t[2], t[0])
     # One copy of the data section, each tensor 64-byte aligned in it.
-    offsets, size = [], 0
-    for t in infos:
-        size = -(-size // ALIGNMENT) * ALIGNMENT
-        offsets.append(size)
-        size += t[4] - t[3]
-    arena = Arena(size)
-    view = memoryview(arena)
+    arena, offsets = new_packed_arena([t[4] - t[3] for t in infos])
+    view, src = memoryview(arena), memoryview(data).cast("B")
     for t, off in zip(infos, offsets):
-        view[off:off + t[4] - t[3]] = data[start + t[3]:start + t[4]]
-    views = adapter.views(arena, _items(infos, [t[0] for t in infos], offsets))
+        view[off:off + t[4] - t[3]] = src[start + t[3]:start + t[4]]
+    by_name = {t[0]: t for t in infos}
+    views = adapter.views(arena, packed_items(by_name, [t[0] for t in infos], offsets))
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
@@ -130,12 +111,7 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
 
 
 def _start(reader, by_name, batch):
-    offsets, size = [], 0
-    for n in batch:
-        size = -(-size // ALIGNMENT) * ALIGNMENT
-        offsets.append(size)
-        size += by_name[n][4] - by_name[n][3]
-    arena = Arena(size, prefault=False)
+    arena, offsets = new_packed_arena([by_name[n][4] - by_name[n][3] for n in batch])
     dsts = [(arena.address + off, by_name[n][4] - by_name[n][3]) for n, off in zip(batch, offsets)]
     plan = reader.plan_tensors(batch, dsts, [arena])
     return reader.start(plan), arena, offsets
@@ -153,9 +129,7 @@ def _stream(adapter, reader, by_name, batches, device, progress):
                 job, arena, offsets = pending
                 job.wait()
                 pending = _start(reader, by_name, batches[k + 1]) if k + 1 < len(batches) else None
-                items = [(n, off, by_name[n][1], by_name[n][2], by_name[n][4] - by_name[n][3])
-                         for n, off in zip(batch, offsets)]
-                views = adapter.views(arena, items)
+                views = adapter.views(arena, packed_items(by_name, batch, offsets))
                 del arena
                 for n in batch:
                     done += by_name[n][4] - by_name[n][3]

@@ -4,38 +4,11 @@ reference handles them."""
 
 import torch
 
-from ._load import open_reader
-from ._progress import progress_callback
 from . import _write
-
-
-def _shared_groups(state_dict):
-    from .torch import ADAPTER
-    return _write._shared_groups(ADAPTER, state_dict)
-
-
-def _covers_storage(t):
-    s = t.untyped_storage()
-    return t.data_ptr() == s.data_ptr() and t.numel() * t.element_size() == s.nbytes()
-
-
-def _drop_aliases(state_dict, preferred=()):
-    """{kept: [dropped names]} for each group of tensors sharing memory: the kept
-    one covers its whole storage, preferring names in ``preferred``."""
-    out = {}
-    preferred = set(preferred)
-    for group in _shared_groups(state_dict):
-        whole = sorted(n for n in group if _covers_storage(state_dict[n]))
-        if not whole:
-            raise RuntimeError(f"Error while trying to find names to remove to save state dict, but found no "
-                               f"suitable name to keep for saving amongst: {sorted(group)}. None is covering the "
-                               f"entire storage. Refusing to save/load the model since you could be storing much "
-                               f"more memory than needed. Please refer to "
-                               f"https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. "
-                               f"Or open an issue.")
-        keep = next((n for n in whole if n in preferred), whole[0])
-        out[keep] = sorted(n for n in group if n != keep)
-    return out
+from ._progress import progress_callback
+from ._shared import _remove_duplicate_names
+from ._source import ALIGNMENT, check_backend, open_reader
+from ._torch_adapter import ADAPTER
 
 
 def _error_text(model, missing, unexpected):
@@ -47,14 +20,14 @@ def _error_text(model, missing, unexpected):
     return text
 
 
-def load_model(model, filename, strict, device, progress, options):
-    from .torch import ADAPTER
+def load_model(model, filename, strict, device, progress, backend, options):
+    check_backend(backend)  # either way the bytes land in the parameters' own memory
     device = ADAPTER.check_device(device)
     reader = open_reader(filename, options)
     try:
         infos = {t[0]: t for t in reader.tensors()}
         state = model.state_dict()
-        aliases = _drop_aliases(state, preferred=infos.keys())
+        aliases = _remove_duplicate_names(state, preferred_names=infos.keys())
         dropped = {n for names in aliases.values() for n in names}
         missing = {k for k in state if k not in infos}
         unexpected = [k for k in infos if k not in state]
@@ -84,7 +57,6 @@ def load_model(model, filename, strict, device, progress, options):
                 plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])
                 reader.execute(plan, cb)
             if staged:
-                from ._load import ALIGNMENT
                 arena, offsets = reader.read_packed(staged, ALIGNMENT, None)
                 items = [(k, off, infos[k][1], infos[k][2], infos[k][4] - infos[k][3]) for k, off in zip(staged, offsets)]
                 views = ADAPTER.views(arena, items)
@@ -99,9 +71,8 @@ def load_model(model, filename, strict, device, progress, options):
 
 
 def save_model(model, filename, metadata, force_contiguous, sync):
-    from .torch import ADAPTER
     state = model.state_dict()
-    for kept, names in _drop_aliases(state).items():
+    for kept, names in _remove_duplicate_names(state).items():
         for n in names:
             if metadata is None:
                 metadata = {}

@@ -1,31 +1,37 @@
-"""safe_open: the reference's lazy, per-tensor API on ringsafe's engine."""
+"""safe_open: the reference's lazy, per-tensor API on ringsafe's sources."""
 
 from ._dtypes import error
 from ._frameworks import adapter_for
 from ._index import plan_index
-from ._load import ALIGNMENT, _items, open_reader, read_into
+from ._load import read_into
 from ._progress import progress_callback
-from ._selection import resolve
+from ._source import open_source
 
 
 class safe_open:
     """Opens a checkpoint for reading tensors one at a time, as
     ``safetensors.safe_open`` does: ``with safe_open(path, framework="pt") as f:
-    f.get_tensor(name)``. ``path`` may also be an http(s):// or s3:// URL or a
-    sharded ``*.index.json``; ``select`` (names or globs) limits what keys()
-    shows; ``options`` go to the Reader (threads, connections, token, ...).
-    Only the header is read here; each get_tensor() reads its bytes with
-    parallel io_uring or HTTP Range reads, the GIL released."""
+    f.get_tensor(name)``. ``filename`` may be a path, an http(s):// or s3://
+    URL, a sharded ``*.index.json`` or an open binary file object.
+    ``backend="mmap"`` (default): a local file's tensors are zero-copy views of
+    a private mapping, made resident before they are handed out, and the file
+    is read ahead in file order; ``"pread"`` (and every remote source): owned
+    memory filled by parallel io_uring or HTTP reads. ``select`` (names or
+    globs) limits what keys() shows; ``options`` go to the Reader (threads,
+    connections, token, ...). Only the header is read here."""
 
-    def __init__(self, filename, framework, device="cpu", *, select=None, **options):
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap", select=None, **options):
         self._adapter = adapter_for(framework)
         self._device = self._adapter.check_device(device)
-        self._reader = open_reader(filename, options)
-        infos = self._reader.tensors()
-        order = resolve(self._reader, [t[0] for t in infos], select)
-        self._infos = {t[0]: t for t in infos}
-        self._order = order
-        self._selected = set(order)
+        self._source = open_source(filename, backend, options)
+        try:
+            self._order = self._source.resolve(select)
+            if hasattr(self._source, "read_ahead"):
+                self._source.read_ahead(self._order)
+        except BaseException:
+            self._source.close()
+            raise
+        self._selected = set(self._order)
 
     def __enter__(self):
         return self
@@ -35,56 +41,50 @@ class safe_open:
         return False
 
     def close(self):
-        """Releases the file; later calls raise SafetensorError."""
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        """Releases the file (tensors handed out stay valid); later calls raise SafetensorError."""
+        self._source.close()
 
-    def _open_reader(self):
-        if self._reader is None:
+    def _open_source(self):
+        source = self._source
+        if source.closed:
             raise error("InvalidArgument", "File is closed")
-        return self._reader
+        return source
 
     def _info(self, name):
-        reader = self._open_reader()
+        source = self._open_source()
         if name not in self._selected:
-            reader.select([name])  # TensorNotFound with the engine's message
+            source.check(name)  # TensorNotFound with the engine's message
             raise error("TensorNotFound", f"tensor '{name}' is not in this handle's selection")
-        return self._infos[name]
+        return source.by_name[name]
 
     def keys(self):
         """Tensor names, sorted."""
-        self._open_reader()
+        self._open_source()
         return sorted(self._order)
 
     def offset_keys(self):
         """Tensor names in the order of their data in the file."""
-        self._open_reader()
+        self._open_source()
         return list(self._order)
 
     def metadata(self):
         """The header's __metadata__ (dict of str), or None."""
-        return self._open_reader().metadata()
+        return self._open_source().metadata()
 
     def get_tensor(self, name):
-        """Reads one whole tensor into new memory."""
+        """One whole tensor: a view of the mapping (mmap), or new memory."""
         info = self._info(name)
-        nbytes = info[4] - info[3]
-        t, addr = self._adapter.fresh(info[1], info[2], nbytes, name)
-        if nbytes:
-            plan = self._reader.plan_tensors([name], [(addr, nbytes)], [t])
-            self._reader.execute(plan)
-        return self._adapter.to_device(t, self._device)
+        self._adapter.check_dtype(info[1], info[2], name)
+        return self._adapter.to_device(self._source.one(self._adapter, name), self._device)
 
     def get_tensors(self, progress=None):
-        """Every (selected) tensor, {name: tensor} sorted by name: one parallel
-        read into one arena, each tensor a view of it."""
-        reader = self._open_reader()
+        """Every (selected) tensor, {name: tensor} sorted by name, made
+        resident (mmap) or read (pread) in parallel in one call."""
+        source = self._open_source()
         for n in self._order:
-            self._adapter.check_dtype(self._infos[n][1], self._infos[n][2], n)
+            self._adapter.check_dtype(source.by_name[n][1], source.by_name[n][2], n)
         with progress_callback(progress, "loading") as cb:
-            arena, offsets = reader.read_packed(self._order, ALIGNMENT, cb)
-        views = self._adapter.views(arena, _items(list(self._infos.values()), self._order, offsets))
+            views = source.load(self._adapter, self._order, cb)
         return {n: self._adapter.to_device(views[n], self._device) for n in sorted(views)}
 
     def get_slice(self, name):
@@ -93,8 +93,19 @@ class safe_open:
         return TensorSlice(self, self._info(name))
 
     def read_into(self, tensors, progress=None):
-        """Fills existing CPU tensors {name: tensor} in place (no copy)."""
-        return read_into(self._adapter, self._open_reader(), tensors, progress, {})
+        """Fills existing CPU tensors {name: tensor} in place (no copy); paths,
+        URLs and indexes only (not file objects)."""
+        source = self._open_source()
+        if not hasattr(source, "reader"):
+            raise error("InvalidArgument", "read_into needs a path or URL, not a file object")
+        return read_into(self._adapter, source.reader, tensors, progress, {})
+
+
+def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+    """safe_open over an open binary file object (the reference's name for it)."""
+    if isinstance(f, (str, bytes)) or not hasattr(f, "read"):
+        raise TypeError(f"_safe_open_handle takes an open binary file object, got {type(f).__name__}")
+    return safe_open(f, framework, device, backend=backend)
 
 
 def _plain(entry):
@@ -135,22 +146,16 @@ class TensorSlice:
 
     def __getitem__(self, index):
         h = self._handle
-        reader = h._open_reader()
+        source = h._open_source()
         name, dtype, shape = self._info[0], self._info[1], self._info[2]
         box, relative, flips, last = plan_index(index, shape)
         if dtype == "F4" and last is not None and (len(shape) - 1 in flips or not _plain(last)):
             raise error("InvalidArgument",
                         f"tensor '{name}': F4 values are packed two per byte; an index that reverses or "
                         f"picks values of the last dimension splits bytes (index {index!r})")
-        whole = all(b == (0, n) for b, n in zip(box, shape))
-        box_shape = [b[1] - b[0] for b in box]
-        if whole:
-            block = h.get_tensor(name)
-            block = block.cpu() if hasattr(block, "cpu") else block
+        h._adapter.check_dtype(dtype, shape, name)
+        if all(b == (0, n) for b, n in zip(box, shape)):
+            block = source.one(h._adapter, name)
         else:
-            nbytes = reader.box_bytes(name, box) if all(box_shape) else 0
-            block, addr = h._adapter.fresh(dtype, box_shape, nbytes, name)
-            if nbytes:
-                plan = reader.plan_requests([(name, box, addr, nbytes)], [block])
-                reader.execute(plan)
+            block = source.box(h._adapter, self._info, box, [b[1] - b[0] for b in box])
         return h._adapter.to_device(h._adapter.index(block, relative, flips), h._device)

@@ -9,3 +9,8 @@ def spec_of(path):
     if isinstance(path, (str, os.PathLike)):
         return os.fspath(path)
     raise TypeError(f"expected a path or URL (str or os.PathLike), got {type(path).__name__}")
+
+
+def is_url(spec):
+    """Whether the engine reads ``spec`` over the network (http, https, s3)."""
+    return spec.startswith(("http://", "https://", "s3://"))

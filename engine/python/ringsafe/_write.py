@@ -19,49 +19,31 @@ def _check_metadata(metadata):
     return metadata
 
 
-def _shared_groups(adapter, tensors):
-    """Groups of names whose tensors share memory (the reference refuses them)."""
-    spans = []
-    for name, t in tensors.items():
-        key = adapter.storage_key(t)
-        if key is not None:
-            spans.append((key[0], key[0] + key[1], name))
-    spans.sort()
-    groups, current, end = [], [], -1
-    for start, stop, name in spans:
-        if current and start < end:
-            current.append(name)
-            end = max(end, stop)
-        else:
-            if len(current) > 1:
-                groups.append(current)
-            current, end = [name], stop
-    if len(current) > 1:
-        groups.append(current)
-    return groups
-
-
-def _describe_all(adapter, tensors):
+def describe_all(adapter, tensors):
+    """([(name, dtype, shape, address, nbytes)], [owners]) of a dict of tensors,
+    after the reference's checks: a dict, tensors, dense, no overlapping bytes,
+    contiguous (in that order)."""
     if not isinstance(tensors, dict):
         raise ValueError(f"Expected a dict of [str, tensor] but received {type(tensors)}")
-    described, owners = [], []
-    for name, t in tensors.items():
+    for name in tensors:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
+    shared = adapter.shared_groups(tensors)
+    if shared:
+        raise RuntimeError(
+            f"Some tensors share memory, this will lead to duplicate memory on disk and potential differences "
+            f"when loading them again: {shared}. A potential way to correctly save your model is to use "
+            f"`save_model`. More information at https://huggingface.co/docs/safetensors/torch_shared_tensors")
+    described, owners = [], []
+    for name, t in tensors.items():
         dtype, shape, addr, nbytes, owner = adapter.describe(t, name)
         described.append((name, dtype, shape, addr, nbytes))
         owners.append(owner)
-    shared = _shared_groups(adapter, tensors)
-    if shared:
-        raise RuntimeError(
-            f"Some tensors share memory, this will lead to duplicate memory on disk and potential "
-            f"differences when loading them again: {shared}. Save a model with save_model(), which "
-            f"writes each shared tensor once.")
     return described, owners
 
 
 def save_file(adapter, tensors, filename, metadata, sync, progress):
-    described, owners = _describe_all(adapter, tensors)
+    described, owners = describe_all(adapter, tensors)
     metadata = _check_metadata(metadata)
     with progress_callback(progress, f"saving {filename}") as cb:
         save_declared(spec_of(filename), described, metadata, sync, 2, cb)
@@ -69,7 +51,7 @@ def save_file(adapter, tensors, filename, metadata, sync, progress):
 
 
 def save_bytes(adapter, tensors, metadata):
-    described, owners = _describe_all(adapter, tensors)
+    described, owners = describe_all(adapter, tensors)
     out = serialize(described, _check_metadata(metadata))
     del owners
     return out

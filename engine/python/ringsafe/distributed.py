@@ -47,10 +47,10 @@ import torch
 import torch.distributed as dist
 
 from ._dtypes import BITS, error
-from ._load import ALIGNMENT, open_reader
+from ._source import ALIGNMENT, open_reader
 from ._ringsafe import Arena, SafetensorError, http_connections
 from ._selection import is_glob, resolve
-from .torch import ADAPTER
+from ._torch_adapter import ADAPTER
 
 __all__ = ["load_file", "read_into", "load_model", "DEFAULT_MEMORY_LIMIT"]
 
@@ -1045,13 +1045,14 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
     box's). Returns (missing, unexpected) as ``ringsafe.torch.load_model``;
     strict=True raises RuntimeError on every rank, before any byte is fetched,
     when any rank's model does not match."""
-    from ._model import _drop_aliases, _error_text
+    from ._model import _error_text
+    from ._shared import _remove_duplicate_names
     copies = {}
     result = {}
 
     def local(run, reader, by_name):
         state = model.state_dict()
-        aliases = _drop_aliases(state, preferred=by_name.keys())
+        aliases = _remove_duplicate_names(state, preferred_names=by_name.keys())
         dropped = {n for names in aliases.values() for n in names}
         missing = {k for k in state if k not in by_name}
         unexpected = [k for k in by_name if k not in state]

@@ -2,93 +2,20 @@
 plus read_into, iter_tensors, select= and URLs. NumPy has no bfloat16, float8
 or float4 types: such tensors raise SafetensorError naming them."""
 
+import sys
+
 import numpy as np
 
 from . import _load, _write
-from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
-from ._frameworks import ARENA_MIN_BYTES
-from ._ringsafe import Arena
+from ._numpy_adapter import _TYPES as _ALL_TYPES, ADAPTER
+from ._open import safe_open
+from ._serialize import TensorSpec, deserialize, serialize, serialize_file
 
-_TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
-_NAMES = {np.dtype(attr): name for name, attr in NUMPY_NAMES.items()}
-
-
-class _NumpyAdapter:
-    framework = "np"
-
-    def check_device(self, device):
-        if device != "cpu":
-            raise error("InvalidArgument", f"Device {device} is not supported for framework numpy")
-        return device
-
-    def _type(self, dtype, name):
-        t = _TYPES.get(dtype)
-        if t is None:
-            raise unsupported(dtype, "numpy", name)
-        return t
-
-    def check_dtype(self, dtype, shape, name):
-        self._type(dtype, name)
-        check_dims(shape, "numpy", name)
-
-    def views(self, arena, items):
-        out = {}
-        for name, off, dtype, shape, nbytes in items:
-            t = self._type(dtype, name)
-            check_dims(shape, "numpy", name)
-            if nbytes == 0:
-                out[name] = np.empty(shape, dtype=t)
-            else:
-                out[name] = np.frombuffer(arena, dtype=t, count=nbytes // t.itemsize, offset=off).reshape(shape)
-        return out
-
-    def fresh(self, dtype, shape, nbytes, name):
-        t = self._type(dtype, name)
-        check_dims(shape, "numpy", name)
-        if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
-        else:
-            v = np.empty(shape, dtype=t)
-        return v, v.ctypes.data
-
-    def describe(self, obj, name, for_write=True):
-        if not isinstance(obj, np.ndarray):
-            raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(obj)}")
-        if not for_write and not obj.flags.writeable:
-            raise ValueError(f"read_into needs a writable array: `{name}` is read-only")
-        if not obj.flags.c_contiguous:
-            if not for_write:
-                raise ValueError(f"read_into needs a C-contiguous array: `{name}` is not")
-            obj = np.ascontiguousarray(obj)
-        if obj.dtype.byteorder == ">":
-            if not for_write:
-                raise ValueError(f"read_into needs a little-endian array: `{name}` is big-endian")
-            obj = obj.astype(obj.dtype.newbyteorder("<"))
-        dtype = _NAMES.get(obj.dtype.newbyteorder("="))
-        if dtype is None:
-            raise ValueError(f"array `{name}`: numpy dtype {obj.dtype} has no safetensors dtype")
-        return dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj
-
-    def storage_key(self, obj):
-        return None
-
-    def index(self, box_array, relative, flips):
-        if flips:
-            box_array = np.flip(box_array, flips)
-        out = box_array[relative] if relative else box_array
-        return np.array(out, order="C", copy=True)  # keeps a 0-d result 0-d
-
-    def to_device(self, a, device):
-        return a
-
-
-ADAPTER = _NumpyAdapter()
-
-
-def load_file(filename, *, select=None, progress=None, **options):
-    """Loads a checkpoint (path, URL, s3://, or index) into {name: array}: one
-    parallel read into one huge-page arena, every array a view of it."""
-    return _load.load_file(ADAPTER, filename, "cpu", select, progress, options)
+def load_file(filename, *, backend="mmap", select=None, progress=None, **options):
+    """Loads a checkpoint (path, URL, s3://, index or binary file object) into
+    {name: array}: views of a private mapping made resident in parallel
+    (backend="mmap", local files), or one parallel read into owned memory."""
+    return _load.load_file(ADAPTER, filename, "cpu", select, progress, backend, options)
 
 
 def load(data):
@@ -117,3 +44,35 @@ def save_file(tensor_dict, filename, metadata=None, *, sync=False, progress=None
     """Writes {name: array} to ``filename`` byte-identical to the reference,
     straight from the arrays' memory; published atomically."""
     _write.save_file(ADAPTER, tensor_dict, filename, metadata, sync, progress)
+
+
+# The rest of the reference's safetensors.numpy namespace, for code that imports it.
+_TYPES = {code: dt.type for code, dt in _ALL_TYPES.items()}
+
+
+def _getdtype(dtype_str):
+    """The NumPy type of a safetensors dtype code (KeyError if it has none)."""
+    return _TYPES[dtype_str]
+
+
+def _view2np(safeview):
+    """{name: array} from deserialize()'s [(name, {"dtype", "shape", "data"})]."""
+    return {name: np.frombuffer(v["data"], dtype=_ALL_TYPES[v["dtype"]]).reshape(v["shape"]) for name, v in safeview}
+
+
+def _is_little_endian(tensor):
+    """Whether an array's bytes are little-endian (or have no byte order)."""
+    order = tensor.dtype.byteorder
+    return order == "<" or order == "|" or (order == "=" and sys.byteorder == "little")
+
+
+def _flatten(tensor_dict, keep_alive_buffer):
+    """{name: TensorSpec} of a dict of arrays; byte-swapped copies go into keep_alive_buffer."""
+    described, owners = _write.describe_all(ADAPTER, tensor_dict)
+    keep_alive_buffer.extend(owners)
+    out = {}
+    for name, dtype, shape, addr, nbytes in described:
+        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
+        spec._dtype, spec._shape = dtype, list(shape)
+        out[name] = spec
+    return out

@@ -8,119 +8,31 @@ Switching is an import: ``from ringsafe.torch import load_file, save_file``.
 import torch
 
 from . import _load, _model, _write
-from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
-from ._frameworks import ARENA_MIN_BYTES
-from ._ringsafe import Arena
+from ._open import safe_open
+from ._serialize import TensorSpec, deserialize, serialize, serialize_file
+from ._shared import (  # noqa: F401  (the reference's names; transformers, accelerate and convert.py import them)
+    _end_ptr,
+    _filter_shared_not_shared,
+    _find_shared_tensors,
+    _is_complete,
+    _remove_duplicate_names,
+    storage_ptr,
+    storage_size,
+)
+from ._torch_adapter import _NAMES, _TYPES as _ALL_TYPES, ADAPTER
 
-_TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
-_NAMES = {dt: name for name, dt in _TYPES.items()}
-_F4 = _TYPES.get("F4")
+def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=None, **options):
+    """Loads a checkpoint (path, URL, s3://, index or binary file object) into {name: tensor}.
 
-
-class _TorchAdapter:
-    framework = "pt"
-
-    def check_device(self, device):
-        if isinstance(device, int):
-            device = f"cuda:{device}"
-        try:
-            return torch.device(device)
-        except (RuntimeError, TypeError):
-            raise error("InvalidArgument", f"device {device} is invalid") from None
-
-    def _type(self, dtype, shape, name):
-        t = _TYPES.get(dtype)
-        if t is None:
-            raise unsupported(dtype, "torch", name)
-        check_dims(shape, "torch", name)
-        if dtype == "F4":
-            if not shape or shape[-1] % 2:
-                raise error("InvalidArgument",
-                            f"tensor '{name}': F4 is float4_e2m1fn_x2 in torch, two per byte: the last "
-                            f"dimension must be even, got {list(shape)}")
-            shape = list(shape[:-1]) + [shape[-1] // 2]
-        return t, list(shape)
-
-    def check_dtype(self, dtype, shape, name):
-        self._type(dtype, shape, name)
-
-    def views(self, arena, items):
-        """{name: tensor} of zero-copy views; items are (name, offset, dtype, shape, nbytes)."""
-        base = torch.frombuffer(arena, dtype=torch.uint8) if len(arena) else None
-        out = {}
-        for name, off, dtype, shape, nbytes in items:
-            t, s = self._type(dtype, shape, name)
-            if nbytes == 0:
-                out[name] = torch.empty(s, dtype=t)
-            else:
-                out[name] = base[off:off + nbytes].view(t).view(s)
-        return out
-
-    def fresh(self, dtype, shape, nbytes, name):
-        """(tensor, address) of new memory for one tensor."""
-        t, s = self._type(dtype, shape, name)
-        if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
-        else:
-            v = torch.empty(s, dtype=t)
-        return v, v.data_ptr()
-
-    def describe(self, obj, name, for_write=True):
-        """(dtype, shape, address, nbytes, owner) of a caller's tensor, in safetensors terms."""
-        if not isinstance(obj, torch.Tensor):
-            raise ValueError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(obj)}")
-        if obj.layout != torch.strided:
-            raise ValueError(f"You are trying to save a sparse tensor: `{name}` which ringsafe does not support;"
-                             " make it dense with `.to_dense()` first")
-        if not obj.is_contiguous():
-            raise ValueError(f"You are trying to {'save' if for_write else 'read into'} a non contiguous tensor:"
-                             f" `{name}` which is not allowed; call `.contiguous()` on it first")
-        dtype = _NAMES.get(obj.dtype)
-        if dtype is None:
-            raise ValueError(f"tensor `{name}`: torch dtype {obj.dtype} has no safetensors dtype")
-        if obj.device.type != "cpu":
-            if not for_write:
-                raise ValueError(f"tensor `{name}` is on {obj.device}: read_into fills CPU tensors")
-            obj = obj.to("cpu")
-        shape = list(obj.shape)
-        if dtype == "F4":
-            if not shape:
-                raise ValueError(f"tensor `{name}`: a 0-d float4_e2m1fn_x2 holds two F4 values and has no "
-                                 f"safetensors shape; give it a last dimension")
-            shape[-1] *= 2
-        return dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj
-
-    def storage_key(self, obj):
-        """(start, end) of the storage bytes ``obj`` covers, for shared-memory checks."""
-        if obj.device.type == "meta" or obj.numel() == 0:
-            return None
-        return obj.untyped_storage().data_ptr(), obj.untyped_storage().nbytes()
-
-    def index(self, box_tensor, relative, flips):
-        packed = box_tensor.dtype == _F4  # torch has no flip/index kernels for it: move its bytes as uint8
-        base = box_tensor.view(torch.uint8) if packed else box_tensor
-        if flips:
-            base = base.flip(flips)
-        out = base[relative] if relative else base
-        if not (out.is_contiguous() and out.data_ptr() == box_tensor.data_ptr()):
-            out = out.contiguous()
-        return out.view(_F4) if packed else out
-
-    def to_device(self, t, device):
-        return t if device.type == "cpu" else t.to(device)
-
-
-ADAPTER = _TorchAdapter()
-
-
-def load_file(filename, device="cpu", *, select=None, progress=None, **options):
-    """Loads a checkpoint (path, URL, s3://, or index) into {name: tensor}.
-
-    One parallel read into one huge-page arena; every tensor is a zero-copy view
-    of it, and the arena is freed when the last view is gone. ``select`` takes
-    names and globs; ``progress`` a callable(done, total) or True for tqdm;
-    ``options`` the Reader's (threads, connections, token, ...)."""
-    return _load.load_file(ADAPTER, filename, device, select, progress, options)
+    backend="mmap" (default): a local file's tensors are zero-copy views of one
+    private mapping, made resident in parallel before this returns (shared
+    with other processes through the page cache; writes stay private).
+    backend="pread", and every remote source: one parallel read into owned
+    memory. Each tensor has a storage of its own bytes; the memory goes with
+    the last tensor. ``select`` takes names and globs; ``progress`` a
+    callable(done, total) or True for tqdm; ``options`` the Reader's
+    (threads, connections, token, ...)."""
+    return _load.load_file(ADAPTER, filename, device, select, progress, backend, options)
 
 
 def load(data, device="cpu"):
@@ -155,15 +67,74 @@ def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     _write.save_file(ADAPTER, tensors, filename, metadata, sync, progress)
 
 
-def load_model(model, filename, strict=True, device="cpu", *, progress=None, **options):
+def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", progress=None, **options):
     """Loads a checkpoint into a model's parameters and buffers in place: one
-    parallel read straight into their memory. Returns (missing, unexpected) as
-    the reference does; with strict=True a mismatch raises RuntimeError before
-    any byte is read."""
-    return _model.load_model(model, filename, strict, device, progress, options)
+    parallel read straight into their memory (whatever ``backend``: it is
+    checked and accepted for the reference's signature). Returns (missing,
+    unexpected) as the reference does; with strict=True a mismatch raises
+    RuntimeError before any byte is read."""
+    return _model.load_model(model, filename, strict, device, progress, backend, options)
 
 
 def save_model(model, filename, metadata=None, force_contiguous=True, *, sync=False):
     """Saves a model's state_dict, writing tensors that share memory once (the
     dropped names go into the metadata, as the reference does)."""
     _model.save_model(model, filename, metadata, force_contiguous, sync)
+
+
+# The rest of the reference's safetensors.torch namespace, for code that imports it.
+_float4_e2m1_x2 = getattr(torch, "float4_e2m1fn_x2", None)
+_float8_e4m3fn = getattr(torch, "float8_e4m3fn", None)
+_float8_e4m3fnuz = getattr(torch, "float8_e4m3fnuz", None)
+_float8_e5m2 = getattr(torch, "float8_e5m2", None)
+_float8_e5m2fnuz = getattr(torch, "float8_e5m2fnuz", None)
+_float8_e8m0 = getattr(torch, "float8_e8m0fnu", None)
+_SIZE = {dt: dt.itemsize for dt in _NAMES}  # bytes per element (1 for float4_e2m1fn_x2: two values)
+_TYPES = {code: dt for code, dt in _ALL_TYPES.items() if code not in ("F4", "F8_E8M0")}  # the reference's table
+
+
+def _getdtype(dtype_str):
+    """The torch dtype of a safetensors dtype code (KeyError if it has none)."""
+    return _TYPES[dtype_str]
+
+
+def _view2torch(safeview):
+    """{name: tensor} from deserialize()'s [(name, {"dtype", "shape", "data"})]."""
+    out = {}
+    for name, v in safeview:
+        dt = _ALL_TYPES[v["dtype"]]
+        shape = list(v["shape"])
+        if dt is _float4_e2m1_x2 and shape:
+            shape[-1] //= 2
+        out[name] = (torch.empty(shape, dtype=dt) if len(v["data"]) == 0
+                     else torch.frombuffer(v["data"], dtype=torch.uint8).view(dt).reshape(shape))
+    return out
+
+
+def _to_ndarray(tensor):
+    """(uint8 NumPy view of a CPU tensor's bytes, the tensor keeping them alive)."""
+    import numpy as np
+    if tensor.device.type != "cpu":
+        tensor = tensor.to("cpu")
+    nbytes = tensor.numel() * tensor.element_size()
+    if nbytes == 0 or tensor.data_ptr() == 0:
+        return np.empty(0, dtype=np.uint8), tensor
+    flat = tensor.reshape(-1).view(torch.uint8) if tensor.is_contiguous() else tensor.contiguous().view(-1).view(torch.uint8)
+    return flat.numpy(), flat
+
+
+def _evaluate_tensors_for_save(tensors):
+    """The checks save_file makes (dict of tensors, dense, no overlapping bytes)."""
+    _write.describe_all(ADAPTER, tensors)
+
+
+def _flatten_as_ptr(tensors, keep_alive_buffer):
+    """{name: TensorSpec} of a dict of tensors; what keeps their bytes alive goes into keep_alive_buffer."""
+    out = {}
+    described, owners = _write.describe_all(ADAPTER, tensors)
+    keep_alive_buffer.extend(owners)
+    for name, dtype, shape, addr, nbytes in described:
+        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
+        spec._dtype, spec._shape = dtype, list(shape)
+        out[name] = spec
+    return out

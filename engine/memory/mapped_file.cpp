@@ -1,0 +1,228 @@
+// mapped_file: one private mapping of a local file, populated in parallel.
+//
+// Why populate at all: a lazy mapping pays a page fault per 64 KiB (fault
+// around) the first time each part is touched, on whichever thread touches
+// it, and on a cold file each of those faults waits for a small synchronous
+// readahead. MADV_POPULATE_READ fills the page tables in one call per chunk,
+// and chunks not yet cached get MADV_WILLNEED first, which queues the whole
+// chunk's reads at once, so several workers keep the disk busy.
+#include "ringsafe/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ringsafe/error.hpp"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+namespace ringsafe {
+
+namespace {
+
+constexpr std::uint64_t page = 4096;
+// A chunk: the unit of work one thread populates at a time.
+constexpr std::uint64_t chunk_bytes = 8u << 20;
+// Below this many bytes the calling thread does it all (no thread start-up).
+constexpr std::uint64_t inline_bytes = 16u << 20;
+
+struct chunk {
+    std::uint64_t begin;    // page-aligned offsets into the mapping
+    std::uint64_t end;
+    std::uint64_t payload;  // bytes of the caller's range inside [begin, end): what progress counts
+};
+
+// Page-aligned chunks covering `ranges`, in the order given.
+std::vector<chunk> chunks_of(std::span<const mapped_range> ranges, std::uint64_t mapped_end) {
+    std::vector<chunk> out;
+    for (const auto& r : ranges) {
+        if (r.length == 0) continue;
+        std::uint64_t b = r.offset / page * page;
+        const std::uint64_t e = std::min(mapped_end, (r.offset + r.length + page - 1) / page * page);
+        for (; b < e; b += chunk_bytes) {
+            const std::uint64_t ce = std::min(e, b + chunk_bytes);
+            out.push_back({b, ce, std::min(ce, r.offset + r.length) - std::max(b, r.offset)});
+        }
+    }
+    return out;
+}
+
+// Whether every page of [p, p + n) is in the page cache.
+bool all_resident(std::byte* p, std::uint64_t n, std::vector<unsigned char>& vec) {
+    vec.resize(n / page + 1);
+    if (::mincore(p, n, vec.data()) != 0) return false;
+    const std::uint64_t pages = (n + page - 1) / page;
+    for (std::uint64_t i = 0; i < pages; ++i)
+        if (!(vec[i] & 1)) return false;
+    return true;
+}
+
+// Kernels before 5.14 lack MADV_POPULATE_READ: read one byte per page instead.
+void touch_pages(const std::byte* p, std::uint64_t n) {
+    unsigned char sum = 0;
+    for (std::uint64_t off = 0; off < n; off += page) sum ^= *reinterpret_cast<const volatile unsigned char*>(p + off);
+    static_cast<void>(sum);
+}
+
+}  // namespace
+
+mapped_file mapped_file::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) raise_errno(errno, "cannot open " + path, path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        raise_errno(err, "cannot stat " + path, path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        if (S_ISDIR(st.st_mode)) raise_errno(EISDIR, "cannot map " + path, path);
+        raise(errc::InvalidArgument, "cannot map " + path + ": not a regular file");
+    }
+    mapped_file m;
+    m.path_ = path;
+    m.size_ = static_cast<std::uint64_t>(st.st_size);
+    if (m.size_ > 0) {
+        void* p = ::mmap(nullptr, m.size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            raise_errno(err, "cannot map " + path, path);
+        }
+        m.data_ = static_cast<std::byte*>(p);
+    }
+    ::close(fd);  // the mapping holds the file
+    return m;
+}
+
+mapped_file::~mapped_file() {
+    if (data_) ::munmap(data_, size_);
+}
+
+mapped_file::mapped_file(mapped_file&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), path_(std::move(other.path_)) {}
+
+mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
+    if (this != &other) {
+        if (data_) ::munmap(data_, size_);
+        data_ = std::exchange(other.data_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+        path_ = std::move(other.path_);
+    }
+    return *this;
+}
+
+std::uint64_t mapped_file::resident_bytes(mapped_range r) const {
+    if (r.offset > size_ || r.length > size_ - r.offset)
+        raise(errc::InvalidArgument, "range " + std::to_string(r.offset) + "+" + std::to_string(r.length) +
+                                         " is past the end of " + path_ + " (" + std::to_string(size_) + " bytes)");
+    if (r.length == 0) return 0;
+    const std::uint64_t b = r.offset / page * page;
+    const std::uint64_t e = (r.offset + r.length + page - 1) / page * page;
+    std::vector<unsigned char> vec((e - b) / page);
+    if (::mincore(data_ + b, e - b, vec.data()) != 0) raise_errno(errno, "mincore of " + path_, path_);
+    std::uint64_t pages = 0;
+    for (auto v : vec) pages += v & 1;
+    return std::min(r.length, pages * page);
+}
+
+void mapped_file::will_need(mapped_range r) const noexcept {
+    if (r.offset >= size_ || r.length == 0) return;
+    const std::uint64_t b = r.offset / page * page;
+    const std::uint64_t e = std::min(size_, r.offset + r.length);
+    ::madvise(data_ + b, e - b, MADV_WILLNEED);
+}
+
+populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsigned threads,
+                                     const read_control& ctl) const {
+    populate_stats stats;
+    for (const auto& r : ranges) {
+        if (r.offset > size_ || r.length > size_ - r.offset)
+            raise(errc::InvalidArgument, "range " + std::to_string(r.offset) + "+" + std::to_string(r.length) +
+                                             " is past the end of " + path_ + " (" + std::to_string(size_) +
+                                             " bytes)");
+        stats.bytes += r.length;
+    }
+    const std::vector<chunk> chunks = chunks_of(ranges, (size_ + page - 1) / page * page);
+    std::uint64_t total = 0, mapped = 0;
+    for (const auto& c : chunks) total += c.payload, mapped += c.end - c.begin;
+    if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
+    threads = static_cast<unsigned>(std::min<std::uint64_t>(threads, chunks.size()));
+    if (mapped < inline_bytes) threads = std::min(threads, 1u);
+    stats.threads = threads;
+
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::uint64_t> done{0}, cold{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr first_error;
+    std::mutex error_m;
+    auto fail = [&](std::exception_ptr e) {
+        std::lock_guard lk(error_m);
+        if (!first_error) first_error = std::move(e);
+        failed.store(true);
+    };
+    auto work = [&] {
+        std::vector<unsigned char> vec;
+        try {
+            for (;;) {
+                if (failed.load(std::memory_order_relaxed)) return;
+                if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "loading " + path_ + " was cancelled");
+                const std::size_t i = next.fetch_add(1);
+                if (i >= chunks.size()) return;
+                const chunk c = chunks[i];
+                std::byte* p = data_ + c.begin;
+                const std::uint64_t n = c.end - c.begin;
+                if (!all_resident(p, n, vec)) {
+                    cold.fetch_add(n, std::memory_order_relaxed);
+                    ::madvise(p, n, MADV_WILLNEED);  // queue the whole chunk's reads now
+                }
+                for (;;) {
+                    if (::madvise(p, n, MADV_POPULATE_READ) == 0) break;
+                    if (errno == EINTR || errno == EAGAIN) continue;
+                    if (errno == EINVAL) {  // no MADV_POPULATE_READ in this kernel
+                        touch_pages(p, n);
+                        break;
+                    }
+                    if (errno == EFAULT)
+                        raise(errc::Truncated, "cannot read " + path_ + " at offset " + std::to_string(c.begin) +
+                                                   ": the file is shorter than when it was mapped, or unreadable");
+                    raise_errno(errno, "cannot read " + path_ + " at offset " + std::to_string(c.begin), path_);
+                }
+                const std::uint64_t d = done.fetch_add(c.payload) + c.payload;
+                if (ctl.on_progress) ctl.on_progress(d, total);
+            }
+        } catch (...) {
+            fail(std::current_exception());
+        }
+    };
+    if (threads <= 1) {
+        work();
+    } else {
+        std::vector<std::thread> pool;
+        pool.reserve(threads - 1);
+        try {
+            for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+        } catch (...) {  // no more threads: the ones started (and this one) do the rest
+        }
+        work();
+        for (auto& t : pool) t.join();
+    }
+    if (first_error) std::rethrow_exception(first_error);
+    stats.cold_bytes = std::min(cold.load(), stats.bytes);
+    return stats;
+}
+
+}  // namespace ringsafe

@@ -1,0 +1,70 @@
+// Header parsing for bytes held in Python: a whole file in memory (load(),
+// deserialize()) or a header read piecewise from a Python file object.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "bindings.hpp"
+#include "ringsafe/header.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+namespace {
+
+// (tensors, metadata, data_start): tensors as (name, dtype, shape, begin, end, 0) in data order.
+py::tuple header_tuple(const header& h) {
+    py::list tensors;
+    for (const auto& t : h.tensors) {
+        py::list shape;
+        for (auto d : t.shape) shape.append(d);
+        tensors.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape, t.begin,
+                                      t.end, 0));
+    }
+    py::object md = py::none();
+    if (h.metadata) {
+        py::dict d;
+        for (const auto& [k, v] : *h.metadata) d[py::str(k)] = py::str(v);
+        md = d;
+    }
+    return py::make_tuple(tensors, md, h.data_start());
+}
+
+std::span<const std::byte> bytes_of(const py::buffer_info& b) {
+    return {static_cast<const std::byte*>(b.ptr), static_cast<std::size_t>(b.size * b.itemsize)};
+}
+
+}  // namespace
+
+void bind_header(py::module_& m) {
+    m.def("parse_bytes",
+          [](const py::buffer& data) {
+              py::buffer_info b = data.request();
+              return header_tuple(parse_file(bytes_of(b)));
+          },
+          py::arg("data"),
+          "Parses and validates a whole file held in a bytes-like object: (tensors, metadata, data_start).");
+    m.def("parse_prefix",
+          [](const py::bytes& prefix, std::uint64_t file_size, std::uint64_t max_header_size) {
+              std::string_view v = prefix;
+              parse_options o;
+              o.max_header_size = max_header_size;
+              return parse_length_prefix({reinterpret_cast<const std::byte*>(v.data()), v.size()}, file_size, o);
+          },
+          py::arg("prefix"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
+          "The header length N from the file's first 8 bytes, checked against the file's size.");
+    m.def("parse_header",
+          [](const py::bytes& json, std::uint64_t file_size, std::uint64_t max_header_size) {
+              std::string_view v = json;
+              parse_options o;
+              o.max_header_size = max_header_size;
+              return header_tuple(parse_header(v, file_size, o));
+          },
+          py::arg("json"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
+          "Parses and validates the N header bytes of a file of `file_size` bytes: (tensors, metadata, data_start).");
+}
+
+}  // namespace ringsafe::python

@@ -1,0 +1,81 @@
+// MappedFile: ringsafe::mapped_file for Python, seen through the buffer
+// protocol (writable: copy-on-write pages private to the process), so
+// torch.frombuffer and numpy.frombuffer make zero-copy views that keep the
+// mapping alive. populate() runs with the GIL released; Ctrl-C cancels it.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "blocking_call.hpp"
+#include "ringsafe/mapped_file.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+namespace {
+
+struct py_mapping {
+    std::shared_ptr<const mapped_file> file;
+};
+
+}  // namespace
+
+void bind_mapping(py::module_& m) {
+    py::class_<py_mapping>(m, "MappedFile", py::buffer_protocol(),
+                           "A local file mapped private (copy-on-write) into memory; unmapped when the last "
+                           "view of it is gone. The mapping keeps the file's pages if the path is replaced.")
+        .def(py::init([](const std::string& path) {
+                 py::gil_scoped_release nogil;
+                 return py_mapping{std::make_shared<const mapped_file>(mapped_file::open(path))};
+             }),
+             py::arg("path"), "Maps the whole file at `path` (OSError naming it when it cannot).")
+        .def_property_readonly("size", [](const py_mapping& self) { return self.file->size(); }, "The file's size.")
+        .def_property_readonly("path", [](const py_mapping& self) { return self.file->path(); })
+        .def_property_readonly("address",
+                               [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
+                               "Address of the first byte (0 for an empty file).")
+        .def("populate",
+             [](const py_mapping& self, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges,
+                unsigned threads, const py::object& progress) {
+                 std::vector<mapped_range> rs;
+                 std::uint64_t total = 0;
+                 rs.reserve(ranges.size());
+                 for (const auto& [off, len] : ranges) {
+                     rs.push_back({off, len});
+                     total += len;
+                 }
+                 auto file = self.file;
+                 populate_stats stats;
+                 run_blocking([file, rs = std::move(rs), threads, &stats](pending_call& pc) {
+                     stats = file->populate(rs, threads, pc.control());
+                 }, progress, total < inline_job_bytes);
+                 return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
+             },
+             py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),
+             "Makes the (offset, length) ranges resident and mapped, in parallel; returns (bytes, cold_bytes, "
+             "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
+        .def("resident",
+             [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
+                 return self.file->resident_bytes({offset, length});
+             },
+             py::arg("offset"), py::arg("length"), "Bytes of the range the page cache holds now.")
+        .def("will_need",
+             [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
+                 py::gil_scoped_release nogil;
+                 self.file->will_need({offset, length});
+             },
+             py::arg("offset"), py::arg("length"), "Starts the kernel's readahead of the range; returns at once.")
+        .def("__len__", [](const py_mapping& self) { return self.file->size(); })
+        .def_buffer([](py_mapping& self) {
+            return py::buffer_info(self.file->data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                                   {static_cast<py::ssize_t>(self.file->size())}, {1}, false);
+        });
+}
+
+}  // namespace ringsafe::python

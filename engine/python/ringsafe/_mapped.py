@@ -1,0 +1,128 @@
+"""backend="mmap" for local files and local sharded indexes: every tensor is a
+zero-copy view of a private (copy-on-write) mapping of its shard, as the
+reference's are, with the difference that the bytes a call hands out are made
+resident before it returns, in parallel (the kernel's readahead queued for
+what is not cached yet), and that an open handle reads ahead in file order."""
+
+import threading
+
+from ._dtypes import BITS
+from ._ringsafe import MappedFile
+from ._source import EngineSource
+
+READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
+
+
+class MappedSource(EngineSource):
+    backend = "mmap"
+
+    def __init__(self, reader, threads=None):
+        super().__init__(reader)
+        self._threads = threads or 0
+        self._shards = reader.shards()  # (spec, size, data_start)
+        self._maps = [None] * len(self._shards)
+        self._stop = threading.Event()
+
+    def mapping(self, shard):
+        """The shard's MappedFile (mapped on first use), checked against the header read."""
+        m = self._maps[shard]
+        if m is None:
+            spec, size, data_start = self._shards[shard]
+            m = MappedFile(spec)
+            if m.size != size:
+                from ._dtypes import error
+                raise error("ObjectChanged", f"{spec} changed between reading its header and mapping it "
+                                             f"({size} bytes then, {m.size} now)")
+            self._maps[shard] = m
+        return m
+
+    def _ranges(self, names):
+        """{shard: [(offset, length)]} of the named tensors' bytes."""
+        out = {}
+        for n in names:
+            info = self.by_name[n]
+            if info[4] > info[3]:
+                base = self._shards[info[5]][2]
+                out.setdefault(info[5], []).append((base + info[3], info[4] - info[3]))
+        return out
+
+    def _populate(self, names, progress=None):
+        per_shard = self._ranges(names)
+        total = sum(r[1] for rs in per_shard.values() for r in rs)
+        before = 0
+        for shard, ranges in per_shard.items():
+            cb = None
+            if progress is not None:
+                cb = (lambda base: lambda done, _: progress(base + done, total))(before)
+            self.mapping(shard).populate(ranges, self._threads, cb)
+            before += sum(r[1] for r in ranges)
+        if progress is not None and total == 0:
+            progress(0, 0)
+
+    def _view(self, adapter, info):
+        if info[4] == info[3]:
+            return adapter.views(None, [(info[0], 0, info[1], info[2], 0)])[info[0]]
+        base = self._shards[info[5]][2]
+        item = (info[0], base + info[3], info[1], info[2], info[4] - info[3])
+        return adapter.views(self.mapping(info[5]), [item])[info[0]]
+
+    def load(self, adapter, names, progress):
+        for n in names:  # unsupported dtypes before any I/O
+            adapter.check_dtype(self.by_name[n][1], self.by_name[n][2], n)
+        self._populate(names, progress)
+        return {n: self._view(adapter, self.by_name[n]) for n in names}
+
+    def one(self, adapter, name):
+        info = self.by_name[name]
+        adapter.check_dtype(info[1], info[2], name)
+        self._populate([name])
+        return self._view(adapter, info)
+
+    def box(self, adapter, info, box, box_shape):
+        if info[1] == "F4" or not all(box_shape):  # packed values, or nothing to read
+            return super().box(adapter, info, box, box_shape)
+        adapter.check_dtype(info[1], info[2], info[0])
+        shape = info[2]
+        # The byte span from the box's first element to its last (row-major).
+        first = last = 0
+        stride = 1
+        for (start, stop), n in zip(reversed(box), reversed(shape)):
+            first += start * stride
+            last += (stop - 1) * stride
+            stride *= n
+        bits = BITS[info[1]]
+        begin = first * bits // 8
+        end = -(-(last + 1) * bits // 8)
+        base = self._shards[info[5]][2] + info[3]
+        self.mapping(info[5]).populate([(base + begin, end - begin)], self._threads)
+        whole = self._view(adapter, info)
+        return whole[tuple(slice(a, b) for a, b in box)]
+
+    def read_ahead(self, names):
+        """Starts reading the named tensors into the page cache in file order,
+        on a background thread, when some of them are not cached yet; close()
+        stops it. get_tensor() loops then run at the whole-file rate."""
+        ranges = self._ranges(names)
+        work = []
+        for shard, rs in sorted(ranges.items()):
+            m = self.mapping(shard)
+            lo = min(r[0] for r in rs)
+            hi = max(r[0] + r[1] for r in rs)
+            if m.resident(lo, hi - lo) < hi - lo:
+                work.append((m, sorted(rs)))
+        if not work:
+            return
+
+        def run():
+            for m, rs in work:
+                for off, length in rs:
+                    for o in range(off, off + length, READ_AHEAD_STEP):
+                        if self._stop.is_set():
+                            return
+                        m.will_need(o, min(READ_AHEAD_STEP, off + length - o))
+
+        threading.Thread(target=run, name="ringsafe-read-ahead", daemon=True).start()
+
+    def close(self):
+        self._stop.set()
+        super().close()

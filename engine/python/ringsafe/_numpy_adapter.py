@@ -1,0 +1,84 @@
+"""The NumPy adapter: zero-copy views of a buffer, fresh destinations and
+descriptions of caller arrays, in safetensors terms. NumPy has no bfloat16,
+float8 or float4 types: such tensors raise SafetensorError naming them."""
+
+import numpy as np
+
+from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
+from ._ringsafe import Arena
+from ._memory import ARENA_MIN_BYTES
+
+_TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
+_NAMES = {np.dtype(attr): name for name, attr in NUMPY_NAMES.items()}
+
+
+class _NumpyAdapter:
+    framework = "np"
+
+    def check_device(self, device):
+        if device != "cpu":
+            raise error("InvalidArgument", f"Device {device} is not supported for framework numpy")
+        return device
+
+    def _type(self, dtype, name):
+        t = _TYPES.get(dtype)
+        if t is None:
+            raise unsupported(dtype, "numpy", name)
+        return t
+
+    def check_dtype(self, dtype, shape, name):
+        self._type(dtype, name)
+        check_dims(shape, "numpy", name)
+
+    def views(self, arena, items):
+        out = {}
+        for name, off, dtype, shape, nbytes in items:
+            t = self._type(dtype, name)
+            check_dims(shape, "numpy", name)
+            if nbytes == 0:
+                out[name] = np.empty(shape, dtype=t)
+            else:
+                out[name] = np.frombuffer(arena, dtype=t, count=nbytes // t.itemsize, offset=off).reshape(shape)
+        return out
+
+    def fresh(self, dtype, shape, nbytes, name):
+        t = self._type(dtype, name)
+        check_dims(shape, "numpy", name)
+        if nbytes >= ARENA_MIN_BYTES:
+            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+        else:
+            v = np.empty(shape, dtype=t)
+        return v, v.ctypes.data
+
+    def describe(self, obj, name, for_write=True):
+        if not isinstance(obj, np.ndarray):
+            raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(obj)}")
+        if not for_write and not obj.flags.writeable:
+            raise ValueError(f"read_into needs a writable array: `{name}` is read-only")
+        if not obj.flags.c_contiguous:
+            if not for_write:
+                raise ValueError(f"read_into needs a C-contiguous array: `{name}` is not")
+            obj = np.ascontiguousarray(obj)
+        if obj.dtype.byteorder == ">":
+            if not for_write:
+                raise ValueError(f"read_into needs a little-endian array: `{name}` is big-endian")
+            obj = obj.astype(obj.dtype.newbyteorder("<"))
+        dtype = _NAMES.get(obj.dtype.newbyteorder("="))
+        if dtype is None:
+            raise ValueError(f"array `{name}`: numpy dtype {obj.dtype} has no safetensors dtype")
+        return dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj
+
+    def shared_groups(self, tensors):
+        return []  # as the reference: arrays are saved as they are
+
+    def index(self, box_array, relative, flips):
+        if flips:
+            box_array = np.flip(box_array, flips)
+        out = box_array[relative] if relative else box_array
+        return np.array(out, order="C", copy=True)  # keeps a 0-d result 0-d
+
+    def to_device(self, a, device):
+        return a
+
+
+ADAPTER = _NumpyAdapter()

@@ -1,0 +1,116 @@
+"""The reference's framework-free API: TensorSpec, serialize, serialize_file
+and deserialize, on ringsafe's writer (the reference's exact layout)."""
+
+import os
+
+from ._dtypes import BITS, error
+from ._ringsafe import parse_bytes, save_declared
+from ._ringsafe import serialize as _serialize_described
+
+# TensorSpec's dtype names (torch's spelling) and the safetensors codes they stand for.
+SPEC_DTYPES = {
+    "bool": "BOOL", "int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32",
+    "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16", "float32": "F32", "float64": "F64",
+    "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3", "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2": "F8_E5M2",
+    "float8_e5m2fnuz": "F8_E5M2FNUZ", "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4", "complex64": "C64",
+}
+
+
+def _unsigned(value, what):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"argument '{what}': '{type(value).__name__}' object cannot be interpreted as an integer")
+    value = value.__index__()
+    if value < 0:
+        raise OverflowError(f"argument '{what}': can't convert negative int to unsigned ({value})")
+    return value
+
+
+class TensorSpec:
+    """One tensor for serialize() / serialize_file(): its dtype in torch's
+    spelling ("float32", "bfloat16", ...; ``.dtype`` gives the safetensors
+    code), shape, and the address and length of its contiguous bytes, which
+    the caller keeps alive while a serialize call uses them. For
+    "float4_e2m1fn_x2" the shape is torch's (two values per byte): the last
+    dimension is doubled, as the reference does."""
+
+    __slots__ = ("_dtype", "_shape", "_data_ptr", "_data_len")
+
+    def __init__(self, *, dtype, shape, data_ptr, data_len):
+        if not isinstance(dtype, str):
+            raise TypeError(f"argument 'dtype': '{type(dtype).__name__}' object is not an instance of 'str'")
+        code = SPEC_DTYPES.get(dtype)
+        if code is None:
+            raise error("InvalidArgument", f'Unknown dtype "{dtype}". Supported dtypes: {", ".join(SPEC_DTYPES)}')
+        shape = [_unsigned(d, "shape") for d in shape]
+        if code == "F4" and shape:
+            shape[-1] *= 2
+        self._dtype, self._shape = code, shape
+        self._data_ptr = _unsigned(data_ptr, "data_ptr")
+        self._data_len = _unsigned(data_len, "data_len")
+
+    dtype = property(lambda self: self._dtype, doc="The safetensors dtype code (\"F32\", \"BF16\", ...).")
+    shape = property(lambda self: list(self._shape), doc="The shape as the header records it.")
+    data_ptr = property(lambda self: self._data_ptr, doc="Address of the tensor's contiguous bytes.")
+    data_len = property(lambda self: self._data_len, doc="Length of those bytes.")
+
+    def __repr__(self):
+        return (f"TensorSpec(dtype={self._dtype!r}, shape={self._shape}, data_ptr={self._data_ptr}, "
+                f"data_len={self._data_len})")
+
+
+def _described(tensor_dict):
+    if not isinstance(tensor_dict, dict):
+        raise TypeError(f"argument 'tensor_dict': '{type(tensor_dict).__name__}' object is not a dict")
+    out = []
+    for name, spec in tensor_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"argument 'tensor_dict': tensor names must be str, got {name!r}")
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(f"argument 'tensor_dict': '{type(spec).__name__}' object is not an instance of "
+                            f"'TensorSpec' (tensor '{name}')")
+        count = 1
+        for d in spec.shape:
+            count *= d
+        bits = count * BITS[spec.dtype]
+        if bits % 8 or bits // 8 != spec.data_len:
+            raise error("TensorInvalidInfo", f"Error while serializing: tensor '{name}' ({spec.dtype} "
+                                             f"{spec.shape}) needs {bits / 8:g} bytes, data_len is {spec.data_len}")
+        if spec.data_len and not spec.data_ptr:
+            raise error("InvalidArgument", f"Error while serializing: tensor '{name}' has data_ptr 0 and "
+                                           f"{spec.data_len} bytes")
+        out.append((name, spec.dtype, spec.shape, spec.data_ptr, spec.data_len))
+    return out
+
+
+def _metadata(metadata):
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in metadata.items()):
+        raise TypeError("argument 'metadata': expected a dict of str to str")
+    return metadata
+
+
+def serialize(tensor_dict, metadata=None):
+    """The safetensors bytes of {name: TensorSpec}, in the reference's layout."""
+    return _serialize_described(_described(tensor_dict), _metadata(metadata))
+
+
+def serialize_file(tensor_dict, filename, metadata=None):
+    """Writes {name: TensorSpec} to ``filename`` (str or os.PathLike) in the
+    reference's layout, straight from the given memory, GIL released; the file
+    appears whole or not at all."""
+    if not isinstance(filename, (str, os.PathLike)):
+        raise TypeError(f"argument 'filename': expected str or os.PathLike, got {type(filename).__name__}")
+    save_declared(os.fspath(filename), _described(tensor_dict), _metadata(metadata), False, 2, None)
+
+
+def deserialize(data):
+    """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes, in
+    data order (the reference's order varies from run to run)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
+    infos, _, start = parse_bytes(data)
+    view = memoryview(data).cast("B")
+    return [(name, {"dtype": dtype, "shape": list(shape), "data": bytearray(view[start + b:start + e])})
+            for name, dtype, shape, b, e, _ in infos]

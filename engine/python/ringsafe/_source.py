@@ -1,0 +1,125 @@
+"""Where a load's bytes come from, behind one interface that safe_open and
+load_file share:
+
+- MappedSource (_mapped.py): local files with backend="mmap" (the default):
+  tensors are views of a private mapping, made resident in parallel first;
+- EngineSource (here): backend="pread", URLs, s3:// and remote indexes:
+  parallel io_uring / HTTP reads into owned memory;
+- StreamSource (_stream.py): an open Python file object (BytesIO, fsspec).
+
+A source knows its tensors as (name, dtype, shape, begin, end, shard) in data
+order and hands out whole tensors (load, one) and boxes of one (box)."""
+
+import os
+
+from ._dtypes import error
+from ._memory import new_arena
+from ._paths import is_url, spec_of
+from ._ringsafe import Reader
+from ._selection import resolve
+
+BACKENDS = ("mmap", "pread")
+ALIGNMENT = 64  # every tensor of an arena starts on a 64-byte boundary
+
+
+def check_backend(backend):
+    """The backend name, checked as the reference checks it."""
+    if not isinstance(backend, str):
+        raise TypeError(f"argument 'backend': '{type(backend).__name__}' is not an instance of 'str'")
+    if backend not in BACKENDS:
+        raise error("InvalidArgument", f'backend "{backend}" is invalid (expected one of: "mmap", "pread")')
+    return backend
+
+
+def open_reader(filename, options):
+    """A Reader for a path, URL or index, with the caller's Reader options."""
+    return Reader(spec_of(filename), **options)
+
+
+def open_source(filename, backend, options):
+    """The source for ``filename`` (a path, URL, index or binary file object)."""
+    check_backend(backend)
+    if not isinstance(filename, (str, os.PathLike)) and hasattr(filename, "read"):
+        from ._stream import open_file_object
+        return open_file_object(filename, backend, options)
+    options = dict(options)
+    threads = options.get("threads")
+    reader = open_reader(filename, options)
+    try:
+        if backend == "mmap" and all(not is_url(s[0]) for s in reader.shards()):
+            from ._mapped import MappedSource
+            return MappedSource(reader, threads)
+        return EngineSource(reader)
+    except BaseException:
+        reader.close()
+        raise
+
+
+def packed_items(by_name, names, offsets):
+    """(name, offset, dtype, shape, nbytes) of ``names`` placed at ``offsets``."""
+    return [(n, off, by_name[n][1], by_name[n][2], by_name[n][4] - by_name[n][3]) for n, off in zip(names, offsets)]
+
+
+class EngineSource:
+    """Owned memory filled by the engine's parallel reads."""
+
+    backend = "pread"
+
+    def __init__(self, reader):
+        self.reader = reader
+        self.infos = reader.tensors()
+        self.by_name = {t[0]: t for t in self.infos}
+
+    def metadata(self):
+        return self.reader.metadata()
+
+    def resolve(self, select):
+        """Selected names in data order (select: None, a name/glob or a list)."""
+        return resolve(self.reader, [t[0] for t in self.infos], select)
+
+    def check(self, name):
+        """TensorNotFound, with the engine's message, for a name not in the file."""
+        if name not in self.by_name:
+            self.reader.select([name])
+            raise error("TensorNotFound", f"File does not contain tensor {name}")
+
+    def load(self, adapter, names, progress):
+        """{name: tensor} for ``names`` (data order): one parallel read into one arena."""
+        everything = len(names) == len(self.infos)
+        arena, offsets = self.reader.read_packed(None if everything else names, ALIGNMENT, progress)
+        return adapter.views(arena, packed_items(self.by_name, names, offsets))
+
+    def one(self, adapter, name):
+        """One whole tensor in new memory."""
+        info = self.by_name[name]
+        nbytes = info[4] - info[3]
+        t, addr = adapter.fresh(info[1], info[2], nbytes, name)
+        if nbytes:
+            self.reader.execute(self.reader.plan_tensors([name], [(addr, nbytes)], [t]))
+        return t
+
+    def box(self, adapter, info, box, box_shape):
+        """The box [(start, stop), ...] of a tensor, in new memory of shape box_shape."""
+        name, dtype = info[0], info[1]
+        nbytes = self.reader.box_bytes(name, box) if all(box_shape) else 0
+        block, addr = adapter.fresh(dtype, box_shape, nbytes, name)
+        if nbytes:
+            self.reader.execute(self.reader.plan_requests([(name, box, addr, nbytes)], [block]))
+        return block
+
+    def close(self):
+        self.reader.close()
+
+    @property
+    def closed(self):
+        return self.reader.closed
+
+
+def new_packed_arena(sizes):
+    """(arena, offsets) holding ``sizes`` bytes each, every start ALIGNMENT-aligned."""
+    offsets, size = [], 0
+    for n in sizes:
+        size = -(-size // ALIGNMENT) * ALIGNMENT
+        offsets.append(size)
+        size += n
+    return new_arena(size), offsets

@@ -1,0 +1,111 @@
+"""The torch adapter: what the loaders and writers need from torch (zero-copy
+views of a buffer, fresh destinations, descriptions of caller tensors,
+devices), in safetensors terms. Imports only torch and the dtype tables."""
+
+import torch
+
+from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
+from ._memory import ARENA_MIN_BYTES
+from ._ringsafe import Arena
+
+_TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
+_NAMES = {dt: name for name, dt in _TYPES.items()}
+_F4 = _TYPES.get("F4")
+
+
+class _TorchAdapter:
+    framework = "pt"
+
+    def check_device(self, device):
+        if isinstance(device, int):
+            device = f"cuda:{device}"
+        try:
+            return torch.device(device)
+        except (RuntimeError, TypeError):
+            raise error("InvalidArgument", f"device {device} is invalid") from None
+
+    def _type(self, dtype, shape, name):
+        t = _TYPES.get(dtype)
+        if t is None:
+            raise unsupported(dtype, "torch", name)
+        check_dims(shape, "torch", name)
+        if dtype == "F4":
+            if not shape or shape[-1] % 2:
+                raise error("InvalidArgument",
+                            f"tensor '{name}': F4 is float4_e2m1fn_x2 in torch, two per byte: the last "
+                            f"dimension must be even, got {list(shape)}")
+            shape = list(shape[:-1]) + [shape[-1] // 2]
+        return t, list(shape)
+
+    def check_dtype(self, dtype, shape, name):
+        self._type(dtype, shape, name)
+
+    def views(self, buffer, items):
+        """{name: tensor} of zero-copy views of ``buffer`` (an Arena or MappedFile);
+        items are (name, offset, dtype, shape, nbytes). Each tensor gets a storage
+        of its own bytes that keeps the buffer alive (as the reference's tensors
+        do: torch.save of one writes only it; storage_ptr/size describe it)."""
+        out = {}
+        for name, off, dtype, shape, nbytes in items:
+            t, s = self._type(dtype, shape, name)
+            if nbytes == 0:
+                out[name] = torch.empty(s, dtype=t)
+            else:
+                out[name] = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=off).view(t).view(s)
+        return out
+
+    def fresh(self, dtype, shape, nbytes, name):
+        """(tensor, address) of new memory for one tensor."""
+        t, s = self._type(dtype, shape, name)
+        if nbytes >= ARENA_MIN_BYTES:
+            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+        else:
+            v = torch.empty(s, dtype=t)
+        return v, v.data_ptr()
+
+    def describe(self, obj, name, for_write=True):
+        """(dtype, shape, address, nbytes, owner) of a caller's tensor, in safetensors terms."""
+        if not isinstance(obj, torch.Tensor):
+            raise ValueError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(obj)}")
+        if obj.layout != torch.strided:
+            raise ValueError(f"You are trying to save a sparse tensor: `{name}` which ringsafe does not support;"
+                             " make it dense with `.to_dense()` first")
+        if not obj.is_contiguous():
+            raise ValueError(f"You are trying to {'save' if for_write else 'read into'} a non contiguous tensor:"
+                             f" `{name}` which is not allowed; call `.contiguous()` on it first")
+        dtype = _NAMES.get(obj.dtype)
+        if dtype is None:
+            raise ValueError(f"tensor `{name}`: torch dtype {obj.dtype} has no safetensors dtype")
+        if obj.device.type != "cpu":
+            if not for_write:
+                raise ValueError(f"tensor `{name}` is on {obj.device}: read_into fills CPU tensors")
+            obj = obj.to("cpu")
+        shape = list(obj.shape)
+        if dtype == "F4":
+            if not shape:
+                raise ValueError(f"tensor `{name}`: a 0-d float4_e2m1fn_x2 holds two F4 values and has no "
+                                 f"safetensors shape; give it a last dimension")
+            shape[-1] *= 2
+        return dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj
+
+    def shared_groups(self, tensors):
+        """Groups of names whose tensors' bytes overlap (what save_file refuses)."""
+        from ._shared import shared_groups
+        dense = {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor) and v.layout == torch.strided}
+        return shared_groups(dense)
+
+    def index(self, box_tensor, relative, flips):
+        packed = box_tensor.dtype == _F4  # torch has no flip/index kernels for it: move its bytes as uint8
+        base = box_tensor.view(torch.uint8) if packed else box_tensor
+        if flips:
+            base = base.flip(flips)
+        out = base[relative] if relative else base
+        if not (out.is_contiguous() and out.data_ptr() == box_tensor.data_ptr()):
+            out = out.contiguous()
+        return out.view(_F4) if packed else out
+
+    def to_device(self, t, device):
+        return t if device.type == "cpu" else t.to(device)
+
+
+ADAPTER = _TorchAdapter()

@@ -1,0 +1,78 @@
+// A local file mapped into memory, made resident in parallel before use:
+// mapped_file.
+//
+// The zero-copy way to load a local checkpoint: tensors are views of one
+// private mapping of the file, so a file already in the page cache costs no
+// copy and several processes loading it share its pages. Unlike a lazy
+// mapping, populate() brings the selected ranges in up front, on several
+// threads, with the kernel's readahead started for the parts not yet cached,
+// so later accesses never fault on disk I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "ringsafe/plan.hpp"
+
+namespace ringsafe {
+
+// A byte range of a mapped file.
+struct mapped_range {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+// What populate() found and did, for benchmarks and tests.
+struct populate_stats {
+    std::uint64_t bytes = 0;          // bytes of the ranges (overlaps counted once per range)
+    std::uint64_t cold_bytes = 0;     // bytes that were not in the page cache before
+    unsigned threads = 0;             // threads that worked on it
+};
+
+// The whole file, mapped private and writable: writes through the mapping are
+// copy-on-write, stay in this process and never reach the file. The mapping
+// keeps the file's pages even after the path is replaced (rename) or unlinked.
+// Move-only; unmapped on destruction (callers keep it alive while views exist).
+class mapped_file {
+public:
+    mapped_file() noexcept = default;
+    // Opens and maps `path`. Throws ringsafe::error naming the path: a
+    // system_category error (with error::path()) when it cannot be opened,
+    // stat'ed or mapped, InvalidArgument when it is not a regular file.
+    static mapped_file open(const std::string& path);
+    ~mapped_file();
+    mapped_file(mapped_file&& other) noexcept;
+    mapped_file& operator=(mapped_file&& other) noexcept;
+    mapped_file(const mapped_file&) = delete;
+    mapped_file& operator=(const mapped_file&) = delete;
+
+    // First byte of the mapping (nullptr for an empty file) and the file's size.
+    std::byte* data() const noexcept { return data_; }
+    std::uint64_t size() const noexcept { return size_; }
+    const std::string& path() const noexcept { return path_; }
+
+    // Makes every byte of `ranges` resident and mapped (MADV_POPULATE_READ; a
+    // read per page on kernels without it), on up to `threads` threads
+    // (0: a default for the machine), in chunks; chunks not yet in the page
+    // cache have the kernel's readahead started first, several at a time.
+    // Small totals run on the calling thread. ctl.cancel is checked between
+    // chunks (throws errc::Cancelled), ctl.on_progress gets bytes done.
+    // Throws InvalidArgument for a range past the end, Truncated when the file
+    // shrank under the mapping (naming the path and offset), system errors for I/O.
+    populate_stats populate(std::span<const mapped_range> ranges, unsigned threads = 0,
+                            const read_control& ctl = {}) const;
+    // Bytes of `range` the page cache holds now (mincore).
+    std::uint64_t resident_bytes(mapped_range range) const;
+    // Asks the kernel to start reading `range` into the page cache and returns
+    // (MADV_WILLNEED); no error if it declines.
+    void will_need(mapped_range range) const noexcept;
+
+private:
+    std::byte* data_ = nullptr;
+    std::uint64_t size_ = 0;
+    std::string path_;
+};
+
+}  // namespace ringsafe
