@@ -27,7 +27,7 @@ BENCH_DEPS=(aria2 rclone)
 # The .venv's packages: what building and the demo need; the test suite needs PY_TEST_DEPS too.
 # torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
 PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
-PY_TEST_DEPS=(pytest hypothesis tqdm meson-python)
+PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers)
 
 install_deps() {
     local missing=()

@@ -6,7 +6,7 @@ what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
 
-from ._dtypes import BITS
+from ._dtypes import BITS, error
 from ._ringsafe import MappedFile
 from ._source import EngineSource
 
@@ -20,21 +20,23 @@ class MappedSource(EngineSource):
         super().__init__(reader)
         self._threads = threads or 0
         self._shards = reader.shards()  # (spec, size, data_start)
-        self._maps = [None] * len(self._shards)
         self._stop = threading.Event()
+        # Every shard is mapped now, right after its header was read, and checked
+        # against it, so a file replaced later (atomic rename) is never mixed in.
+        self._maps = [self._map(i) for i in range(len(self._shards))]
+
+    def _map(self, shard):
+        spec, size, data_start = self._shards[shard]
+        m = MappedFile(spec)
+        n = int.from_bytes(memoryview(m)[:8], "little") if m.size >= 8 else -1
+        if m.size != size or 8 + n != data_start:
+            raise error("ObjectChanged", f"{spec} changed between reading its header and mapping it "
+                                         f"({size} bytes then, {m.size} now)")
+        return m
 
     def mapping(self, shard):
-        """The shard's MappedFile (mapped on first use), checked against the header read."""
-        m = self._maps[shard]
-        if m is None:
-            spec, size, data_start = self._shards[shard]
-            m = MappedFile(spec)
-            if m.size != size:
-                from ._dtypes import error
-                raise error("ObjectChanged", f"{spec} changed between reading its header and mapping it "
-                                             f"({size} bytes then, {m.size} now)")
-            self._maps[shard] = m
-        return m
+        """The shard's MappedFile."""
+        return self._maps[shard]
 
     def _ranges(self, names):
         """{shard: [(offset, length)]} of the named tensors' bytes."""

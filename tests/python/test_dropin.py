@@ -1,0 +1,327 @@
+"""ringsafe as a drop-in for the reference ``safetensors``: its whole public
+surface, the reference's rule for shared storages, per-tensor storages of
+loaded tensors, serialize/deserialize/TensorSpec, file objects and backend=.
+Each behaviour is checked against the reference's output for the same input."""
+
+import io
+import os
+import pickle
+
+import numpy as np
+import pytest
+import ringsafe
+import ringsafe.numpy as rnp
+import ringsafe.torch as rpt
+import safetensors
+import safetensors.numpy as snp
+import safetensors.torch as spt
+import torch
+
+# Names the reference's modules import rather than define.
+_IMPORTED = {"os", "sys", "torch", "np", "defaultdict", "Any", "Dict", "List", "Optional", "Set", "Tuple", "Union"}
+
+
+def _public(module):
+    return {n for n in vars(module) if not n.startswith("__") and n not in _IMPORTED}
+
+
+@pytest.mark.parametrize("ref, mine", [(safetensors, ringsafe), (spt, rpt), (snp, rnp)],
+                         ids=["safetensors", "torch", "numpy"])
+def test_every_reference_name_exists(ref, mine):
+    missing = _public(ref) - set(vars(mine)) - {"_safetensors_rust", "torch", "numpy"}
+    assert not missing, f"{mine.__name__} lacks {sorted(missing)}"
+
+
+def _checkpoint(tmp_path, name="model.safetensors"):
+    torch.manual_seed(0)
+    tensors = {
+        "embed.weight": torch.randn(64, 16),
+        "layers.0.w": torch.randn(16, 16).to(torch.bfloat16),
+        "layers.0.b": torch.zeros(16, dtype=torch.float16),
+        "layers.1.w": torch.randn(3, 16).to(torch.bfloat16),
+        "ids": torch.arange(5, dtype=torch.int64),
+        "empty": torch.empty(0, 4),
+    }
+    path = tmp_path / name
+    spt.save_file(tensors, str(path), metadata={"format": "pt"})
+    return path, tensors
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_save_file_of_load_file_is_byte_exact(tmp_path, backend):
+    path, _ = _checkpoint(tmp_path)
+    out = tmp_path / "out.safetensors"
+    rpt.save_file(rpt.load_file(str(path), backend=backend), str(out), metadata={"format": "pt"})
+    assert out.read_bytes() == path.read_bytes()
+    for k, v in spt.load_file(str(out)).items():
+        assert torch.equal(v, spt.load_file(str(path))[k])
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_subset_and_renamed_keys_save(tmp_path, backend):
+    path, tensors = _checkpoint(tmp_path)
+    loaded = rpt.load_file(str(path), backend=backend)
+    subset = {"model." + k: v for k, v in loaded.items() if k.startswith("layers.0")}
+    rpt.save_file(subset, str(tmp_path / "a.safetensors"))
+    spt.save_file(subset, str(tmp_path / "b.safetensors"))  # the reference accepts them too
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    import huggingface_hub
+    (tmp_path / "hub").mkdir()
+    huggingface_hub.save_torch_state_dict(loaded, str(tmp_path / "hub"))
+    assert set(spt.load_file(str(tmp_path / "hub" / "model.safetensors"))) == set(tensors)
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_loaded_tensors_have_storages_of_their_own(tmp_path, backend):
+    path, tensors = _checkpoint(tmp_path)
+    loaded = rpt.load_file(str(path), backend=backend)
+    for name, t in loaded.items():
+        if t.numel():
+            assert rpt.storage_ptr(t) == t.data_ptr(), name
+            assert rpt.storage_size(t) == t.numel() * t.element_size(), name
+            assert rpt._is_complete(t)
+    assert all(len(g) == 1 for g in rpt._find_shared_tensors(loaded))
+    # torch.save of one small tensor writes that tensor, not everything loaded with it
+    buf = io.BytesIO()
+    torch.save(loaded["ids"], buf)
+    assert len(buf.getvalue()) < 2048
+    del loaded  # the memory goes with the last tensor; the others stay valid meanwhile
+    one = rpt.load_file(str(path), backend=backend)["layers.0.w"]
+    assert torch.equal(one, tensors["layers.0.w"])
+
+
+def test_disjoint_views_of_one_storage_save_overlapping_ones_do_not(tmp_path):
+    base = torch.arange(10, dtype=torch.float32)
+    rpt.save_file({"x": base[:5], "y": base[5:]}, str(tmp_path / "a.safetensors"))
+    spt.save_file({"x": base[:5], "y": base[5:]}, str(tmp_path / "b.safetensors"))
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    with pytest.raises(RuntimeError, match="Some tensors share memory.*save_model"):
+        rpt.save_file({"x": base[:6], "y": base[5:]}, str(tmp_path / "c.safetensors"))
+    assert not (tmp_path / "c.safetensors").exists()
+    with pytest.raises(RuntimeError, match="share memory"):
+        rpt.save({"x": base, "y": base})
+
+
+def test_shared_helpers_agree_with_the_reference():
+    base = torch.zeros(12)
+    state = {"a": base, "b": base[:6], "c": base[6:], "d": torch.ones(3), "e": base.view(3, 4)}
+    norm = lambda groups: sorted(sorted(g) for g in groups)  # noqa: E731
+    assert norm(rpt._find_shared_tensors(state)) == norm(spt._find_shared_tensors(state))
+    assert dict(rpt._remove_duplicate_names(state)) == dict(spt._remove_duplicate_names(state))
+    assert dict(rpt._remove_duplicate_names(state, preferred_names=["e"])) == \
+        dict(spt._remove_duplicate_names(state, preferred_names=["e"]))
+    for t in state.values():
+        assert rpt._end_ptr(t) == spt._end_ptr(t)
+        assert rpt._is_complete(t) == spt._is_complete(t)
+    meta = torch.empty(4, device="meta")
+    assert rpt.storage_ptr(meta) == spt.storage_ptr(meta)
+    assert rpt.storage_size(meta) == spt.storage_size(meta)
+    with pytest.raises(RuntimeError, match="None is covering the entire storage"):
+        rpt._remove_duplicate_names({"p": base[:6], "q": base[3:9]})
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+        self.b.weight = self.a.weight
+
+
+def test_save_model_after_load_file_and_assign(tmp_path):
+    torch.manual_seed(1)
+    model = _Tied()
+    spt.save_model(model, str(tmp_path / "ref.safetensors"))
+    fresh = _Tied()
+    fresh.load_state_dict(rpt.load_file(str(tmp_path / "ref.safetensors")), strict=False)
+    rpt.save_model(fresh, str(tmp_path / "mine.safetensors"))
+    assert (tmp_path / "mine.safetensors").read_bytes() == (tmp_path / "ref.safetensors").read_bytes()
+    with torch.device("meta"):
+        meta = torch.nn.Linear(8, 8)
+    path = tmp_path / "lin.safetensors"
+    spt.save_file(torch.nn.Linear(8, 8).state_dict(), str(path))
+    meta.load_state_dict(rpt.load_file(str(path)), assign=True)
+    rpt.save_file(meta.state_dict(), str(tmp_path / "again.safetensors"))
+    assert (tmp_path / "again.safetensors").read_bytes() == path.read_bytes()
+
+
+def test_serialize_matches_the_reference(tmp_path):
+    a = torch.arange(6, dtype=torch.float32)
+    b = torch.arange(3, dtype=torch.int64)
+    f4 = torch.arange(4, dtype=torch.uint8)
+
+    def specs(mod):
+        return {
+            "zb": mod.TensorSpec(dtype="int64", shape=[3], data_ptr=b.data_ptr(), data_len=24),
+            "a": mod.TensorSpec(dtype="float32", shape=[2, 3], data_ptr=a.data_ptr(), data_len=24),
+            "e": mod.TensorSpec(dtype="bfloat16", shape=[0, 2], data_ptr=0, data_len=0),
+            "q": mod.TensorSpec(dtype="float4_e2m1fn_x2", shape=[2, 2], data_ptr=f4.data_ptr(), data_len=4),
+        }
+
+    mine, ref = specs(ringsafe), specs(safetensors)
+    for k in mine:
+        assert (mine[k].dtype, mine[k].shape, mine[k].data_len) == (ref[k].dtype, ref[k].shape, ref[k].data_len)
+        assert repr(mine[k]) == repr(ref[k])
+    assert ringsafe.serialize(mine, {"k": "v"}) == safetensors.serialize(ref, {"k": "v"})
+    ringsafe.serialize_file(mine, tmp_path / "a.safetensors")
+    safetensors.serialize_file(ref, str(tmp_path / "b.safetensors"))
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    blob = safetensors.serialize(ref)
+    assert sorted(ringsafe.deserialize(blob)) == sorted(safetensors.deserialize(blob))
+    got = rpt._view2torch(ringsafe.deserialize(blob))
+    assert torch.equal(got["a"], a.view(2, 3)) and torch.equal(got["zb"], b)
+
+
+def test_tensor_spec_refuses_what_the_reference_refuses():
+    with pytest.raises(ringsafe.SafetensorError, match='Unknown dtype "F32"'):
+        ringsafe.TensorSpec(dtype="F32", shape=[1], data_ptr=0, data_len=4)
+    with pytest.raises(TypeError):
+        ringsafe.TensorSpec("float32", [1], 0, 4)
+    with pytest.raises(TypeError):
+        ringsafe.TensorSpec(dtype=1, shape=[1], data_ptr=0, data_len=4)
+    with pytest.raises(OverflowError):
+        ringsafe.TensorSpec(dtype="float32", shape=[-1], data_ptr=0, data_len=4)
+    x = torch.zeros(4)
+    bad = {"x": ringsafe.TensorSpec(dtype="float32", shape=[4], data_ptr=x.data_ptr(), data_len=12)}
+    with pytest.raises(ringsafe.SafetensorError, match="tensor 'x'.*16 bytes.*12"):
+        ringsafe.serialize(bad)
+    with pytest.raises(TypeError, match="TensorSpec"):
+        ringsafe.serialize({"x": 1})
+    # The reference crashes on a null pointer with bytes behind it; ringsafe refuses it.
+    with pytest.raises(ringsafe.SafetensorError, match="data_ptr 0"):
+        ringsafe.serialize({"x": ringsafe.TensorSpec(dtype="float32", shape=[4], data_ptr=0, data_len=16)})
+
+
+def test_numpy_flatten_and_view_helpers(tmp_path):
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(3, dtype=">i4")}
+    keep = []
+    flat = rnp._flatten(arrays, keep)
+    assert ringsafe.serialize(flat) == snp.save(arrays)
+    assert rnp._is_little_endian(arrays["a"]) and not rnp._is_little_endian(arrays["b"])
+    back = rnp._view2np(ringsafe.deserialize(snp.save(arrays)))
+    assert (back["b"] == arrays["b"]).all() and rnp._getdtype("F32") is np.float32
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_backend_is_accepted_everywhere(tmp_path, backend):
+    path, tensors = _checkpoint(tmp_path)
+    with ringsafe.safe_open(str(path), "pt", backend=backend) as f:
+        assert torch.equal(f.get_tensor("embed.weight"), tensors["embed.weight"])
+    with safetensors.safe_open(str(path), "pt", backend=backend) as ref:
+        assert ref.keys() == sorted(tensors)
+    model = torch.nn.Module()
+    model.register_buffer("ids", torch.zeros(5, dtype=torch.int64))
+    missing, unexpected = rpt.load_model(model, str(path), strict=False, backend=backend)
+    assert torch.equal(model.ids, tensors["ids"]) and "ids" not in unexpected
+    snp.save_file({"v": np.ones(3)}, str(tmp_path / "n.safetensors"))
+    assert set(rnp.load_file(str(tmp_path / "n.safetensors"), backend=backend)) == {"v"}
+
+
+def test_backend_refused_as_the_reference_refuses_it(tmp_path):
+    path, _ = _checkpoint(tmp_path)
+    for mod in (ringsafe, safetensors):
+        with pytest.raises(mod.SafetensorError, match='backend "foo" is invalid'):
+            mod.safe_open(str(path), "pt", backend="foo")
+        with pytest.raises(TypeError):
+            mod.safe_open(str(path), "pt", backend=None)
+    with pytest.raises(ringsafe.SafetensorError, match="backend"):
+        rpt.load_file(str(path), backend="direct")
+
+
+def _mapping_of(address):
+    """The path of the file mapping that holds ``address`` ('' for anonymous memory)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= address < hi:
+                return parts[5].strip() if len(parts) > 5 else ""
+    return None
+
+
+def test_mmap_views_map_the_file_pread_owns_its_memory(tmp_path):
+    path, tensors = _checkpoint(tmp_path)
+    mapped = rpt.load_file(str(path))
+    owned = rpt.load_file(str(path), backend="pread")
+    assert _mapping_of(mapped["embed.weight"].data_ptr()) == str(path)
+    assert _mapping_of(owned["embed.weight"].data_ptr()) != str(path)
+    # mmap views survive the file being replaced by an atomic rename, as the reference's do
+    with ringsafe.safe_open(str(path), "pt") as f:
+        replacement = tmp_path / "new.safetensors"
+        spt.save_file({k: torch.zeros_like(v) for k, v in tensors.items()}, str(replacement))
+        os.replace(replacement, path)
+        late = f.get_tensor("layers.1.w")
+    for k, v in tensors.items():
+        assert torch.equal(mapped[k], v) and torch.equal(owned[k], v)
+    assert torch.equal(late, tensors["layers.1.w"])
+    assert not rpt.load_file(str(path))["embed.weight"].any()
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_file_objects(tmp_path, backend):
+    path, tensors = _checkpoint(tmp_path)
+    blob = path.read_bytes()
+    for f in (io.BytesIO(blob), open(path, "rb")):
+        with ringsafe.safe_open(f, "pt", backend=backend) as h:
+            assert h.keys() == sorted(tensors) and h.metadata() == {"format": "pt"}
+            for k, v in tensors.items():
+                assert torch.equal(h.get_tensor(k), v)
+            assert torch.equal(h.get_slice("embed.weight")[2:5, ::3], tensors["embed.weight"][2:5, ::3])
+            assert set(h.get_tensors()) == set(tensors)
+        assert not f.closed  # the caller's file stays open: it is the caller's
+        f.close()
+    with open(path, "rb") as f:
+        with ringsafe._safe_open_handle(f, "pt", backend=backend) as mine, \
+                safetensors._safe_open_handle(f, "pt", backend=backend) as ref:
+            assert mine.keys() == ref.keys()
+            for k in tensors:
+                assert torch.equal(mine.get_tensor(k), ref.get_tensor(k))
+    assert set(rpt.load_file(io.BytesIO(blob))) == set(tensors)
+
+
+def test_file_objects_that_lie_are_refused(tmp_path):
+    path, _ = _checkpoint(tmp_path)
+    blob = path.read_bytes()
+    with pytest.raises(ringsafe.SafetensorError, match="MetadataIncompleteBuffer|data section|incomplete"):
+        ringsafe.safe_open(io.BytesIO(blob[:-10]), "pt")
+
+    class Shrinking(io.BytesIO):
+        def readinto(self, b):
+            return 0 if self.tell() > 200 else super().readinto(b)
+
+    with ringsafe.safe_open(Shrinking(blob), "pt") as h:
+        with pytest.raises(ringsafe.SafetensorError, match="ended at offset"):
+            h.get_tensor("embed.weight")
+
+    class Stream(io.RawIOBase):
+        def readable(self):
+            return True
+
+    with pytest.raises(ringsafe.SafetensorError, match="cannot seek"):
+        ringsafe.safe_open(Stream(), "pt")
+    with pytest.raises(TypeError):
+        ringsafe._safe_open_handle(str(path), "pt")
+
+
+def test_errors_have_the_reference_types(tmp_path):
+    path, _ = _checkpoint(tmp_path)
+    for mod in (ringsafe, safetensors):
+        with mod.safe_open(str(path), "pt") as f:
+            with pytest.raises(mod.SafetensorError):
+                f.get_tensor("nope")
+            with pytest.raises(IndexError):
+                f.get_slice("embed.weight")[64]
+        with pytest.raises(FileNotFoundError):
+            mod.safe_open(str(tmp_path / "missing.safetensors"), "pt")
+        f = mod.safe_open(str(path), "pt")
+        f.__exit__(None, None, None)
+        with pytest.raises(mod.SafetensorError):
+            f.keys()
+
+
+def test_pickled_loaded_tensors_carry_only_their_bytes(tmp_path):
+    path, tensors = _checkpoint(tmp_path)
+    loaded = rpt.load_file(str(path))
+    again = pickle.loads(pickle.dumps(loaded["layers.1.w"]))
+    assert torch.equal(again, tensors["layers.1.w"])
+    assert again.untyped_storage().nbytes() == tensors["layers.1.w"].numel() * 2
