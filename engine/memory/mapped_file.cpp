@@ -59,22 +59,43 @@ std::vector<chunk> chunks_of(std::span<const mapped_range> ranges, std::uint64_t
     return out;
 }
 
-// Whether every page of [p, p + n) is in the page cache.
-bool all_resident(std::byte* p, std::uint64_t n, std::vector<unsigned char>& vec) {
-    vec.resize(n / page + 1);
-    if (::mincore(p, n, vec.data()) != 0) return false;
+// Whether [p, p + n) looks cached: mincore of five sampled pages (first,
+// quarters, last). A full mincore costs about as much as the faults it would
+// save; a page the samples missed is still read, by its own fault.
+bool looks_resident(std::byte* p, std::uint64_t n) {
     const std::uint64_t pages = (n + page - 1) / page;
-    for (std::uint64_t i = 0; i < pages; ++i)
-        if (!(vec[i] & 1)) return false;
+    for (std::uint64_t k = 0; k < 5; ++k) {
+        const std::uint64_t i = pages <= 1 ? 0 : (pages - 1) * k / 4;
+        unsigned char v = 0;
+        if (::mincore(p + i * page, page, &v) != 0 || !(v & 1)) return false;
+    }
     return true;
 }
 
-// Kernels before 5.14 lack MADV_POPULATE_READ: read one byte per page instead.
-void touch_pages(const std::byte* p, std::uint64_t n) {
+// Page tables for [p, p + n) of cached pages: one read per 64 KiB, each fault
+// mapping the 16 pages around it (the kernel's fault-around), several times
+// faster than MADV_POPULATE_READ's page-by-page walk, and it scales with threads.
+void touch_pages(const std::byte* p, std::uint64_t n, std::uint64_t stride) {
     unsigned char sum = 0;
-    for (std::uint64_t off = 0; off < n; off += page) sum ^= *reinterpret_cast<const volatile unsigned char*>(p + off);
+    for (std::uint64_t off = 0; off < n; off += stride) sum ^= *reinterpret_cast<const volatile unsigned char*>(p + off);
     static_cast<void>(sum);
 }
+
+// MADV_POPULATE_READ of [p, p + n): false when the kernel lacks it (EINVAL);
+// Truncated when the file no longer covers the range (EFAULT).
+bool populate_read(std::byte* p, std::uint64_t n, const std::string& path, std::uint64_t offset) {
+    for (;;) {
+        if (::madvise(p, n, MADV_POPULATE_READ) == 0) return true;
+        if (errno == EINTR || errno == EAGAIN) continue;
+        if (errno == EINVAL) return false;
+        if (errno == EFAULT)
+            raise(errc::Truncated, "cannot read " + path + " at offset " + std::to_string(offset) +
+                                       ": the file is shorter than when it was mapped, or unreadable");
+        raise_errno(errno, "cannot read " + path + " at offset " + std::to_string(offset), path);
+    }
+}
+
+constexpr std::uint64_t fault_around = 64u << 10;
 
 }  // namespace
 
@@ -159,7 +180,16 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
     const std::vector<chunk> chunks = chunks_of(ranges, (size_ + page - 1) / page * page);
     std::uint64_t total = 0, mapped = 0;
     for (const auto& c : chunks) total += c.payload, mapped += c.end - c.begin;
-    if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
+    if (threads == 0) {
+        // Hot chunks are CPU work (page tables): one thread per core. Cold ones
+        // wait on the disk: more requests in flight pay off (measured on the
+        // 2-core VM: 1.6 GB/s with 2 threads, 2.0 with 8).
+        bool cold = false;
+        for (std::size_t i = 0; i < chunks.size() && !cold; i += std::max<std::size_t>(1, chunks.size() / 8))
+            cold = !looks_resident(data_ + chunks[i].begin, chunks[i].end - chunks[i].begin);
+        threads = std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
+        if (cold) threads = std::max(threads, 8u);
+    }
     threads = static_cast<unsigned>(std::min<std::uint64_t>(threads, chunks.size()));
     if (mapped < inline_bytes) threads = std::min(threads, 1u);
     stats.threads = threads;
@@ -175,7 +205,6 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
         failed.store(true);
     };
     auto work = [&] {
-        std::vector<unsigned char> vec;
         try {
             for (;;) {
                 if (failed.load(std::memory_order_relaxed)) return;
@@ -185,21 +214,19 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
                 const chunk c = chunks[i];
                 std::byte* p = data_ + c.begin;
                 const std::uint64_t n = c.end - c.begin;
-                if (!all_resident(p, n, vec)) {
+                const std::uint64_t last = n - page;
+                if (looks_resident(p, n)) {
+                    // The last page first: a file that shrank fails here (EFAULT), not
+                    // with SIGBUS in the reads below.
+                    if (!populate_read(p + last, page, path_, c.begin + last)) {
+                        touch_pages(p, n, page);  // a kernel without MADV_POPULATE_READ
+                    } else {
+                        touch_pages(p, n, fault_around);
+                    }
+                } else {
                     cold.fetch_add(n, std::memory_order_relaxed);
                     ::madvise(p, n, MADV_WILLNEED);  // queue the whole chunk's reads now
-                }
-                for (;;) {
-                    if (::madvise(p, n, MADV_POPULATE_READ) == 0) break;
-                    if (errno == EINTR || errno == EAGAIN) continue;
-                    if (errno == EINVAL) {  // no MADV_POPULATE_READ in this kernel
-                        touch_pages(p, n);
-                        break;
-                    }
-                    if (errno == EFAULT)
-                        raise(errc::Truncated, "cannot read " + path_ + " at offset " + std::to_string(c.begin) +
-                                                   ": the file is shorter than when it was mapped, or unreadable");
-                    raise_errno(errno, "cannot read " + path_ + " at offset " + std::to_string(c.begin), path_);
+                    if (!populate_read(p, n, path_, c.begin)) touch_pages(p, n, page);
                 }
                 const std::uint64_t d = done.fetch_add(c.payload) + c.payload;
                 if (ctl.on_progress) ctl.on_progress(d, total);

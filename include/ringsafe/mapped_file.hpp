@@ -53,10 +53,12 @@ public:
     std::uint64_t size() const noexcept { return size_; }
     const std::string& path() const noexcept { return path_; }
 
-    // Makes every byte of `ranges` resident and mapped (MADV_POPULATE_READ; a
-    // read per page on kernels without it), on up to `threads` threads
-    // (0: a default for the machine), in chunks; chunks not yet in the page
-    // cache have the kernel's readahead started first, several at a time.
+    // Makes every byte of `ranges` resident and mapped, on up to `threads`
+    // threads (0: one per core, at least 8 when sampled chunks are not cached),
+    // in 8 MiB chunks: a cached chunk is mapped by one read per 64 KiB (the
+    // kernel's fault-around maps the rest), after MADV_POPULATE_READ of its
+    // last page checked that the file still covers it; a chunk not cached has
+    // the kernel's readahead queued whole (MADV_WILLNEED), then MADV_POPULATE_READ.
     // Small totals run on the calling thread. ctl.cancel is checked between
     // chunks (throws errc::Cancelled), ctl.on_progress gets bytes done.
     // Throws InvalidArgument for a range past the end, Truncated when the file

@@ -684,17 +684,30 @@ def test_gil_released_during_save_file(big_saved, big_tensors):
         assert torch.equal(f.get_tensor("b7"), big_tensors["b7"])
 
 
-def test_gil_released_during_load_file(big_saved, big_tensors):
+def _evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("backend", ["pread", "mmap"])
+def test_gil_released_during_load_file(big_saved, big_tensors, backend):
     path, _, _ = big_saved
-    inside, whole, got = _window(lambda cb: rpt.load_file(str(path), progress=cb))
+    if backend == "mmap":
+        _evict(path)  # a cached file is mapped within one progress interval: give it reads to wait for
+    inside, whole, got = _window(lambda cb: rpt.load_file(str(path), progress=cb, backend=backend))
     assert inside > 0
     for k, v in big_tensors.items():
         assert torch.equal(got[k], v)
     del got
     # without a progress callback
+    if backend == "mmap":
+        _evict(path)
     with _Counter() as c:
         before = c.n
-        got = rpt.load_file(str(path))
+        got = rpt.load_file(str(path), backend=backend)
         assert c.n - before > 0
     del got
 

@@ -84,9 +84,15 @@ class EngineSource:
             raise error("TensorNotFound", f"File does not contain tensor {name}")
 
     def load(self, adapter, names, progress):
-        """{name: tensor} for ``names`` (data order): one parallel read into one arena."""
-        everything = len(names) == len(self.infos)
-        arena, offsets = self.reader.read_packed(None if everything else names, ALIGNMENT, progress)
+        """{name: tensor} for ``names`` (data order): one parallel read into one
+        arena, laid out as in the file when the selection covers most of its
+        span (one long read per shard; O_DIRECT lands in place), else packed."""
+        sizes = [self.by_name[n][4] - self.by_name[n][3] for n in names]
+        arena, offsets = file_layout_arena([self.by_name[n] for n in names], sum(sizes))
+        if arena is None:
+            arena, offsets = new_packed_arena(sizes)
+        dsts = [(arena.address + off, n) for off, n in zip(offsets, sizes)]
+        self.reader.execute(self.reader.plan_tensors(names, dsts, [arena]), progress)
         return adapter.views(arena, packed_items(self.by_name, names, offsets))
 
     def one(self, adapter, name):
@@ -113,6 +119,19 @@ class EngineSource:
     @property
     def closed(self):
         return self.reader.closed
+
+
+def file_layout_arena(infos, selected_bytes):
+    """(arena, offsets) placing each tensor at its offset in the file's data
+    section, relative to a 4096-aligned base, when the tensors are in one shard
+    and cover at least 90 % of their span; (None, None) otherwise."""
+    if not infos or len({t[5] for t in infos}) != 1:
+        return None, None
+    lo = min(t[3] for t in infos) // 4096 * 4096
+    hi = max(t[4] for t in infos)
+    if selected_bytes < 0.9 * (hi - lo):
+        return None, None
+    return new_arena(hi - lo), [t[3] - lo for t in infos]
 
 
 def new_packed_arena(sizes):
