@@ -1,0 +1,131 @@
+// Tests for include/ringsafe/mapped_file.hpp: mapping, populate() over cached
+// and evicted ranges, bounds, progress, cancellation, a file that shrank under
+// the mapping, and private (copy-on-write) writes.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "ringsafe/error.hpp"
+#include "ringsafe/mapped_file.hpp"
+#include "test_support.hpp"
+
+using namespace ringsafe;
+using namespace ringsafe::test;
+
+namespace {
+
+std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+    std::vector<std::byte> v(n);
+    fill_pattern(v, seed);
+    return v;
+}
+
+void evict(const std::filesystem::path& p) {
+    const int fd = ::open(p.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    ::fsync(fd);  // dirty pages are not dropped
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("mapped_file maps the whole file and populate makes ranges resident") {
+    temp_dir dir;
+    const auto data = pattern((48u << 20) + 123, 7);  // several chunks and a partial last page
+    write_file(dir / "f", data);
+    for (bool cold : {false, true}) {
+        if (cold) evict(dir / "f");
+        auto m = mapped_file::open((dir / "f").string());
+        REQUIRE(m.size() == data.size());
+        const std::vector<mapped_range> ranges{{100, 20u << 20}, {(20u << 20) + 100, data.size() - (20u << 20) - 100}};
+        std::atomic<std::uint64_t> last{0}, total{0};
+        read_control ctl;
+        ctl.on_progress = [&](std::uint64_t d, std::uint64_t t) {
+            last = std::max<std::uint64_t>(last, d);
+            total = t;
+        };
+        auto st = m.populate(ranges, 0, ctl);
+        CHECK(st.bytes == data.size() - 100);
+        CHECK(last == data.size() - 100);  // progress counts the caller's bytes, not pages
+        CHECK(total == data.size() - 100);
+        CHECK(st.threads >= 2);
+        if (cold) CHECK(st.threads > 2);  // more requests in flight than cores (one thread per 8 MiB chunk, up to 8)
+        CHECK(m.resident_bytes({0, m.size()}) == m.size());
+        CHECK(std::memcmp(m.data(), data.data(), data.size()) == 0);
+    }
+}
+
+TEST_CASE("mapped_file writes stay private to the mapping") {
+    temp_dir dir;
+    const auto data = pattern(10000, 3);
+    write_file(dir / "f", data);
+    {
+        auto m = mapped_file::open((dir / "f").string());
+        std::memset(m.data(), 0, 100);
+        auto again = mapped_file::open((dir / "f").string());
+        CHECK(std::memcmp(again.data(), data.data(), data.size()) == 0);
+    }
+    CHECK(read_file(dir / "f") == data);
+}
+
+TEST_CASE("mapped_file keeps the old bytes after the path is replaced") {
+    temp_dir dir;
+    const auto old_bytes = pattern(1u << 20, 1), new_bytes = pattern(1u << 20, 2);
+    write_file(dir / "f", old_bytes);
+    auto m = mapped_file::open((dir / "f").string());
+    write_file(dir / "g", new_bytes);
+    std::filesystem::rename(dir / "g", dir / "f");
+    const std::vector<mapped_range> all{{0, m.size()}};
+    m.populate(all);
+    CHECK(std::memcmp(m.data(), old_bytes.data(), old_bytes.size()) == 0);
+}
+
+TEST_CASE("mapped_file refuses ranges past the end, missing files and directories") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(5000, 1));
+    auto m = mapped_file::open((dir / "f").string());
+    const std::vector<mapped_range> past{{4000, 1001}};
+    CHECK_THAT(kind_of([&] { m.populate(past); }), Catch::Contains("InvalidArgument") && Catch::Contains("past the end"));
+    CHECK_THROWS_AS(m.resident_bytes({5001, 0}), ringsafe::error);
+    try {
+        mapped_file::open((dir / "missing").string());
+        FAIL("no error");
+    } catch (const ringsafe::error& e) {
+        CHECK(e.code() == std::errc::no_such_file_or_directory);
+        CHECK(e.path() == (dir / "missing").string());
+    }
+    CHECK_THROWS_AS(mapped_file::open(dir.path().string()), ringsafe::error);
+    write_file(dir / "empty", std::string());
+    auto e = mapped_file::open((dir / "empty").string());
+    CHECK(e.size() == 0);
+    CHECK(e.populate({}).bytes == 0);
+}
+
+TEST_CASE("mapped_file populate reports a file that shrank instead of faulting") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(16u << 20, 4));
+    auto m = mapped_file::open((dir / "f").string());
+    REQUIRE(::truncate((dir / "f").c_str(), 4096) == 0);
+    const std::vector<mapped_range> all{{0, m.size()}};
+    CHECK_THAT(kind_of([&] { m.populate(all, 1); }), Catch::Contains("Truncated") && Catch::Contains("shorter"));
+}
+
+TEST_CASE("mapped_file populate stops when cancelled") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(64u << 20, 5));
+    auto m = mapped_file::open((dir / "f").string());
+    std::atomic<bool> cancel{true};
+    read_control ctl;
+    ctl.cancel = &cancel;
+    const std::vector<mapped_range> all{{0, m.size()}};
+    CHECK_THAT(kind_of([&] { m.populate(all, 2, ctl); }), Catch::Contains("Cancelled"));
+}
