@@ -1,44 +1,46 @@
 #!/usr/bin/env python3
-"""ringsafe's Python API against the reference safetensors, on the operations a
-loader performs, on a llama-like checkpoint (bf16 weights, f32 norms, names
-model.layers.N.*) written once with safetensors.torch.save_file.
+"""ringsafe's Python API against the reference safetensors and the peers from
+PyPI (Run:ai Model Streamer, fastsafetensors in its CPU mode, requests/boto3
+download + load), on the loads people make, on a llama-like checkpoint (bf16
+weights, f32 norms, TinyLlama's shapes, names model.layers.N.*) written once
+with safetensors.torch.save_file.
 
   PYTHONPATH=build/engine/python .venv/bin/python bench/bench_python.py
-      [--size-gib 2] [--reps 5] [--only load_model,loop,load_file,save_file,overhead]
-      [--hot | --cold] [--dir DIR] [--quick]
+      [--size-gib 2] [--reps 3] [--only load_file,load_model,...] [--hot | --cold]
+      [--dir DIR] [--quick]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
-page-cache state and peak RSS); arms are interleaved (A B A B ...); the table
-gives the median. Operations:
+page-cache state and peak RSS); arms are interleaved (A B C A B C ...); the
+table gives medians and each arm's ratio to the reference's mmap arm (for
+http and s3: to the download + load arm). Operations (--only):
 
-  load_model  X.torch.load_model(model, path) into a model whose parameters match
-              the checkpoint (names, shapes, dtypes), made with torch.empty and
-              touched (zeroed) before the clock starts, as an existing model's are
-  loop        with X.safe_open(path, "pt"): get_tensor(k) for every key, each
-              tensor read once (below) as it arrives
-  load_file   X.torch.load_file(path), then one read of every byte
-  save_file   X.torch.save_file(d, fresh path) of a dict already in memory (ringsafe
-              with sync=False: the reference does not fsync); the file is removed after
-  overhead    ringsafe.torch.load_file(path) alone (no read afterwards: its data is
-              in memory when it returns) against the C++ CLI `ringsafe load --json`
-              (default destination: a huge-page arena, like load_file's); the CLI's
-              own timer covers open + header + reads, not its arena's allocation
-              (done before its clock), so the load_file row also pays for fresh
-              memory (the kernel zeroes every page on first touch); a third arm,
-              ringsafe.torch.read_into views of a ringsafe.Arena allocated and
-              prefaulted before the clock (the CLI's conditions), shows the Python
-              layer's own cost; the CLI process's wall time is printed below the table
+  load_file        X.load_file(path) then one read of every byte. Arms: the reference
+                   (mmap, its default, and backend="pread"), ringsafe (the same two), Run:ai
+                   (O_DIRECT, its default, and io_uring_buffered), fastsafetensors CPU
+                   (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); the peers' tensors
+                   are read as they stream
+  load_model       into an existing model's parameters (made with torch.empty, zeroed): the
+                   two load_model()s; the peers copy each streamed tensor into its parameter
+  loop             with safe_open(path, "pt"): get_tensor(k) for every key, read as it comes
+  sharded          the checkpoint split into 4 shards + model.safetensors.index.json:
+                   ringsafe.torch.load_file(index) against the reference's load_file per shard
+  from_pretrained  transformers LlamaForCausalLM.from_pretrained(dir, dtype=bf16) on the same
+                   bytes, with the reference, and with ringsafe.install() first
+  pss              4 processes load the file at once and hold it: total PSS / file size
+                   (reference mmap, ringsafe mmap, ringsafe pread)
+  http             the file from a local nginx: ringsafe.torch.load_file(url) against
+                   requests.get(url).content + safetensors.torch.load
+  s3               the file from a local radosgw: ringsafe (s3://), Run:ai's S3 streamer,
+                   boto3 get_object + safetensors.torch.load
+  save_file        X.save_file(dict in memory, fresh path) (ringsafe with sync=False)
 
-"One read of every byte" = the sum of every tensor's bytes viewed as int64, the
-same for both libraries: safetensors 0.8 hands out lazy mmap-backed tensors, so
-its load alone moves no data; the checksums of both arms are compared.
-cache hot: the file is read once (read(2)) before each repetition; cold: fsync +
-posix_fadvise(POSIX_FADV_DONTNEED) before each repetition ("guest-cold": a
-virtual disk's host may still cache it). GB = 1e9 bytes of the file.
-peak RSS = the process's high-water RSS (VmHWM, what ru_maxrss reports for one
-process) minus its RSS after imports; +op = that peak minus the RSS when the
-clock started (the operation's own memory: the model or the dict to save is
-resident before). Pages of a mmap-ed file count in RSS once touched.
+"One read of every byte" = the int64 sum of every tensor's bytes (torch with
+one thread: both libraries pay it equally, and two threads on two shared cores
+make it noisy); the arms' checksums must agree. hot: the file is read once
+(read(2)) before each repetition; cold: fsync + POSIX_FADV_DONTNEED before each
+repetition ("guest-cold": the VM's host may still cache it), checked with
+mincore(2); a `dd iflag=direct bs=16M` row gives the disk's own rate in the
+same run. peak RSS = VmHWM minus the RSS after imports. GB = 1e9 bytes.
 """
 
 import argparse
@@ -55,13 +57,26 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = REPO / "build" / "tools" / "ringsafe"
-OPS = ("load_model", "loop", "load_file", "save_file", "overhead")
-REF, MINE, CLI_ARM = "safetensors.torch", "ringsafe.torch", "ringsafe load (C++)"
-INTO = "rt.read_into arena"  # overhead: into a prefaulted huge-page arena
+OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "save_file")
+REF, REF_PREAD = "safetensors", "safetensors pread"
+MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
+RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
+FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
+DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
+ARMS = {
+    "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, RUNAI, RUNAI_BUF, FST, FST_BUF],
+    "load_model": [REF, MINE, RUNAI_BUF, FST_BUF],
+    "loop": [REF, MINE],
+    "sharded": [REF, MINE],
+    "from_pretrained": [REF, MINE],
+    "pss": [REF, MINE, MINE_PREAD],
+    "http": [DOWNLOAD, MINE],
+    "s3": [BOTO, RUNAI_S3, MINE],
+    "save_file": [REF, MINE],
+}
+NO_CACHE_STATE = ("save_file", "http", "s3", "pss")  # remote or in-memory sources: one state
 
-# TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count
-# follows --size-gib.
+# TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
 HIDDEN, INTER, KV, VOCAB = 2048, 5632, 256, 32000
 
 
@@ -78,24 +93,50 @@ def layer_shapes(i):
     yield p + "post_attention_layernorm.weight", (HIDDEN,), "f32"
 
 
-def make_checkpoint(path, size_gib):
-    """Writes the checkpoint with the reference's save_file (random bytes)."""
+def layer_count(size_gib):
+    per_layer = sum(2 * s[0] * (s[1] if len(s) > 1 else 2) for _, s, _ in layer_shapes(0))
+    return max(1, -(-(int(size_gib * 2**30) - 2 * 2 * VOCAB * HIDDEN) // per_layer))
+
+
+def make_checkpoint(work, size_gib):
+    """The checkpoint (random bytes), its 4-shard split with an index, and a
+    transformers model directory holding it; all written by the reference."""
     import torch
     import safetensors.torch as st
-    per_layer = sum(2 * s[0] * (s[1] if len(s) > 1 else 2) for _, s, _ in layer_shapes(0))
-    embeds = 2 * 2 * VOCAB * HIDDEN
-    layers = max(1, -(-(int(size_gib * 2**30) - embeds) // per_layer))
     g = torch.Generator().manual_seed(0)
-    t = {"model.embed_tokens.weight": None, "lm_head.weight": None, "model.norm.weight": torch.ones(HIDDEN)}
-    for k in ("model.embed_tokens.weight", "lm_head.weight"):
-        t[k] = torch.randint(-2**15, 2**15, (VOCAB, HIDDEN), dtype=torch.int16, generator=g).view(torch.bfloat16)
+
+    def rnd(shape):
+        return torch.randint(-2**15, 2**15, shape, dtype=torch.int16, generator=g).view(torch.bfloat16)
+
+    t = {"model.embed_tokens.weight": rnd((VOCAB, HIDDEN)), "lm_head.weight": rnd((VOCAB, HIDDEN)),
+         "model.norm.weight": torch.ones(HIDDEN)}
+    layers = layer_count(size_gib)
     for i in range(layers):
         for name, shape, kind in layer_shapes(i):
-            if kind == "bf16":
-                t[name] = torch.randint(-2**15, 2**15, shape, dtype=torch.int16, generator=g).view(torch.bfloat16)
-            else:
-                t[name] = torch.rand(shape, generator=g) + 0.5
-    st.save_file(t, path, metadata={"format": "pt"})
+            t[name] = rnd(shape) if kind == "bf16" else torch.rand(shape, generator=g) + 0.5
+    path = work / "model.safetensors"
+    st.save_file(t, str(path) + ".part", metadata={"format": "pt"})
+    os.replace(str(path) + ".part", path)
+    shards = work / "sharded"
+    shards.mkdir(exist_ok=True)
+    names = list(t)
+    weight_map = {}
+    for k in range(4):
+        part = {n: t[n] for n in names[k::4]}
+        fname = f"model-{k + 1:05d}-of-00004.safetensors"
+        st.save_file(part, str(shards / fname), metadata={"format": "pt"})
+        weight_map.update({n: fname for n in part})
+    total = sum(v.numel() * v.element_size() for v in t.values())
+    (shards / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    hf = work / "hf"
+    hf.mkdir(exist_ok=True)
+    from transformers import LlamaConfig
+    LlamaConfig(hidden_size=HIDDEN, intermediate_size=INTER, num_attention_heads=32, num_key_value_heads=KV // 64,
+                num_hidden_layers=layers, vocab_size=VOCAB, tie_word_embeddings=False,
+                torch_dtype="bfloat16").save_pretrained(hf)
+    if not (hf / "model.safetensors").exists():
+        os.link(path, hf / "model.safetensors")
 
 
 def read_header(path):
@@ -113,23 +154,27 @@ def touch(t, torch):
     the offset is not a multiple of 8), wrapping."""
     if not t.numel():
         return 0
-    raw = t.reshape(-1).view(torch.uint8)
+    raw = t.detach().reshape(-1).view(torch.uint8)
     try:
         return int(raw.view(torch.int64).sum())
     except RuntimeError:
         return int(raw.sum())
 
 
-def checksum(tensors, torch):
-    return sum(touch(t, torch) for t in tensors) & (2**64 - 1)
-
-
-def status_kib(field):
-    with open("/proc/self/status") as f:
+def status_kib(field, pid="self"):
+    with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def pss_kib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
 
 
 def build_model(header, torch):
@@ -146,79 +191,156 @@ def build_model(header, torch):
                 sub = torch.nn.Module()
                 m.add_module(part, sub)
             m = sub
-        p = torch.nn.Parameter(torch.empty(info["shape"], dtype=dtypes[info["dtype"]]), requires_grad=False)
-        m.register_parameter(leaf, p)
+        m.register_parameter(leaf, torch.nn.Parameter(torch.empty(info["shape"], dtype=dtypes[info["dtype"]]),
+                                                      requires_grad=False))
     with torch.no_grad():
         for p in root.parameters():
             p.zero_()
     return root
 
 
+def _runai_stream(paths, torch, each):
+    from runai_model_streamer import SafetensorsStreamer
+    with SafetensorsStreamer() as s:
+        s.stream_files(paths)
+        for name, t in s.get_tensors():
+            each(name, t)
+
+
+def _fst_stream(path, torch, each):
+    from fastsafetensors import SafeTensorsFileLoader, SingleGroup
+    loader = SafeTensorsFileLoader(SingleGroup(), device="cpu", nogds=True)
+    try:
+        loader.add_filenames({0: [path]})
+        fb = loader.copy_files_to_device()
+        try:
+            for name in read_header(path):
+                each(name, fb.get_tensor(name))
+        finally:
+            fb.close()
+    finally:
+        loader.close()
+
+
 def child(op, arm, path, work):
     """One timed repetition in this fresh process; prints one JSON line."""
+    if arm == RUNAI_BUF:
+        os.environ["RUNAI_STREAMER_FS_STRATEGY"] = "io_uring_buffered"
+    if arm == FST_BUF:
+        os.environ["FASTSAFETENSORS_ODIRECT"] = "0"
     import torch
+    torch.set_num_threads(1)
     import safetensors
     import safetensors.torch as st
     import ringsafe
     import ringsafe.torch as rt
-    top, mod = (safetensors, st) if arm == REF else (ringsafe, rt)
-    # The imports' transient peak must not count: reset the high-water mark.
-    with open("/proc/self/clear_refs", "w") as f:
+    work = Path(work)
+    if op == "from_pretrained":
+        if arm == MINE:
+            ringsafe.install()
+        import transformers
+        transformers.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    if op == "s3" and arm == BOTO:
+        import boto3
+    if op == "http":
+        import requests
+    with open("/proc/self/clear_refs", "w") as f:  # the imports' peak must not count
         f.write("5")
     base = status_kib("VmRSS")
-
-    prep, target, check = None, None, None
+    if op == "pss":  # every process imported: the parent reads PSS, then says go
+        print("ready", flush=True)
+        sys.stdin.readline()
+    prep = None
     if op == "load_model":
-        prep = build_model(json.loads((Path(work) / "header.json").read_text()), torch)
-    elif op == "overhead" and arm == INTO:
-        header = json.loads((Path(work) / "header.json").read_text())
-        dtypes = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
-        spans, size = [], 0
-        for k, info in header.items():
-            n = info["data_offsets"][1] - info["data_offsets"][0]
-            spans.append((k, size, n, info))
-            size += -(-n // 64) * 64
-        arena = ringsafe.Arena(size, prefault=True)
-        flat = torch.frombuffer(arena, dtype=torch.uint8)
-        prep = {k: flat[o:o + n].view(dtypes[i["dtype"]]).view(i["shape"]) for k, o, n, i in spans}
-        del flat, arena  # the views keep the arena
+        prep = build_model(json.loads((work / "header.json").read_text()), torch)
     elif op == "save_file":
         prep = {k: v.clone() for k, v in st.load_file(path).items()}
-        target = Path(work) / f"saved-{os.getpid()}.safetensors"
-    start = status_kib("VmRSS")
+        target = work / f"saved-{os.getpid()}.safetensors"
+    backend = "pread" if arm in (REF_PREAD, MINE_PREAD) else "mmap"
+    acc = [0]
+
+    def each(_name, t):
+        acc[0] += touch(t, torch)
 
     t0 = time.perf_counter()
-    if op == "load_model":
-        mod.load_model(prep, path)
+    if op in ("load_file", "pss"):
+        if arm in (REF, REF_PREAD):
+            d = st.load_file(path, backend=backend)
+        elif arm in (MINE, MINE_PREAD):
+            d = rt.load_file(path, backend=backend)
+        elif arm in (RUNAI, RUNAI_BUF):
+            d = None
+            _runai_stream([path], torch, each)
+        else:
+            d = None
+            _fst_stream(path, torch, each)
+        if d is not None:
+            for t in d.values():
+                acc[0] += touch(t, torch)
+    elif op == "load_model":
+        params = prep.state_dict()
+        if arm in (REF, MINE):
+            (st if arm == REF else rt).load_model(prep, path)
+        else:
+            with torch.no_grad():
+                (_runai_stream if arm == RUNAI_BUF else (lambda p, tr, e: _fst_stream(p[0], tr, e)))(
+                    [path], torch, lambda n, t: params[n].copy_(t))
     elif op == "loop":
-        check = 0
-        with top.safe_open(path, "pt") as f:
+        with (safetensors if arm == REF else ringsafe).safe_open(path, "pt") as f:
             for k in f.keys():
-                check += touch(f.get_tensor(k), torch)
-        check &= 2**64 - 1
-    elif op == "load_file":
-        check = checksum(mod.load_file(path).values(), torch)
-    elif op == "overhead" and arm == INTO:
-        out = rt.read_into(path, prep)
-    elif op == "overhead":
-        out = rt.load_file(path)
+                acc[0] += touch(f.get_tensor(k), torch)
+    elif op == "sharded":
+        shards = work / "sharded"
+        if arm == REF:
+            files = sorted(shards.glob("*.safetensors"))
+            d = {}
+            for f in files:
+                d.update(st.load_file(str(f)))
+        else:
+            d = rt.load_file(str(shards / "model.safetensors.index.json"))
+        for t in d.values():
+            acc[0] += touch(t, torch)
+    elif op == "from_pretrained":
+        model = transformers.LlamaForCausalLM.from_pretrained(str(work / "hf"), dtype=torch.bfloat16)
+        for _, p in sorted(model.state_dict().items()):
+            acc[0] += touch(p, torch)
+    elif op == "http":
+        url = (work / "http_url").read_text().strip()
+        d = st.load(requests.get(url, timeout=600).content) if arm == DOWNLOAD else rt.load_file(url)
+        for t in d.values():
+            acc[0] += touch(t, torch)
+    elif op == "s3":
+        bucket, key = "bench", "model.safetensors"
+        if arm == BOTO:
+            body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+            d = st.load(body)
+        elif arm == RUNAI_S3:
+            d = None
+            _runai_stream([f"s3://{bucket}/{key}"], torch, each)
+        else:
+            d = rt.load_file(f"s3://{bucket}/{key}")
+        if d is not None:
+            for t in d.values():
+                acc[0] += touch(t, torch)
     elif op == "save_file":
         if arm == REF:
             st.save_file(prep, target)
         else:
             rt.save_file(prep, target, sync=False)
     seconds = time.perf_counter() - t0
-
     peak = status_kib("VmHWM")
+    check = acc[0] & (2**64 - 1)
     if op == "load_model":  # untimed: the parameters hold the file's bytes
-        check = checksum((p for _, p in sorted(prep.state_dict().items())), torch)
-    elif op == "overhead":
-        del out
+        check = sum(touch(p, torch) for _, p in sorted(prep.state_dict().items())) & (2**64 - 1)
     elif op == "save_file":
         check = target.stat().st_size
         target.unlink()
-    print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024,
-                      "op_mib": (peak - start) / 1024, "check": check}))
+    if op == "pss":  # hold the tensors until the parent has read every process's PSS
+        print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}), flush=True)
+        sys.stdin.readline()
+        return
+    print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}))
 
 
 # --------------------------------------------------------------- parent side
@@ -253,33 +375,56 @@ def child_env():
     env = dict(os.environ)
     if not env.get("PYTHONPATH"):
         env["PYTHONPATH"] = str(REPO / "build" / "engine" / "python")
+    env.pop("RINGSAFE_AS_SAFETENSORS", None)
     return env
 
 
-def run_child(op, arm, path, work):
+def run_child(op, arm, path, work, env=None):
     out = subprocess.run([sys.executable, __file__, "--child", op, arm, str(path), str(work)],
-                         capture_output=True, text=True, env=child_env())
+                         capture_output=True, text=True, env=env or child_env())
     if out.returncode:
         raise SystemExit(f"{op} / {arm} failed (exit {out.returncode}):\n{out.stdout}{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_cli(path):
-    """`ringsafe load --json`: its own seconds; ru_maxrss of the process (KiB);
-    the process's wall time."""
-    with tempfile.TemporaryFile("w+") as out:
+def run_pss(arm, path, work, n=4):
+    """n processes load the file at once and hold it. Their PSS is read with
+    all n alive before the load (imports done) and after it: the summed
+    growth (MiB) is what the loads added, as peak_mib."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", "pss", arm, str(path), str(work)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
+             for _ in range(n)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        before = sum(pss_kib(p.pid) for p in procs)
         t0 = time.perf_counter()
-        p = subprocess.Popen([str(CLI), "load", "--json", str(path)], stdout=out, stderr=subprocess.STDOUT)
-        _, status, ru = os.wait4(p.pid, 0)  # reaps it, with its rusage
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        results = [json.loads(p.stdout.readline()) for p in procs]
         wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        text = out.read()
-    if p.returncode:
-        raise SystemExit(f"ringsafe load failed (exit {p.returncode}):\n{text}")
-    r = json.loads(text.strip().splitlines()[-1])
-    rss = ru.ru_maxrss / 1024
-    return {"seconds": r["seconds"], "peak_mib": rss, "op_mib": float("nan"), "check": None, "wall": wall}
+        added = (sum(pss_kib(p.pid) for p in procs) - before) / 1024
+    finally:
+        for p in procs:
+            try:
+                p.stdin.write("\n")
+                p.stdin.close()
+            except OSError:
+                pass
+            p.wait(timeout=120)
+    return {"seconds": wall, "peak_mib": added, "check": results[0]["check"],
+            "pss_ratio": added * 2**20 / os.path.getsize(path)}
+
+
+def dd_direct(path):
+    """The disk's own sequential O_DIRECT rate (dd bs=16M), GB/s; None if dd refuses."""
+    drop_cache(path)
+    t0 = time.perf_counter()
+    out = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=16M", "iflag=direct"], capture_output=True)
+    if out.returncode:
+        return None
+    return os.path.getsize(path) / (time.perf_counter() - t0) / 1e9
 
 
 def machine_facts():
@@ -292,25 +437,49 @@ def machine_facts():
                 if line.startswith("model name")), platform.machine())
     mem = next((int(line.split()[1]) for line in read("/proc/meminfo").splitlines()
                 if line.startswith("MemTotal")), 0)
-    versions = subprocess.run([sys.executable, "-c", "import torch, safetensors, ringsafe; "
-                               "print(torch.__version__, safetensors.__version__, torch.get_num_threads())"],
-                              capture_output=True, text=True, env=child_env()).stdout.split()
+    versions = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m\n"
+         "for p in ('torch', 'safetensors', 'runai-model-streamer', 'fastsafetensors', 'transformers'):\n"
+         "    try: print(p, m.version(p))\n    except m.PackageNotFoundError: print(p, 'missing')"],
+        capture_output=True, text=True, env=child_env()).stdout.split("\n")
     return (f"nproc {os.cpu_count()} ({cpu}), {mem / 2**20:.1f} GiB RAM, kernel {platform.release()}\n"
-            f"THP enabled: {read('/sys/kernel/mm/transparent_hugepage/enabled')}; "
-            f"defrag: {read('/sys/kernel/mm/transparent_hugepage/defrag')}\n"
-            f"python {platform.python_version()}, torch {versions[0] if versions else '?'} "
-            f"({versions[2] if len(versions) > 2 else '?'} threads), "
-            f"safetensors {versions[1] if len(versions) > 1 else '?'}; load average {os.getloadavg()[0]:.2f}")
+            f"THP enabled: {read('/sys/kernel/mm/transparent_hugepage/enabled')}\n"
+            f"python {platform.python_version()}; {', '.join(v for v in versions if v)}; "
+            f"load average {os.getloadavg()[0]:.2f}")
+
+
+class Servers:
+    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations."""
+
+    def __init__(self, work, path, ops):
+        sys.path.insert(0, str(REPO / "tests" / "python"))
+        import servers
+        self.nginx = self.rgw = None
+        self.env = None
+        if "http" in ops:
+            self.nginx = servers.Nginx(work, work / "nginx")
+            (work / "http_url").write_text(self.nginx.url(path.name))
+        if "s3" in ops:
+            self.rgw = servers.RadosgwCluster(work / "rgw")
+            if self.rgw.create_bucket("bench") != 200 or self.rgw.put_object("bench", path.name, path) != 200:
+                raise SystemExit("radosgw: could not store the checkpoint")
+            self.env = dict(child_env(), **self.rgw.env(), AWS_EC2_METADATA_DISABLED="true",
+                            RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0", AWS_S3_ADDRESSING_STYLE="path")
+
+    def close(self):
+        for s in (self.nginx, self.rgw):
+            if s is not None:
+                s.close()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-gib", type=float, default=2.0, help="checkpoint size (default 2)")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions per arm (default 5)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per arm (default 3)")
     ap.add_argument("--only", default=",".join(OPS), help="comma-separated operations (default: all)")
     ap.add_argument("--hot", action="store_true", help="page cache hot only")
     ap.add_argument("--cold", action="store_true", help="page cache cold only")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 3 repetitions")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -319,78 +488,83 @@ def main():
     if a.child:
         return child(*a.child)
     if a.make:
-        return make_checkpoint(a.make[0], float(a.make[1]))
+        return make_checkpoint(Path(a.make[0]), float(a.make[1]))
     if a.quick:
-        a.size_gib, a.reps = 0.5, 3
+        a.size_gib, a.reps = 0.5, 1
     ops = [o for o in a.only.split(",") if o]
     bad = [o for o in ops if o not in OPS]
     if bad or a.reps < 1:
         ap.error(f"unknown operation(s) {bad}; choose from {','.join(OPS)}" if bad else "--reps must be >= 1")
-    if "overhead" in ops and not CLI.exists():
-        ap.error(f"{CLI} is not built (needed by the overhead operation)")
     states = [s for s, on in (("hot", a.hot or not a.cold), ("cold", a.cold or not a.hot)) if on]
-
-    work = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="ringsafe-bench-python-"))
+    work = Path(a.dir or tempfile.mkdtemp(prefix="ringsafe-bench-python-")).resolve()
+    work = work / f"{a.size_gib:g}gib"
     work.mkdir(parents=True, exist_ok=True)
+    servers = None
     try:
-        path = work / f"llama-{a.size_gib:g}gib.safetensors"
-        if not path.exists():
-            print(f"writing {path} with safetensors.torch.save_file ...", flush=True)
-            out = subprocess.run([sys.executable, __file__, "--make", str(path) + ".part", str(a.size_gib)],
-                                 env=child_env())
-            if out.returncode:
+        path = work / "model.safetensors"
+        if not (work / "hf" / "model.safetensors").exists():
+            print(f"writing {work} with the reference's save_file ...", flush=True)
+            if subprocess.run([sys.executable, __file__, "--make", str(work), str(a.size_gib)],
+                              env=child_env()).returncode:
                 raise SystemExit("writing the checkpoint failed")
-            os.replace(str(path) + ".part", path)
         header = read_header(path)
         (work / "header.json").write_text(json.dumps(header))
         size = path.stat().st_size
         print(machine_facts())
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} tensors; median of {a.reps}, "
               f"every repetition a fresh process, arms interleaved\n", flush=True)
-        run_all(ops, states, a.reps, path, work, size)
+        servers = Servers(work, path, ops)
+        run_all(ops, states, a.reps, path, work, size, servers)
     finally:
+        if servers is not None:
+            servers.close()
         if not a.dir:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(work.parent, ignore_errors=True)
 
 
-def run_all(ops, states, reps, path, work, size):
-    print(f"{'operation':10} {'cache':5} {'arm':20} {'median s':>8} {'min-max s':>13} {'GB/s':>6} "
-          f"{'peak RSS MiB':>12} {'+op MiB':>7}  speed-up", flush=True)
+def run_all(ops, states, reps, path, work, size, servers):
+    print(f"| operation | cache | arm | median s | GB/s | peak RSS MiB | vs {REF} |\n|---|---|---|---|---|---|---|",
+          flush=True)
     notes = []
     for op in ops:
-        arms = [CLI_ARM, MINE, INTO] if op == "overhead" else [REF, MINE]
-        for state in (["-"] if op == "save_file" else states):
+        arms = ARMS[op]
+        files = [path] if op != "sharded" else sorted((work / "sharded").glob("*.safetensors"))
+        for state in (["-"] if op in NO_CACHE_STATE else states):
             runs = {arm: [] for arm in arms}
             for _ in range(reps):
                 for arm in arms:
-                    if state == "cold":
-                        drop_cache(path)
-                    else:
+                    for f in files:
+                        drop_cache(f) if state == "cold" else warm(f)
+                    if op == "pss":
                         warm(path)
-                    runs[arm].append(run_cli(path) if arm == CLI_ARM else run_child(op, arm, path, work))
+                        runs[arm].append(run_pss(arm, path, work))
+                    else:
+                        env = servers.env if op == "s3" else None
+                        runs[arm].append(run_child(op, arm, path, work, env))
             if state == "cold":
                 drop_cache(path)
                 res = resident_fraction(path)
                 if res is not None and res > 0.01:
                     notes.append(f"{op} cold: {res:.0%} of the file still cached after the drop")
+                rate = dd_direct(path)
+                if rate:
+                    notes.append(f"{op} cold: dd iflag=direct bs=16M reads the file at {rate:.2f} GB/s "
+                                 f"(the disk's own sequential rate in this run)")
             checks = {r["check"] for arm in arms for r in runs[arm] if r["check"] is not None}
-            if len(checks) > 1:
-                raise SystemExit(f"{op} {state}: the arms disagree (checksums/sizes {sorted(checks)})")
+            if len(checks) > 1 and op not in ("from_pretrained",):
+                raise SystemExit(f"{op} {state}: the arms disagree (checksums {sorted(checks)})")
             med = {arm: statistics.median(r["seconds"] for r in runs[arm]) for arm in arms}
             for arm in arms:
-                secs = [r["seconds"] for r in runs[arm]]
                 rss = statistics.median(r["peak_mib"] for r in runs[arm])
-                extra = statistics.median(r["op_mib"] for r in runs[arm])
-                speed = f"{med[arms[0]] / med[arm]:.2f}x" if arm != arms[0] else ""
-                rng = f"{min(secs):.3f}-{max(secs):.3f}"
-                extra_s = f"{extra:7.0f}" if extra == extra else f"{'-':>7}"
-                print(f"{op:10} {state:5} {arm:20} {med[arm]:8.3f} {rng:>13} {size / med[arm] / 1e9:6.2f} "
-                      f"{rss:12.0f} {extra_s}  {speed}", flush=True)
-            if op == "overhead":
-                walls = statistics.median(r["wall"] for r in runs[CLI_ARM])
-                notes.append(f"overhead {state}: `ringsafe load` process wall time {walls:.3f} s "
-                             f"(startup, arena allocation + prefault, exit included)")
-    print("\nspeed-up = reference median / ringsafe median (overhead: CLI / Python; below 1 = Python slower)")
+                ratio = med[arms[0]] / med[arm]
+                rate = size / med[arm] / 1e9
+                extra = ""
+                if op == "pss":
+                    extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
+                print(f"| {op} | {state} | {arm}{extra} | {med[arm]:.3f} | {rate:.2f} | {rss:.0f} | {ratio:.2f}x |",
+                      flush=True)
+    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3: the download + load)")
+    print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:
         print(n)
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (other processes share these cores)")

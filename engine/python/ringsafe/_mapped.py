@@ -11,6 +11,9 @@ from ._ringsafe import MappedFile
 from ._source import EngineSource
 
 READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
+# A tensor smaller than this is handed out unpopulated (its first access faults
+# it in, as the reference's do): populating costs more than it saves below it.
+POPULATE_MIN = 1 << 20
 
 
 class MappedSource(EngineSource):
@@ -77,7 +80,8 @@ class MappedSource(EngineSource):
     def one(self, adapter, name):
         info = self.by_name[name]
         adapter.check_dtype(info[1], info[2], name)
-        self._populate([name])
+        if info[4] - info[3] >= POPULATE_MIN:
+            self._populate([name])
         return self._view(adapter, info)
 
     def box(self, adapter, info, box, box_shape):
@@ -95,8 +99,9 @@ class MappedSource(EngineSource):
         bits = BITS[info[1]]
         begin = first * bits // 8
         end = -(-(last + 1) * bits // 8)
-        base = self._shards[info[5]][2] + info[3]
-        self.mapping(info[5]).populate([(base + begin, end - begin)], self._threads)
+        if end - begin >= POPULATE_MIN:
+            base = self._shards[info[5]][2] + info[3]
+            self.mapping(info[5]).populate([(base + begin, end - begin)], self._threads)
         whole = self._view(adapter, info)
         return whole[tuple(slice(a, b) for a, b in box)]
 

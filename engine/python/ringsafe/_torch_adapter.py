@@ -51,7 +51,8 @@ class _TorchAdapter:
             if nbytes == 0:
                 out[name] = torch.empty(s, dtype=t)
             else:
-                out[name] = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=off).view(t).view(s)
+                size = t.itemsize
+                out[name] = torch.frombuffer(buffer, dtype=t, count=nbytes // size, offset=off).view(s)
         return out
 
     def fresh(self, dtype, shape, nbytes, name):
