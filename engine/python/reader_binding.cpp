@@ -280,7 +280,7 @@ void bind_reader(py::module_& m) {
                  arena* raw = new arena(size, true, false);
                  py::object arena_obj = py::cast(raw, py::return_value_policy::take_ownership);
                  arena& a = arena_obj.cast<arena&>();
-                 read_plan plan = r->plan_packed(sel, a.memory.span(), alignment);
+                 read_plan plan = r->plan_packed(sel, {a.data(), a.size}, alignment);
                  run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
                               plan.total_bytes() < inline_job_bytes);
                  std::vector<std::uint64_t> offsets;

@@ -12,6 +12,7 @@ iterator, a single-pass ``Writer`` with append, progress, and the GIL
 released during every read and write.
 """
 
+from ._memory import arena_cache_stats, set_arena_cache, trim_arena_cache
 from ._open import TensorSlice, _safe_open_handle, safe_open
 from ._ringsafe import Arena, Reader, SafetensorError
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file
@@ -21,4 +22,5 @@ from ._write import Writer
 __version__ = "0.1.0"
 
 __all__ = ["safe_open", "TensorSlice", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
-           "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "__version__"]
+           "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "arena_cache_stats",
+           "set_arena_cache", "trim_arena_cache", "__version__"]

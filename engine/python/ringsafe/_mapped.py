@@ -24,6 +24,7 @@ class MappedSource(EngineSource):
         self._threads = threads or 0
         self._shards = reader.shards()  # (spec, size, data_start)
         self._stop = threading.Event()
+        self._ahead = None  # names to read ahead once the caller walks them (read_ahead)
         # Every shard is mapped now, right after its header was read, and checked
         # against it, so a file replaced later (atomic rename) is never mixed in.
         self._maps = [self._map(i) for i in range(len(self._shards))]
@@ -80,6 +81,10 @@ class MappedSource(EngineSource):
     def one(self, adapter, name):
         info = self.by_name[name]
         adapter.check_dtype(info[1], info[2], name)
+        if self._ahead is not None:  # the first whole tensor asked for: from it on, read ahead
+            names, self._ahead = self._ahead, None
+            if name in names:
+                self._start_read_ahead(names[names.index(name):])
         if info[4] - info[3] >= POPULATE_MIN:
             self._populate([name])
         return self._view(adapter, info)
@@ -106,9 +111,14 @@ class MappedSource(EngineSource):
         return whole[tuple(slice(a, b) for a, b in box)]
 
     def read_ahead(self, names):
-        """Starts reading the named tensors into the page cache in file order,
-        on a background thread, when some of them are not cached yet; close()
-        stops it. get_tensor() loops then run at the whole-file rate."""
+        """Arms read-ahead: the first whole tensor handed out (get_tensor) starts
+        reading the named tensors from it on into the page cache, in file order,
+        on a background thread, when some are not cached yet; close() stops it.
+        get_tensor() loops then run at the whole-file rate, while a handle used
+        for slices only (tensor-parallel loads) reads just what it slices."""
+        self._ahead = list(names)
+
+    def _start_read_ahead(self, names):
         ranges = self._ranges(names)
         work = []
         for shard, rs in sorted(ranges.items()):

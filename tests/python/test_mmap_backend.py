@@ -1,0 +1,125 @@
+"""backend="mmap": what a load hands out is resident before the call returns,
+a get_tensor loop reads the rest of the file ahead, pages are shared between
+processes, and populate() runs in parallel and can be interrupted."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import ringsafe
+import ringsafe.torch as rpt
+import safetensors.torch as spt
+import torch
+from ringsafe._ringsafe import MappedFile
+
+
+def _evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _resident(path):
+    m = MappedFile(str(path))
+    return m.resident(0, m.size) / max(m.size, 1)
+
+
+@pytest.fixture
+def layers(tmp_path):
+    """16 tensors of 4 MiB, evicted from the page cache (skips where that is impossible)."""
+    g = torch.Generator().manual_seed(0)
+    tensors = {f"layer.{i:02d}": torch.randn(1024, 1024, generator=g) for i in range(16)}
+    path = tmp_path / "layers.safetensors"
+    spt.save_file(tensors, str(path))
+    _evict(path)
+    if _resident(path) > 0.1:
+        pytest.skip("the file cannot be evicted from the page cache here")
+    return path, tensors
+
+
+def test_load_file_makes_every_byte_resident_before_it_returns(layers):
+    path, tensors = layers
+    got = rpt.load_file(str(path))
+    assert _resident(path) > 0.99
+    for k, v in tensors.items():
+        assert torch.equal(got[k], v)
+
+
+def test_a_get_tensor_loop_reads_ahead_and_slices_do_not(layers):
+    path, tensors = layers
+    with ringsafe.safe_open(str(path), "pt") as f:
+        f.get_slice("layer.00")[:2]  # slices alone read only what they slice
+        time.sleep(0.3)
+        assert _resident(path) < 0.5
+        first = f.get_tensor("layer.00")  # the first whole tensor starts the read-ahead
+        deadline = time.monotonic() + 20
+        while _resident(path) < 0.99 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _resident(path) > 0.99, "the rest of the file was not read ahead"
+        assert torch.equal(first, tensors["layer.00"])
+        for k in f.keys():
+            assert torch.equal(f.get_tensor(k), tensors[k])
+
+
+def test_mapped_file_populate_reports_and_parallelises(layers):
+    path, _ = layers
+    m = MappedFile(str(path))
+    total, cold, threads = m.populate([(0, m.size)], 0)
+    assert total == m.size and cold > 0 and threads > 2  # cold: more reads in flight than cores
+    total, cold, threads = m.populate([(0, m.size)], 0)
+    assert cold == 0 and threads >= 2
+
+
+def test_processes_share_the_pages_of_one_file(layers):
+    path, _ = layers
+    code = ("import sys, ringsafe.torch as rpt\n"
+            f"d = rpt.load_file({str(path)!r})\n"
+            "print('loaded', flush=True)\n"
+            "sys.stdin.readline()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "loaded"
+        size = os.path.getsize(path)
+        for p in procs:
+            rss = pss = 0
+            with open(f"/proc/{p.pid}/smaps") as f:
+                inside = False
+                for line in f:
+                    first = line.split()[0]
+                    if "-" in first and not first.endswith(":"):
+                        inside = line.rstrip().endswith(str(path))
+                    elif inside and first == "Rss:":
+                        rss += int(line.split()[1]) * 1024
+                    elif inside and first == "Pss:":
+                        pss += int(line.split()[1]) * 1024
+            assert rss > 0.99 * size
+            assert pss < 0.5 * size  # three processes (and the page cache) share the pages
+    finally:
+        for p in procs:
+            p.stdin.write("\n")
+            p.stdin.close()
+            p.wait(timeout=60)
+
+
+def test_ctrl_c_ends_a_cold_populate(layers):
+    path, _ = layers
+    code = ("import os, signal, threading, time\n"
+            "from ringsafe._ringsafe import MappedFile\n"
+            f"m = MappedFile({str(path)!r})\n"
+            "threading.Timer(0.01, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+            "try:\n"
+            "    for _ in range(200):\n"
+            "        m.populate([(0, m.size)], 1)\n"
+            "        os.posix_fadvise(os.open(m.path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)\n"
+            "    print('never interrupted')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "interrupted", out.stderr
