@@ -149,6 +149,30 @@ TEST_CASE("cp over an existing file keeps its permissions") {
     CHECK((st.st_mode & 07777) == 0600);
 }
 
+TEST_CASE("cp and ls of an index carry the shards' common __metadata__, never the index's total_size") {
+    temp_dir d;
+    auto shard = [&](const char* name, const char* tensor, const metadata_map& m) {
+        writer w((d / name).string());
+        w.add(tensor, dtype::U8, {10}, pattern(10, 3));
+        w.finish(m);
+    };
+    shard("m-1.safetensors", "a", {{"format", "pt"}, {"step", "1"}});
+    shard("m-2.safetensors", "b", {{"format", "pt"}, {"step", "2"}});
+    auto index = d / "model.safetensors.index.json";
+    write_file(index, std::string(R"({"metadata": {"total_size": 20}, "weight_map": )"
+                                  R"({"a": "m-1.safetensors", "b": "m-2.safetensors"}})"));
+    auto out = d / "merged.safetensors";
+    REQUIRE(run_command(cli_path() + " cp " + q(index) + " " + q(out) + " --no-sync").status == 0);
+    written_file f(out);
+    CHECK(f.hdr.tensors.size() == 2);
+    REQUIRE(f.hdr.metadata);
+    CHECK(*f.hdr.metadata == metadata_map{{"format", "pt"}});
+    auto r = run_command(cli_path() + " ls --json " + q(index));
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains(R"("metadata":{"format":"pt"})"));
+    CHECK_THAT(r.out, !Catch::Contains("total_size"));
+}
+
 namespace {
 
 // A checkpoint of `count` tensors of awkward sizes (unaligned, some of
