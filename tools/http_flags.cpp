@@ -1,4 +1,4 @@
-// --connections N, --http-threads N and --chunk SIZE for URL sources.
+// The options of URL sources (http_flags.hpp).
 #include "http_flags.hpp"
 
 #include <string>
@@ -8,6 +8,8 @@ namespace ringsafe::cli {
 void declare_http_flags(arg_parser& p, bool chunk) {
     p.option("--connections");
     p.option("--http-threads");
+    p.option("--cross-origin-header");
+    p.flag("--allow-downgrade");
     if (chunk) p.option("--chunk");
 }
 
@@ -32,6 +34,8 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
             throw usage_error{"--chunk " + *p.value("--chunk") + " is out of range 4K..1G"};
         o.chunk_size = n;
     }
+    for (auto& name : p.values("--cross-origin-header")) o.cross_origin_headers.push_back(name);
+    if (p.has("--allow-downgrade")) o.allow_https_downgrade = true;
 }
 
 }  // namespace ringsafe::cli

@@ -23,13 +23,21 @@ bool iequals(std::string_view a, std::string_view b) {
 bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
 bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
-// The header fields of a request to obj.location: credentials only for the origin they were given for.
+// Whether the caller lets header `name` follow redirects to other origins.
+bool crosses_origins(const http_options& o, std::string_view name) {
+    return std::any_of(o.cross_origin_headers.begin(), o.cross_origin_headers.end(),
+                       [&](const std::string& n) { return iequals(n, name); });
+}
+
+// The header fields of a request to obj.location: the caller's fields only for
+// the origin they were given for, unless opted in for others.
 header_fields request_fields(const remote_object& obj, const http_options& o) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
     for (auto& h : o.headers)
-        if (same_origin || !iequals(h.first, "authorization")) f.push_back(h);
-    if (same_origin && !o.bearer_token.empty()) f.emplace_back("Authorization", "Bearer " + o.bearer_token);
+        if (same_origin || crosses_origins(o, h.first)) f.push_back(h);
+    if (!o.bearer_token.empty() && (same_origin || crosses_origins(o, "Authorization")))
+        f.emplace_back("Authorization", "Bearer " + o.bearer_token);
     if (same_origin && obj.sign)
         for (auto& h : obj.sign(obj.location)) f.push_back(std::move(h));
     if (obj.size) {
@@ -113,7 +121,11 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                 if (rs.location.empty()) raise(errc::HttpError, "HTTP " + std::to_string(s) + " without Location for " + what);
                 if (++redirects > o.max_redirects)
                     raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
-                obj.location = resolve_location(rq.target, rs.location);
+                url next = resolve_location(rq.target, rs.location);
+                if (rq.target.scheme == "https" && next.scheme == "http" && !o.allow_https_downgrade)
+                    raise(errc::HttpError, "refused a redirect from " + rq.target.str() + " to " + next.str() +
+                                               ": https to http (allow_https_downgrade permits it)");
+                obj.location = std::move(next);
                 continue;
             }
             // An empty object: "416 bytes */0", or (nginx) a 200 with an empty body.

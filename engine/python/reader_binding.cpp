@@ -86,7 +86,13 @@ reader_options make_options(const py::dict& kw) {
             for (auto [hk, hv] : v.cast<py::dict>())
                 o.source.http.headers.emplace_back(option_str(hk, "headers (a name)"),
                                                    option_str(hv, "headers['" + option_str(hk, "headers") + "']"));
-        } else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
+        } else if (key == "cross_origin_headers") {
+            if (py::isinstance<py::str>(v) || !py::isinstance<py::sequence>(v))
+                throw py::type_error("reader option cross_origin_headers must be a list of str");
+            for (auto name : v.cast<py::sequence>())
+                o.source.http.cross_origin_headers.push_back(option_str(name, "cross_origin_headers (a name)"));
+        } else if (key == "allow_https_downgrade") o.source.http.allow_https_downgrade = option_bool(v, key);
+        else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
         else if (key == "verify_tls") o.source.http.verify_peer = option_bool(v, key);
         else if (key == "max_attempts") o.source.http.max_attempts = option_unsigned(v, key);
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
@@ -183,7 +189,8 @@ void bind_reader(py::module_& m) {
              }),
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
-             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, ca_file, verify_tls, "
+             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
+             "allow_https_downgrade, ca_file, verify_tls, "
              "max_attempts, s3_endpoint, s3_region, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })

@@ -61,7 +61,12 @@ struct http_options {
     unsigned threads = 0;
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
     std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
-    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
+    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers; all dropped when a redirect changes origin
+    // Names (any case) of `headers` still sent after a redirect to another origin
+    // (scheme, host or port); "Authorization" keeps the bearer token too. S3 signatures never follow.
+    std::vector<std::string> cross_origin_headers;
+    // Follow a redirect from https to http; false: refused with HttpError naming both URLs.
+    bool allow_https_downgrade = false;
     std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
     std::chrono::milliseconds stall_timeout{30'000};       // no body bytes for this long
