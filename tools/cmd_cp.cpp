@@ -28,6 +28,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
@@ -35,6 +36,7 @@
 #include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/writer.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -458,6 +460,13 @@ cp_result copy(const cp_options& o) {
     return res;
 }
 
+// Says that a signal stopped the copy; the exit status for it.
+int interrupted(const std::string& out) {
+    std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
+                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM", terminal_text(out).c_str());
+    return 128 + stop_signal;
+}
+
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
@@ -487,7 +496,8 @@ int run(const std::vector<std::string_view>& args) {
                               human_bytes(ram) + " of memory"};
         apply_http_flags(p, o.http);
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
+        std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
+                     help.data());
         return exit_usage;
     }
     o.src = p.positional()[0];
@@ -499,11 +509,7 @@ int run(const std::vector<std::string_view>& args) {
     stop_on_signals guard;
     try {
         auto res = copy(o);
-        if (res.interrupted) {
-            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
-                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
-            return 128 + stop_signal;
-        }
+        if (res.interrupted) return interrupted(o.out);
         const double gbps = res.seconds > 0 ? res.bytes / res.seconds / 1e9 : 0.0;
         if (o.json)
             std::printf(
@@ -513,15 +519,11 @@ int run(const std::vector<std::string_view>& args) {
                 static_cast<unsigned long long>(res.buffer_bytes), res.readers, res.write_waited, res.read_waited);
         else
             std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", res.tensors,
-                        human_bytes(res.bytes).c_str(), res.seconds, gbps, o.out.c_str());
+                        human_bytes(res.bytes).c_str(), res.seconds, gbps, terminal_text(o.out).c_str());
         return exit_ok;
-    } catch (const error& e) {
-        if (stop_signal) {
-            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
-                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
-            return 128 + stop_signal;
-        }
-        std::fprintf(stderr, "ringsafe cp: %s: %s\n", std::string(e.kind()).c_str(), e.what());
+    } catch (...) {
+        if (stop_signal) return interrupted(o.out);
+        report_failure("ringsafe cp", current_failure(), "", false);
         return exit_invalid;
     }
 }

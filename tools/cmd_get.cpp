@@ -11,10 +11,12 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
 #include "http_flags.hpp"
 #include "npy_output.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -100,7 +102,7 @@ int run(const std::vector<std::string_view>& args) {
         names.assign(ap.positional().begin() + 1, ap.positional().end());
         apply_http_flags(ap, opts.source.http);
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()),
+        std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());
         return exit_usage;
     }
@@ -129,14 +131,13 @@ int run(const std::vector<std::string_view>& args) {
             std::string head = descr ? npy_header(*descr, t.shape) : std::string();
             auto path = std::filesystem::path(out) / targets[k];
             write_atomically(path, head, data);
-            std::printf("%s: %s %s, %llu bytes\n", path.c_str(), std::string(dtype_name(t.dtype)).c_str(),
-                        t.name.c_str(), static_cast<unsigned long long>(t.size()));
+            std::printf("%s: %s %s, %llu bytes\n", terminal_text(path.string()).c_str(),
+                        std::string(dtype_name(t.dtype)).c_str(), terminal_text(t.name).c_str(),
+                        static_cast<unsigned long long>(t.size()));
         }
         return exit_ok;
-    } catch (const error& e) {
-        std::fprintf(stderr, "ringsafe get: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringsafe get: %s: %s\n", spec.c_str(), e.what());
+    } catch (...) {
+        report_failure("ringsafe get", current_failure(), spec, false);
     }
     return exit_invalid;
 }

@@ -6,11 +6,13 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -124,7 +126,7 @@ int run(const std::vector<std::string_view>& args) {
         else if (pages == "small") bopts.pages = page_kind::small;
         else throw usage_error{"--pages takes huge or small, not '" + pages + "'"};
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe load: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()),
+        std::fprintf(stderr, "ringsafe load: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());
         return exit_usage;
     }
@@ -168,10 +170,8 @@ int run(const std::vector<std::string_view>& args) {
                         opts.source.file.direct ? "O_DIRECT" : ("buffered, --mode " + mode_name).c_str());
         }
         return exit_ok;
-    } catch (const error& e) {
-        std::fprintf(stderr, "ringsafe load: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringsafe load: %s: %s\n", spec.c_str(), e.what());
+    } catch (...) {
+        report_failure("ringsafe load", current_failure(), spec, false);
     }
     return exit_invalid;
 }
