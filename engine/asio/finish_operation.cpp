@@ -133,7 +133,7 @@ struct finish_op final : writer_op {
     // Accounts for the header write's result; false while bytes remain.
     bool header_written(const ringsafe::writer::impl& c) {
         const std::string what = "writing the header of '" + c.path + "'";
-        if (result < 0) raise_errno(-result, what + " (file offset " + std::to_string(written) + ")");
+        if (result < 0) raise_errno(-result, what + " (file offset " + std::to_string(written) + ")", c.path);
         if (result == 0) raise(errc::IoError, what + ": no progress at file offset " + std::to_string(written));
         written += static_cast<std::uint64_t>(result);
         return written >= length;

@@ -158,7 +158,7 @@ void temp_file::step_done(int r) {
     };
     switch (stage_) {
     case step_kind::fsync_file:
-        if (err) raise_errno(err, "fsync of the new '" + target_ + "'");
+        if (err) raise_errno(err, "fsync of the new '" + target_ + "'", target_);
         stage_ = named_.empty() ? step_kind::link : step_kind::rename;
         break;
     case step_kind::link:

@@ -337,7 +337,7 @@ FSIZE_SCRIPT = textwrap.dedent("""
                 for k, v in tensors.items():
                     w.write(k, v)
     except Exception as e:
-        error = [type(e).__name__, str(e), isinstance(e, OSError)]
+        error = [type(e).__name__, str(e), isinstance(e, OSError), getattr(e, "filename", None)]
     # the process keeps working: a small file under the limit
     small = os.path.join(os.path.dirname(path), "small.safetensors")
     rpt.save_file({"x": torch.arange(5)}, small)
@@ -366,6 +366,7 @@ def test_write_error_keeps_old_file(tmp_path, what):
     assert r["error"] is not None, "a write past RLIMIT_FSIZE succeeded"
     assert r["error"][2], r["error"]  # an OSError (EFBIG)
     assert "too large" in r["error"][1].lower(), r["error"]
+    assert r["error"][3] == str(path), r["error"]  # OSError.filename: the file being written
     assert r["ok"]
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["x.safetensors"]
