@@ -58,6 +58,15 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view v) {
     return std::chrono::milliseconds(when > now ? (when - now) * 1000 : 0);
 }
 
+// A response header the parser refused for what it says (a bad status line,
+// field or version, one over the size limit), as opposed to a connection
+// that ended before the header did (end_of_stream, partial_message).
+bool malformed_header(const boost::system::error_code& ec) {
+    static const auto& parse_errors = make_error_code(http::error::bad_field).category();
+    return ec.category() == parse_errors && ec != http::error::end_of_stream && ec != http::error::partial_message &&
+           ec != http::error::need_more && ec != http::error::need_buffer;
+}
+
 [[noreturn]] void fail_transport(const range_request& rq, const std::string& what, const boost::system::error_code& ec) {
     throw transport_failure(what + " (" + ec.message() + ") for " + describe_range(rq.target, rq.first, rq.length));
 }
@@ -139,6 +148,9 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     parser.body_limit(boost::none);
     co_await http::async_read_header(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
     if (ec == beast::error::timeout) fail_transport(rq, "no response header within the first-byte timeout", ec);
+    if (malformed_header(ec))  // the server's answer, not a transient fault: asking again gets the same
+        raise(errc::HttpError, "malformed response header (" + ec.message() + ") for " +
+                                   describe_range(rq.target, rq.first, rq.length));
     if (ec) fail_transport(rq, "reading the response header failed", ec);
 
     auto& res = parser.get();

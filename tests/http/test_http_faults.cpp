@@ -223,6 +223,18 @@ TEST_CASE("a connection that always breaks gives up with the URL and range") {
     }
 }
 
+TEST_CASE("a malformed response header fails at once, not after max_attempts tries") {
+    fixture f;
+    http_options o = fast();
+    o.max_attempts = 6;
+    o.retry_base_delay = std::chrono::milliseconds(200);  // six tries would take seconds
+    auto src = open_url(f.url("fault=badheader&skip=1"), o);
+    auto msg = read_fails(*src, 4096, 8192, errc::HttpError);
+    CHECK(msg.find("malformed response header") != std::string::npos);
+    CHECK(msg.find("bytes 4096-12287 of " + f.server.base_url() + "/obj?size=") != std::string::npos);
+    CHECK(f.requests() == 2);  // the open, then one try
+}
+
 TEST_CASE("cancellation stops the transfer and reports Cancelled") {
     fixture f;
     http_options o = fast();

@@ -13,6 +13,7 @@
 //   badrange  Content-Range shifted by one byte         badtotal  wrong total in Content-Range
 //   longer    Content-Length and body one byte longer   etag    ETag "\"v<k>\"" (changes every request)
 //   ignore    200 with the whole object (Range ignored) change  ETag "\"v2\"" and honours If-Match (412)
+//   badheader a response header with a line that is not a field, then close
 // delay_ms delays every response header; rate limits each response's send rate.
 // GET /stats?id=I answers "connections <all> requests <of I> bytes <body bytes sent for I>".
 #include <algorithm>
@@ -155,6 +156,10 @@ bool serve(tcp::socket& s, const std::string& head) {
         write_all(s, "HTTP/1.1 " + fault + (fault == "503" ? " Service Unavailable" : " Too Many Requests") +
                          "\r\n" + ra + "Content-Length: 0\r\n\r\n");
         return true;
+    }
+    if (fault == "badheader") {
+        write_all(s, "HTTP/1.1 206 Partial Content\r\nthis line is not a header field\r\n\r\n");
+        return false;
     }
     if (fault == "change" && !header_value(head, "if-match").empty() && header_value(head, "if-match") != etag) {
         write_all(s, "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n");
