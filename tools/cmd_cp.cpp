@@ -29,6 +29,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
@@ -63,7 +64,9 @@ constexpr std::string_view help =
     "                     \"buffers\":...,\"buffer_bytes\":...,\"readers\":...,\n"
     "                     \"write_waited_seconds\":...,\"read_waited_seconds\":...}\n"
     "                     (write_waited: the writer waiting for reads; read_waited:\n"
-    "                     readers waiting for a free buffer, summed over readers)\n"
+    "                     readers waiting for a free buffer, summed over readers);\n"
+    "                     on failure {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
@@ -256,6 +259,7 @@ struct cp_options {
     std::uint64_t nbufs = 4;
     bool direct = true, sync = true, json = false;
     http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
+    parse_options parse;  // --max-header-size
 };
 
 struct cp_result {
@@ -271,6 +275,7 @@ cp_result copy(const cp_options& o) {
     const auto t0 = clock_type::now();
     reader_options ro;
     ro.source.http = o.http;
+    ro.parse = o.parse;
     apply_environment_credentials(o.src, ro.source.http);  // HF_TOKEN for the Hub
     auto r = reader::open(o.src, ro);
     auto sel = o.patterns.empty() ? r.all() : r.select_glob(o.patterns);
@@ -473,6 +478,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
     cp_options o;
     declare_http_flags(p);
+    declare_header_limit(p);
     try {
         p.parse();
         if (p.has("--help") || p.has("-h")) {
@@ -495,6 +501,7 @@ int run(const std::vector<std::string_view>& args) {
                               " = " + human_bytes(o.nbufs * o.buf_size) + ", more than half of this machine's " +
                               human_bytes(ram) + " of memory"};
         apply_http_flags(p, o.http);
+        apply_header_limit(p, o.parse);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());
@@ -523,7 +530,7 @@ int run(const std::vector<std::string_view>& args) {
         return exit_ok;
     } catch (...) {
         if (stop_signal) return interrupted(o.out);
-        report_failure("ringsafe cp", current_failure(), "", false);
+        report_failure("ringsafe cp", current_failure(), "", o.json);
         return exit_invalid;
     }
 }

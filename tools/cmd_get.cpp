@@ -12,6 +12,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "npy_output.hpp"
 #include "ringsafe/http.hpp"
@@ -24,8 +25,8 @@ using namespace ringsafe;
 using namespace ringsafe::cli;
 
 constexpr std::string_view help =
-    "usage: ringsafe get SOURCE NAME... -o DIR [--connections N] [--http-threads N]\n"
-    "                     [--chunk SIZE]\n"
+    "usage: ringsafe get SOURCE NAME... -o DIR [--max-header-size BYTES] [--connections N]\n"
+    "                     [--http-threads N] [--chunk SIZE]\n"
     "Reads the named tensors of SOURCE (a path, a URL or a sharded *.index.json)\n"
     "and writes each to DIR (created if missing) as NAME.npy when numpy has the\n"
     "dtype (BOOL U8 I8 I16 U16 F16 I32 U32 F32 F64 I64 U64, C64 as complex64), or\n"
@@ -36,6 +37,7 @@ constexpr std::string_view help =
     "renamed into place, so a failed run leaves no partial file at a target path.\n"
     "\n"
     "  -o, --output DIR   where to write (required)\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
@@ -84,6 +86,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto f : {"--help", "-h"}) ap.flag(f);
     for (auto o : {"-o", "--output"}) ap.option(o);
     declare_http_flags(ap);
+    declare_header_limit(ap);
     reader_options opts;
     std::string spec, out;
     std::vector<std::string> names;
@@ -101,6 +104,7 @@ int run(const std::vector<std::string_view>& args) {
         spec = ap.positional()[0];
         names.assign(ap.positional().begin() + 1, ap.positional().end());
         apply_http_flags(ap, opts.source.http);
+        apply_header_limit(ap, opts.parse);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());

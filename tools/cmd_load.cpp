@@ -7,6 +7,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
@@ -22,8 +23,8 @@ using namespace ringsafe::cli;
 constexpr std::string_view help =
     "usage: ringsafe load SOURCE [--select PATTERN]... [--direct] [--qd N] [--chunk SIZE]\n"
     "                     [--threads N] [--mode auto|hot|cold] [--pages huge|small] [--json]\n"
-    "                     [--connections N] [--http-threads N] [--cross-origin-header NAME]...\n"
-    "                     [--allow-downgrade]\n"
+    "                     [--max-header-size BYTES] [--connections N] [--http-threads N]\n"
+    "                     [--cross-origin-header NAME]... [--allow-downgrade]\n"
     "Loads the tensors of SOURCE (a path, an http(s):// or s3:// URL, or a sharded\n"
     "*.index.json) into memory and prints bytes, seconds and GB/s (GB = 1e9 bytes).\n"
     "The destination is allocated and prefaulted before the clock starts, as a\n"
@@ -49,7 +50,9 @@ constexpr std::string_view help =
     "                    the selection is in the page cache), hot (any order, io-wq\n"
     "                    copies) or cold (one sequential stream per ring)\n"
     "  --pages KIND      destination pages: huge (default; THP) or small (4 KiB)\n"
-    "  --json            print one line {\"bytes\":N,\"seconds\":S,\"gbps\":G}\n"
+    "  --json            print one line {\"bytes\":N,\"seconds\":S,\"gbps\":G}; on failure\n"
+    "                    {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     "  -h, --help        this text\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal (not with --json).\n"
@@ -86,6 +89,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto f : {"--direct", "--json", "--help", "-h"}) ap.flag(f);
     for (auto o : {"--select", "--qd", "--chunk", "--threads", "--mode", "--pages"}) ap.option(o);
     declare_http_flags(ap, false);  // --chunk is declared above: it sets the file, plan and HTTP chunk
+    declare_header_limit(ap);
     reader_options opts;
     bool json = false;
     std::vector<std::string> patterns;
@@ -110,6 +114,7 @@ int run(const std::vector<std::string_view>& args) {
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
         apply_http_flags(ap, opts.source.http);  // --connections, --http-threads
+        apply_header_limit(ap, opts.parse);
         if (ap.has("--chunk")) {
             if (f.chunk_size < min_http_chunk_size || f.chunk_size > max_http_chunk_size)
                 throw usage_error{"--chunk " + *ap.value("--chunk") + " is out of range 4K..1G"};
@@ -171,7 +176,7 @@ int run(const std::vector<std::string_view>& args) {
         }
         return exit_ok;
     } catch (...) {
-        report_failure("ringsafe load", current_failure(), spec, false);
+        report_failure("ringsafe load", current_failure(), spec, json);
     }
     return exit_invalid;
 }

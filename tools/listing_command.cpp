@@ -6,6 +6,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
@@ -20,7 +21,7 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     p.flag("--json");
     p.flag("--help");
     p.flag("-h");
-    p.option("--max-header-size");
+    declare_header_limit(p);
     declare_http_flags(p);
     reader_options ro;
     parse_options opts;
@@ -32,7 +33,7 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         }
         if (p.positional().size() != 1)
             throw usage_error{p.positional().empty() ? "missing SOURCE" : "expected one SOURCE"};
-        opts.max_header_size = p.size_or("--max-header-size", opts.max_header_size);
+        apply_header_limit(p, opts);
         apply_http_flags(p, ro.source.http);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
