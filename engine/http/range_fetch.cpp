@@ -70,9 +70,10 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
     remote_object& obj = ctx.object;
     const http_options& o = ctx.options;
     std::uint64_t done = 0;
-    unsigned failures = 0, redirects = 0;
+    unsigned failures = 0, all_failures = 0, redirects = 0;
     bool stale_retry_used = false;
     const unsigned max_attempts = std::max(1u, o.max_attempts);
+    const unsigned max_total_attempts = std::max(1u, o.max_total_attempts);
     while (done < length) {
         if (stop && stop()) co_return done;
         range_request rq;
@@ -85,6 +86,8 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.dst = dst + done;
         rq.first_byte_timeout = o.first_byte_timeout;
         rq.stall_timeout = o.stall_timeout;
+        rq.low_speed_limit = o.low_speed_limit;
+        rq.low_speed_time = o.low_speed_time;
         rq.on_bytes = on_bytes;
         rq.stop = stop;
         const std::string what = describe_range(rq.target, rq.first, rq.length);
@@ -154,6 +157,10 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         if (rs.received > 0) failures = 0;
         if (++failures >= max_attempts)
             raise(errc::HttpError, "giving up after " + std::to_string(failures) + " attempts without progress: " + failure);
+        if (++all_failures >= max_total_attempts)  // progress or not: a server that always fails after a few bytes
+            raise(errc::HttpError, "giving up after " + std::to_string(all_failures) + " failed attempts in all (" +
+                                       std::to_string(done) + " of " + std::to_string(length) +
+                                       " bytes received): " + failure);
         net::steady_timer timer(co_await net::this_coro::executor);
         timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
         const detail::abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });

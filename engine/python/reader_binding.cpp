@@ -2,6 +2,7 @@
 // planning and execution, with the GIL released around every engine call.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -95,6 +96,10 @@ reader_options make_options(const py::dict& kw) {
         else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
         else if (key == "verify_tls") o.source.http.verify_peer = option_bool(v, key);
         else if (key == "max_attempts") o.source.http.max_attempts = option_unsigned(v, key);
+        else if (key == "max_total_attempts") o.source.http.max_total_attempts = option_unsigned(v, key);
+        else if (key == "low_speed_limit") o.source.http.low_speed_limit = option_uint(v, key, 0, UINT64_MAX >> 1);
+        else if (key == "low_speed_time")
+            o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
@@ -190,8 +195,8 @@ void bind_reader(py::module_& m) {
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
-             "allow_https_downgrade, ca_file, verify_tls, "
-             "max_attempts, s3_endpoint, s3_region, max_header_size, parallel_shards.")
+             "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
+             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })

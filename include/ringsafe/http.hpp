@@ -70,7 +70,13 @@ struct http_options {
     std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
     std::chrono::milliseconds stall_timeout{30'000};       // no body bytes for this long
+    // Minimum transfer speed (curl's --speed-limit / --speed-time): a response body that
+    // averages under low_speed_limit bytes/s over a low_speed_time window is abandoned and
+    // resumed like a stalled one. 0 (either): no speed check.
+    std::uint64_t low_speed_limit = 1024;
+    std::chrono::milliseconds low_speed_time{30'000};
     unsigned max_attempts = 6;                 // tries per range without progress (a try that delivers bytes resets it)
+    unsigned max_total_attempts = 20;          // failed tries per range in all, progress or not (resumptions included)
     std::chrono::milliseconds retry_base_delay{200};       // backoff: base * 2^(failures-1), with jitter
     std::chrono::milliseconds retry_max_delay{10'000};     // backoff cap (a longer Retry-After is honoured up to 60 s)
     unsigned max_redirects = 10;               // 301/302/303/307/308 followed per request

@@ -290,7 +290,8 @@ def test_http_threads_option_reads_exactly_over_its_loops(ckpt, nginx_server, mo
     ("http_chunk", 1.5, TypeError), ("threads", 2**40, ValueError), ("max_attempts", "3", TypeError),
     ("token", 5, TypeError), ("verify_tls", 1, TypeError), ("headers", {"X-A": 1}, TypeError),
     ("cross_origin_headers", "Cookie", TypeError), ("cross_origin_headers", [1], TypeError),
-    ("allow_https_downgrade", 1, TypeError)])
+    ("allow_https_downgrade", 1, TypeError), ("low_speed_limit", -1, ValueError), ("low_speed_limit", 1.5, TypeError),
+    ("low_speed_time", 0, ValueError), ("low_speed_time", "30", TypeError), ("max_total_attempts", "3", TypeError)])
 def test_bad_connection_and_chunk_options_name_themselves(key, value, exc):
     # Refused before anything is opened: nothing listens on port 1.
     with pytest.raises(exc, match=key):
@@ -356,6 +357,12 @@ def test_a_redirect_to_another_origin_carries_only_opted_in_headers_and_never_do
         assert_same(rpt.load_file(tls_url, ca_file=str(tls_ca.ca_cert), allow_https_downgrade=True), ckpt.expected)
     finally:
         hop.close()
+
+
+def test_minimum_speed_and_total_attempts_options_are_taken(ckpt):
+    got = rpt.load_file(ckpt.url, low_speed_limit=1 << 10, low_speed_time=5, max_total_attempts=3, select=["u8"])
+    assert_same(got, {"u8": ckpt.expected["u8"]})
+    assert_same(rpt.load_file(ckpt.url, low_speed_limit=0, select=["u8"]), {"u8": ckpt.expected["u8"]})
 
 
 def test_a_header_larger_than_the_opening_probe(nginx_server):
