@@ -4,7 +4,8 @@
 // write), then the temporary's publish steps run as the ring's fsync,
 // linkat / renameat, and open + fsync of the directory.
 // Inline on the strand (quick metadata calls): ftruncate of the O_DIRECT
-// padding, closing the descriptors. On the blocking pool: reservation-overflow
+// padding, the target's permissions for the temporary (stat, fchown, fchmod
+// in begin_publish), closing the descriptors. On the blocking pool: reservation-overflow
 // relocation, and an append-mode writer's finish (after its data is flushed).
 #include <unistd.h>
 
