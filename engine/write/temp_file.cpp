@@ -41,7 +41,8 @@ std::string named_temp_path(const std::string& target) {
 // group where the process may (best effort), then its permission bits; the
 // set-id and sticky bits only when owner and group both carried over. Nothing
 // when `target` is not an existing regular file: the temporary keeps the mode
-// it was created with (0666 less the umask).
+// it was created with (0666 less the umask). Throws (naming the target) only
+// for an error other than the filesystem's refusing permissions.
 void match_target_access(int fd, const std::string& target) {
     struct stat want {};
     if (::stat(target.c_str(), &want) != 0 || !S_ISREG(want.st_mode)) return;
@@ -51,7 +52,8 @@ void match_target_access(int fd, const std::string& target) {
         (void)!::fchown(fd, static_cast<uid_t>(-1), want.st_gid);  // not the owner: the group alone, if a member
     const bool same_owner = ::fstat(fd, &have) == 0 && have.st_uid == want.st_uid && have.st_gid == want.st_gid;
     const mode_t mode = want.st_mode & (same_owner ? 07777 : 0777);
-    if (::fchmod(fd, mode) != 0)
+    // A filesystem without Unix permissions (vfat, some FUSE) refuses: its files all share the mount's mode.
+    if (::fchmod(fd, mode) != 0 && errno != EPERM && errno != EOPNOTSUPP)
         raise_errno(errno, "giving the temporary for '" + target + "' the permissions of the file it replaces", target);
 }
 
