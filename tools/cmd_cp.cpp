@@ -28,6 +28,8 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
@@ -35,6 +37,7 @@
 #include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/writer.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -61,7 +64,9 @@ constexpr std::string_view help =
     "                     \"buffers\":...,\"buffer_bytes\":...,\"readers\":...,\n"
     "                     \"write_waited_seconds\":...,\"read_waited_seconds\":...}\n"
     "                     (write_waited: the writer waiting for reads; read_waited:\n"
-    "                     readers waiting for a free buffer, summed over readers)\n"
+    "                     readers waiting for a free buffer, summed over readers);\n"
+    "                     on failure {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
@@ -254,6 +259,7 @@ struct cp_options {
     std::uint64_t nbufs = 4;
     bool direct = true, sync = true, json = false;
     http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
+    parse_options parse;  // --max-header-size
 };
 
 struct cp_result {
@@ -269,6 +275,7 @@ cp_result copy(const cp_options& o) {
     const auto t0 = clock_type::now();
     reader_options ro;
     ro.source.http = o.http;
+    ro.parse = o.parse;
     apply_environment_credentials(o.src, ro.source.http);  // HF_TOKEN for the Hub
     auto r = reader::open(o.src, ro);
     auto sel = o.patterns.empty() ? r.all() : r.select_glob(o.patterns);
@@ -458,12 +465,20 @@ cp_result copy(const cp_options& o) {
     return res;
 }
 
+// Says that a signal stopped the copy; the exit status for it.
+int interrupted(const std::string& out) {
+    std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
+                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM", terminal_text(out).c_str());
+    return 128 + stop_signal;
+}
+
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
     for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
     cp_options o;
     declare_http_flags(p);
+    declare_header_limit(p);
     try {
         p.parse();
         if (p.has("--help") || p.has("-h")) {
@@ -486,8 +501,10 @@ int run(const std::vector<std::string_view>& args) {
                               " = " + human_bytes(o.nbufs * o.buf_size) + ", more than half of this machine's " +
                               human_bytes(ram) + " of memory"};
         apply_http_flags(p, o.http);
+        apply_header_limit(p, o.parse);
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
+        std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
+                     help.data());
         return exit_usage;
     }
     o.src = p.positional()[0];
@@ -499,11 +516,7 @@ int run(const std::vector<std::string_view>& args) {
     stop_on_signals guard;
     try {
         auto res = copy(o);
-        if (res.interrupted) {
-            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
-                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
-            return 128 + stop_signal;
-        }
+        if (res.interrupted) return interrupted(o.out);
         const double gbps = res.seconds > 0 ? res.bytes / res.seconds / 1e9 : 0.0;
         if (o.json)
             std::printf(
@@ -513,15 +526,11 @@ int run(const std::vector<std::string_view>& args) {
                 static_cast<unsigned long long>(res.buffer_bytes), res.readers, res.write_waited, res.read_waited);
         else
             std::printf("copied %zu tensors, %s in %.3f s (%.2f GB/s) to %s\n", res.tensors,
-                        human_bytes(res.bytes).c_str(), res.seconds, gbps, o.out.c_str());
+                        human_bytes(res.bytes).c_str(), res.seconds, gbps, terminal_text(o.out).c_str());
         return exit_ok;
-    } catch (const error& e) {
-        if (stop_signal) {
-            std::fprintf(stderr, "\nringsafe cp: interrupted by %s; nothing written to '%s'\n",
-                         stop_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out.c_str());
-            return 128 + stop_signal;
-        }
-        std::fprintf(stderr, "ringsafe cp: %s: %s\n", std::string(e.kind()).c_str(), e.what());
+    } catch (...) {
+        if (stop_signal) return interrupted(o.out);
+        report_failure("ringsafe cp", current_failure(), "", o.json);
         return exit_invalid;
     }
 }

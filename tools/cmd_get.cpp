@@ -11,10 +11,13 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "npy_output.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -22,8 +25,8 @@ using namespace ringsafe;
 using namespace ringsafe::cli;
 
 constexpr std::string_view help =
-    "usage: ringsafe get SOURCE NAME... -o DIR [--connections N] [--http-threads N]\n"
-    "                     [--chunk SIZE]\n"
+    "usage: ringsafe get SOURCE NAME... -o DIR [--max-header-size BYTES] [--connections N]\n"
+    "                     [--http-threads N] [--chunk SIZE]\n"
     "Reads the named tensors of SOURCE (a path, a URL or a sharded *.index.json)\n"
     "and writes each to DIR (created if missing) as NAME.npy when numpy has the\n"
     "dtype (BOOL U8 I8 I16 U16 F16 I32 U32 F32 F64 I64 U64, C64 as complex64), or\n"
@@ -34,6 +37,7 @@ constexpr std::string_view help =
     "renamed into place, so a failed run leaves no partial file at a target path.\n"
     "\n"
     "  -o, --output DIR   where to write (required)\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help         this text\n"
     "\n"
@@ -82,6 +86,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto f : {"--help", "-h"}) ap.flag(f);
     for (auto o : {"-o", "--output"}) ap.option(o);
     declare_http_flags(ap);
+    declare_header_limit(ap);
     reader_options opts;
     std::string spec, out;
     std::vector<std::string> names;
@@ -99,8 +104,9 @@ int run(const std::vector<std::string_view>& args) {
         spec = ap.positional()[0];
         names.assign(ap.positional().begin() + 1, ap.positional().end());
         apply_http_flags(ap, opts.source.http);
+        apply_header_limit(ap, opts.parse);
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()),
+        std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());
         return exit_usage;
     }
@@ -129,14 +135,13 @@ int run(const std::vector<std::string_view>& args) {
             std::string head = descr ? npy_header(*descr, t.shape) : std::string();
             auto path = std::filesystem::path(out) / targets[k];
             write_atomically(path, head, data);
-            std::printf("%s: %s %s, %llu bytes\n", path.c_str(), std::string(dtype_name(t.dtype)).c_str(),
-                        t.name.c_str(), static_cast<unsigned long long>(t.size()));
+            std::printf("%s: %s %s, %llu bytes\n", terminal_text(path.string()).c_str(),
+                        std::string(dtype_name(t.dtype)).c_str(), terminal_text(t.name).c_str(),
+                        static_cast<unsigned long long>(t.size()));
         }
         return exit_ok;
-    } catch (const error& e) {
-        std::fprintf(stderr, "ringsafe get: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringsafe get: %s: %s\n", spec.c_str(), e.what());
+    } catch (...) {
+        report_failure("ringsafe get", current_failure(), spec, false);
     }
     return exit_invalid;
 }

@@ -6,11 +6,14 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -20,7 +23,9 @@ using namespace ringsafe::cli;
 constexpr std::string_view help =
     "usage: ringsafe load SOURCE [--select PATTERN]... [--direct] [--qd N] [--chunk SIZE]\n"
     "                     [--threads N] [--mode auto|hot|cold] [--pages huge|small] [--json]\n"
-    "                     [--connections N] [--http-threads N]\n"
+    "                     [--max-header-size BYTES] [--connections N] [--http-threads N]\n"
+    "                     [--cross-origin-header NAME]... [--allow-downgrade]\n"
+    "                     [--speed-limit BYTES] [--speed-time SECONDS]\n"
     "Loads the tensors of SOURCE (a path, an http(s):// or s3:// URL, or a sharded\n"
     "*.index.json) into memory and prints bytes, seconds and GB/s (GB = 1e9 bytes).\n"
     "The destination is allocated and prefaulted before the clock starts, as a\n"
@@ -38,12 +43,20 @@ constexpr std::string_view help =
     "  --http-threads N  URL sources: event loops (threads) of a read, 1..256\n"
     "                    (default $RINGSAFE_HTTP_THREADS, else the CPU count;\n"
     "                    at most the connections)\n"
+    "  --cross-origin-header NAME  URL sources: keep sending header NAME after a\n"
+    "                    redirect to another origin; repeatable (default: none)\n"
+    "  --allow-downgrade URL sources: follow redirects from https to http\n"
+    "  --speed-limit BYTES  URL sources: a response averaging under BYTES/s over\n"
+    "                    --speed-time is dropped and resumed (default 1K; 0: off)\n"
+    "  --speed-time SECONDS  URL sources: the window of --speed-limit (default 30)\n"
     "  --threads N       worker rings/threads (default 2)\n"
     "  --mode MODE       buffered reads: auto (default: asks the kernel how much of\n"
     "                    the selection is in the page cache), hot (any order, io-wq\n"
     "                    copies) or cold (one sequential stream per ring)\n"
     "  --pages KIND      destination pages: huge (default; THP) or small (4 KiB)\n"
-    "  --json            print one line {\"bytes\":N,\"seconds\":S,\"gbps\":G}\n"
+    "  --json            print one line {\"bytes\":N,\"seconds\":S,\"gbps\":G}; on failure\n"
+    "                    {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     "  -h, --help        this text\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal (not with --json).\n"
@@ -80,6 +93,7 @@ int run(const std::vector<std::string_view>& args) {
     for (auto f : {"--direct", "--json", "--help", "-h"}) ap.flag(f);
     for (auto o : {"--select", "--qd", "--chunk", "--threads", "--mode", "--pages"}) ap.option(o);
     declare_http_flags(ap, false);  // --chunk is declared above: it sets the file, plan and HTTP chunk
+    declare_header_limit(ap);
     reader_options opts;
     bool json = false;
     std::vector<std::string> patterns;
@@ -104,6 +118,7 @@ int run(const std::vector<std::string_view>& args) {
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
         apply_http_flags(ap, opts.source.http);  // --connections, --http-threads
+        apply_header_limit(ap, opts.parse);
         if (ap.has("--chunk")) {
             if (f.chunk_size < min_http_chunk_size || f.chunk_size > max_http_chunk_size)
                 throw usage_error{"--chunk " + *ap.value("--chunk") + " is out of range 4K..1G"};
@@ -120,7 +135,7 @@ int run(const std::vector<std::string_view>& args) {
         else if (pages == "small") bopts.pages = page_kind::small;
         else throw usage_error{"--pages takes huge or small, not '" + pages + "'"};
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe load: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()),
+        std::fprintf(stderr, "ringsafe load: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());
         return exit_usage;
     }
@@ -164,10 +179,8 @@ int run(const std::vector<std::string_view>& args) {
                         opts.source.file.direct ? "O_DIRECT" : ("buffered, --mode " + mode_name).c_str());
         }
         return exit_ok;
-    } catch (const error& e) {
-        std::fprintf(stderr, "ringsafe load: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringsafe load: %s: %s\n", spec.c_str(), e.what());
+    } catch (...) {
+        report_failure("ringsafe load", current_failure(), spec, json);
     }
     return exit_invalid;
 }

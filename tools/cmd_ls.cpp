@@ -1,5 +1,6 @@
 // `ringsafe ls`: lists a checkpoint's tensors from its header alone.
 #include "command.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "listing_command.hpp"
 
@@ -17,7 +18,7 @@ constexpr std::string_view help =
     "                          {\"ok\":true,\"tensors\":[{\"name\",\"dtype\",\"shape\",\"data_offsets\"}...],\n"
     "                           \"metadata\":null|{...}}; on failure\n"
     "                          {\"ok\":false,\"error_kind\":\"<kind>\",\"error\":\"<message>\"}\n"
-    "  --max-header-size BYTES cap on the header length N (default 100000000; 16M, 1G accepted)\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help              this text\n"
     "\n"

@@ -14,9 +14,11 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
 #include "npy_input.hpp"
 #include "progress_bar.hpp"
 #include "ringsafe/writer.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -112,7 +114,8 @@ int run(const std::vector<std::string_view>& args) {
         if (p.positional().empty()) throw usage_error{"missing OUT.safetensors"};
         if (p.positional().size() == 1 && p.values("--raw").empty()) throw usage_error{"no inputs"};
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe pack: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
+        std::fprintf(stderr, "ringsafe pack: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
+                     help.data());
         return exit_usage;
     }
     const std::string out = p.positional()[0];
@@ -203,16 +206,16 @@ int run(const std::vector<std::string_view>& args) {
         bar.finish();
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         auto& st = w.stats();
-        std::printf("wrote %s: %llu tensors, %s in %.3f s (%.2f GB/s)%s\n", out.c_str(),
+        std::printf("wrote %s: %llu tensors, %s in %.3f s (%.2f GB/s)%s\n", terminal_text(out).c_str(),
                     static_cast<unsigned long long>(st.tensors), human_bytes(st.file_size).c_str(), s,
                     s > 0 ? st.file_size / s / 1e9 : 0.0,
                     st.relocation.empty() ? "" : (", header relocated by " + st.relocation).c_str());
         return exit_ok;
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe pack: %s\n", e.message.c_str());
+        std::fprintf(stderr, "ringsafe pack: %s\n", terminal_text(e.message).c_str());
         return exit_usage;
-    } catch (const error& e) {
-        std::fprintf(stderr, "ringsafe pack: %s: %s\n", std::string(e.kind()).c_str(), e.what());
+    } catch (...) {
+        report_failure("ringsafe pack", current_failure(), "", false);
         return exit_invalid;
     }
 }

@@ -1,5 +1,6 @@
 // `ringsafe verify`: validates a checkpoint and hashes every tensor's bytes.
 #include "command.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "listing_command.hpp"
 
@@ -14,7 +15,7 @@ constexpr std::string_view help =
     "\n"
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
     "                          with \"sha256\" (lowercase hex) added to each tensor\n"
-    "  --max-header-size BYTES cap on the header length N (default 100000000)\n"
+    RINGSAFE_CLI_MAX_HEADER_SIZE_HELP
     RINGSAFE_CLI_HTTP_FLAGS_HELP
     "  -h, --help              this text\n"
     "\n"

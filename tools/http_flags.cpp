@@ -1,6 +1,7 @@
-// --connections N, --http-threads N and --chunk SIZE for URL sources.
+// The options of URL sources (http_flags.hpp).
 #include "http_flags.hpp"
 
+#include <chrono>
 #include <string>
 
 namespace ringsafe::cli {
@@ -8,6 +9,10 @@ namespace ringsafe::cli {
 void declare_http_flags(arg_parser& p, bool chunk) {
     p.option("--connections");
     p.option("--http-threads");
+    p.option("--cross-origin-header");
+    p.flag("--allow-downgrade");
+    p.option("--speed-limit");
+    p.option("--speed-time");
     if (chunk) p.option("--chunk");
 }
 
@@ -31,6 +36,14 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
         if (n < min_http_chunk_size || n > max_http_chunk_size)
             throw usage_error{"--chunk " + *p.value("--chunk") + " is out of range 4K..1G"};
         o.chunk_size = n;
+    }
+    for (auto& name : p.values("--cross-origin-header")) o.cross_origin_headers.push_back(name);
+    if (p.has("--allow-downgrade")) o.allow_https_downgrade = true;
+    if (p.has("--speed-limit")) o.low_speed_limit = p.size_or("--speed-limit", 0);
+    if (p.has("--speed-time")) {
+        const std::uint64_t s = p.uint_or("--speed-time", 0);
+        if (s < 1 || s > 86400) throw usage_error{"--speed-time " + std::to_string(s) + " is out of range 1..86400"};
+        o.low_speed_time = std::chrono::seconds(s);
     }
 }
 

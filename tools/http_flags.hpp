@@ -1,5 +1,6 @@
-// --connections N, --http-threads N and --chunk SIZE: the options of URL
-// sources shared by the subcommands that read (load, get, cp, ls, verify).
+// --connections N, --http-threads N, --chunk SIZE, --cross-origin-header NAME,
+// --allow-downgrade, --speed-limit BYTES and --speed-time SECONDS: the options
+// of URL sources shared by the subcommands that read (load, get, cp, ls, verify).
 #pragma once
 
 #include <string_view>
@@ -18,9 +19,17 @@ namespace ringsafe::cli {
     "                     (default: $RINGSAFE_HTTP_THREADS, else the CPU count;\n" \
     "                     at most the connections)\n"                               \
     "  --chunk SIZE       URL sources: bytes per Range request, 4K..1G (default:\n" \
-    "                     $RINGSAFE_CHUNK, else 32M; 8M, 64M accepted)\n"
+    "                     $RINGSAFE_CHUNK, else 32M; 8M, 64M accepted)\n"       \
+    "  --cross-origin-header NAME  URL sources: keep sending header NAME (e.g.\n"   \
+    "                     Authorization, for $HF_TOKEN) after a redirect to another\n" \
+    "                     origin; repeatable (default: none follows)\n"              \
+    "  --allow-downgrade  URL sources: follow redirects from https to http\n"      \
+    "  --speed-limit BYTES  URL sources: a response averaging under BYTES/s over\n" \
+    "                     --speed-time is dropped and resumed (default 1K; 0: off)\n" \
+    "  --speed-time SECONDS  URL sources: the window of --speed-limit (default 30)\n"
 
-// Declares --connections, --http-threads and, when `chunk`, --chunk on `p`.
+// Declares --connections, --http-threads, --cross-origin-header, --allow-downgrade,
+// --speed-limit, --speed-time and, when `chunk`, --chunk on `p`.
 void declare_http_flags(arg_parser& p, bool chunk = true);
 
 // Sets the given flags into `o` (a flag wins over the environment variable;

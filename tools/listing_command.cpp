@@ -2,16 +2,17 @@
 #include "listing_command.hpp"
 
 #include <cstdio>
-#include <exception>
-#include <new>
 
 #include "args.hpp"
 #include "command.hpp"
+#include "failure_report.hpp"
+#include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 #include "tensor_hashes.hpp"
 #include "tensor_listing.hpp"
+#include "terminal_text.hpp"
 
 namespace ringsafe::cli {
 
@@ -20,7 +21,7 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     p.flag("--json");
     p.flag("--help");
     p.flag("-h");
-    p.option("--max-header-size");
+    declare_header_limit(p);
     declare_http_flags(p);
     reader_options ro;
     parse_options opts;
@@ -32,16 +33,15 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         }
         if (p.positional().size() != 1)
             throw usage_error{p.positional().empty() ? "missing SOURCE" : "expected one SOURCE"};
-        opts.max_header_size = p.size_or("--max-header-size", opts.max_header_size);
+        apply_header_limit(p, opts);
         apply_http_flags(p, ro.source.http);
     } catch (const usage_error& e) {
-        std::fprintf(stderr, "ringsafe: %s\n\n%.*s", e.message.c_str(), static_cast<int>(help.size()), help.data());
+        std::fprintf(stderr, "ringsafe: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
+                     help.data());
         return exit_usage;
     }
     const bool as_json = p.has("--json");
     const std::string& source = p.positional()[0];
-    std::error_code ec;
-    std::string message;
     try {
         // Through the reader, so URLs and sharded *.index.json work too.
         ro.parse = opts;
@@ -53,20 +53,9 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         if (as_json) print_listing_json(stdout, listing, sums);
         else print_listing_table(stdout, listing, sums);
         return std::fflush(stdout) == 0 ? exit_ok : exit_invalid;
-    } catch (const error& e) {
-        ec = e.code();
-        message = e.what();
-    } catch (const std::bad_alloc&) {
-        ec = std::make_error_code(std::errc::not_enough_memory);
-        message = "out of memory reading '" + source + "'";
+    } catch (...) {
+        report_failure("ringsafe", current_failure(), source, as_json);
     }
-    if (as_json) print_failure_json(stdout, ec, message);
-    else if (message.find(source) != std::string::npos)  // the message names it already
-        std::fprintf(stderr, "ringsafe: %.*s: %s\n", static_cast<int>(error_kind(ec).size()), error_kind(ec).data(),
-                     message.c_str());
-    else
-        std::fprintf(stderr, "ringsafe: %s: %.*s: %s\n", source.c_str(), static_cast<int>(error_kind(ec).size()),
-                     error_kind(ec).data(), message.c_str());
     return exit_invalid;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "terminal_text.hpp"
 
 namespace ringsafe::cli {
 namespace {
@@ -49,8 +50,7 @@ int main(int argc, char** argv) {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     for (auto& c : commands())
         if (c.name == name) return c.run(args);
-    std::fprintf(stderr, "ringsafe: unknown command '%.*s'\n\n", static_cast<int>(name.size()),
-                 name.data());
+    std::fprintf(stderr, "ringsafe: unknown command '%s'\n\n", ringsafe::cli::terminal_text(name).c_str());
     print_help(stderr);
     return exit_usage;
 }

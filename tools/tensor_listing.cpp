@@ -7,19 +7,11 @@
 #include <algorithm>
 
 #include "args.hpp"
+#include "terminal_text.hpp"
 
 namespace ringsafe::cli {
-namespace {
 
 namespace json = boost::json;
-
-void write_line(std::FILE* out, const json::value& v) {
-    std::string s = json::serialize(v);
-    s += '\n';
-    std::fwrite(s.data(), 1, s.size(), out);
-}
-
-}  // namespace
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
     std::string s = "[";
@@ -63,8 +55,11 @@ void print_listing_table(std::FILE* out, const header& h, const std::vector<std:
     std::size_t name_w = 4, shape_w = 5;
     std::vector<std::string> shapes;
     shapes.reserve(h.tensors.size());
+    std::vector<std::string> names;  // terminal-safe
+    names.reserve(h.tensors.size());
     for (auto& t : h.tensors) {
-        name_w = std::max(name_w, t.name.size());
+        names.push_back(terminal_text(t.name));
+        name_w = std::max(name_w, names.back().size());
         shapes.push_back(shape_text(t.shape));
         shape_w = std::max(shape_w, shapes.back().size());
     }
@@ -80,23 +75,16 @@ void print_listing_table(std::FILE* out, const header& h, const std::vector<std:
     row("NAME", "DTYPE", "SHAPE", "SIZE", sha256.empty() ? "" : "SHA256");
     for (std::size_t i = 0; i < h.tensors.size(); ++i) {
         const tensor_info& t = h.tensors[i];
-        row(t.name, dtype_name(t.dtype), shapes[i], human_bytes(t.size()), sha256.empty() ? "" : sha256[i]);
+        row(names[i], dtype_name(t.dtype), shapes[i], human_bytes(t.size()), sha256.empty() ? "" : sha256[i]);
     }
     if (h.metadata)
-        for (auto& [k, v] : *h.metadata) std::fprintf(out, "metadata %s = %s\n", k.c_str(), v.c_str());
+        for (auto& [k, v] : *h.metadata)
+            std::fprintf(out, "metadata %s = %s\n", terminal_text(k).c_str(), terminal_text(v).c_str());
     std::fprintf(out, "%zu tensors, %s of data (%llu bytes), %llu-byte header, %s%s\n", h.tensors.size(),
                  human_bytes(h.data_size).c_str(), static_cast<unsigned long long>(h.data_size),
                  static_cast<unsigned long long>(h.header_size),
                  h.metadata ? (std::to_string(h.metadata->size()) + " metadata entries").c_str() : "no metadata",
                  sha256.empty() ? "" : "; every tensor's bytes read and hashed");
-}
-
-void print_failure_json(std::FILE* out, const std::error_code& ec, std::string_view message) {
-    json::object doc;
-    doc.emplace("ok", false);
-    doc.emplace("error_kind", error_kind(ec));
-    doc.emplace("error", message);
-    write_line(out, doc);
 }
 
 }  // namespace ringsafe::cli

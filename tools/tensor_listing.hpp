@@ -1,5 +1,5 @@
 // Output of `ls` and `verify`: the tensor table as JSON (the CLI contract) or
-// as a readable table, and the failure object. Kept apart from the commands so
+// as a readable, terminal-safe table (failures: failure_report.hpp). Kept apart from the commands so
 // other subcommands can print the same listing.
 #pragma once
 
@@ -20,9 +20,6 @@ void print_listing_json(std::FILE* out, const header& h, const std::vector<std::
 // Columns NAME, DTYPE, SHAPE, SIZE (and SHA256 when given), then the metadata
 // and a summary line.
 void print_listing_table(std::FILE* out, const header& h, const std::vector<std::string>& sha256);
-
-// {"ok":false,"error_kind":"<kind>","error":"<message>"} and a newline.
-void print_failure_json(std::FILE* out, const std::error_code& ec, std::string_view message);
 
 // "[4096,4096]"
 std::string shape_text(const std::vector<std::uint64_t>& shape);

@@ -4,7 +4,8 @@
 // write), then the temporary's publish steps run as the ring's fsync,
 // linkat / renameat, and open + fsync of the directory.
 // Inline on the strand (quick metadata calls): ftruncate of the O_DIRECT
-// padding, closing the descriptors. On the blocking pool: reservation-overflow
+// padding, the target's permissions for the temporary (stat, fchown, fchmod
+// in begin_publish), closing the descriptors. On the blocking pool: reservation-overflow
 // relocation, and an append-mode writer's finish (after its data is flushed).
 #include <unistd.h>
 
@@ -133,7 +134,7 @@ struct finish_op final : writer_op {
     // Accounts for the header write's result; false while bytes remain.
     bool header_written(const ringsafe::writer::impl& c) {
         const std::string what = "writing the header of '" + c.path + "'";
-        if (result < 0) raise_errno(-result, what + " (file offset " + std::to_string(written) + ")");
+        if (result < 0) raise_errno(-result, what + " (file offset " + std::to_string(written) + ")", c.path);
         if (result == 0) raise(errc::IoError, what + ": no progress at file offset " + std::to_string(written));
         written += static_cast<std::uint64_t>(result);
         return written >= length;

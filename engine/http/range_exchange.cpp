@@ -1,16 +1,15 @@
 #include "http/range_exchange.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <ctime>
 
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
+#include "http/body_watchdog.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::http_engine {
@@ -58,66 +57,18 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view v) {
     return std::chrono::milliseconds(when > now ? (when - now) * 1000 : 0);
 }
 
+// A response header the parser refused for what it says (a bad status line,
+// field or version, one over the size limit), as opposed to a connection
+// that ended before the header did (end_of_stream, partial_message).
+bool malformed_header(const boost::system::error_code& ec) {
+    static const auto& parse_errors = make_error_code(http::error::bad_field).category();
+    return ec.category() == parse_errors && ec != http::error::end_of_stream && ec != http::error::partial_message &&
+           ec != http::error::need_more && ec != http::error::need_buffer;
+}
+
 [[noreturn]] void fail_transport(const range_request& rq, const std::string& what, const boost::system::error_code& ec) {
     throw transport_failure(what + " (" + ec.message() + ") for " + describe_range(rq.target, rq.first, rq.length));
 }
-
-// The stall timeout of one response body, without re-arming a timer per read
-// (the stream's own expiry costs a timerfd_settime per read): one timer wakes
-// at the last progress + stall_timeout and, when nothing arrived since, marks
-// the body stalled and closes the connection, which ends the pending read.
-// Runs on the stream's executor, like the stream's own timeout handler.
-class stall_watchdog {
-public:
-    stall_watchdog(connection& c, std::chrono::milliseconds stall)
-        : st_(std::make_shared<state>(c, stall)) {
-        progress();
-        arm(st_);
-    }
-    ~stall_watchdog() {
-        st_->conn.store(nullptr, std::memory_order_relaxed);
-        st_->timer.cancel();
-    }
-    stall_watchdog(const stall_watchdog&) = delete;
-    stall_watchdog& operator=(const stall_watchdog&) = delete;
-
-    // Bytes arrived: the stall clock starts again.
-    void progress() noexcept {
-        st_->last.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    }
-    // The watchdog closed the connection because no byte arrived for stall_timeout.
-    bool stalled() const noexcept { return st_->stalled.load(std::memory_order_relaxed); }
-
-private:
-    using clock = std::chrono::steady_clock;
-    struct state {
-        state(connection& c, std::chrono::milliseconds s)
-            : conn(&c), stall(s), timer(c.lowest().get_executor()) {}
-        std::atomic<connection*> conn;  // null once the body is over
-        std::chrono::milliseconds stall;
-        net::steady_timer timer;
-        std::atomic<clock::rep> last{0};
-        std::atomic<bool> stalled{false};
-    };
-
-    static void arm(const std::shared_ptr<state>& st) {
-        const clock::time_point last{clock::duration(st->last.load(std::memory_order_relaxed))};
-        st->timer.expires_at(last + st->stall);
-        st->timer.async_wait([st](const boost::system::error_code& ec) {
-            connection* c = st->conn.load(std::memory_order_relaxed);
-            if (ec || !c) return;
-            const clock::time_point seen{clock::duration(st->last.load(std::memory_order_relaxed))};
-            if (clock::now() - seen >= st->stall) {
-                st->stalled.store(true, std::memory_order_relaxed);
-                c->close();
-                return;
-            }
-            arm(st);  // progress since: wake at the new deadline
-        });
-    }
-
-    std::shared_ptr<state> st_;
-};
 
 template <class Stream>
 net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_request& rq, range_response& rs) {
@@ -139,6 +90,9 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     parser.body_limit(boost::none);
     co_await http::async_read_header(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
     if (ec == beast::error::timeout) fail_transport(rq, "no response header within the first-byte timeout", ec);
+    if (malformed_header(ec))  // the server's answer, not a transient fault: asking again gets the same
+        raise(errc::HttpError, "malformed response header (" + ec.message() + ") for " +
+                                   describe_range(rq.target, rq.first, rq.length));
     if (ec) fail_transport(rq, "reading the response header failed", ec);
 
     auto& res = parser.get();
@@ -172,10 +126,15 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     // The body: no expiry on the stream (it would arm a timer per read); the
     // watchdog enforces stall_timeout between bytes instead.
     c.lowest().expires_never();
-    stall_watchdog watchdog(c, rq.stall_timeout);
+    body_watchdog watchdog(c, rq.stall_timeout, rq.low_speed_limit, rq.low_speed_time);
     auto body_failed = [&](const char* lost, const char* unit) {
         if (watchdog.stalled())
             fail_transport(rq, "body stalled after " + std::to_string(rs.received) + " bytes",
+                           make_error_code(beast::error::timeout));
+        if (watchdog.too_slow())
+            fail_transport(rq, "body slower than " + std::to_string(rq.low_speed_limit) + " bytes/s over " +
+                                   std::to_string(rq.low_speed_time.count()) + " ms, after " +
+                                   std::to_string(rs.received) + " bytes",
                            make_error_code(beast::error::timeout));
         fail_transport(rq, lost + std::to_string(rs.received) + unit, ec);
     };
@@ -194,7 +153,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
             co_await http::async_read_some(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
             std::uint64_t n = (rs.expected - rs.received) - res.body().size;
             rs.received += n;
-            if (n) watchdog.progress();
+            if (n) watchdog.progress(n);
             if (n && rq.on_bytes) rq.on_bytes(n);
             if (ec == http::error::need_buffer) ec = {};
             if (ec) body_failed("reading the body failed after ", " bytes");
@@ -227,7 +186,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
         std::size_t got = co_await stream.async_read_some(net::buffer(rq.dst + rs.received, want),
                                                           redirect_error(use_awaitable, ec));
         rs.received += got;
-        if (got) watchdog.progress();
+        if (got) watchdog.progress(got);
         if (got && rq.on_bytes) rq.on_bytes(got);
         if (ec) body_failed("connection lost after ", " body bytes");
     }

@@ -27,6 +27,8 @@ struct range_request {
     std::byte* dst = nullptr;                                 // `length` bytes of caller memory
     std::chrono::milliseconds first_byte_timeout{30'000};
     std::chrono::milliseconds stall_timeout{30'000};
+    std::uint64_t low_speed_limit = 0;                        // bytes/s a body must average over low_speed_time (0: off)
+    std::chrono::milliseconds low_speed_time{30'000};
     std::function<void(std::uint64_t)> on_bytes;              // bytes landed in dst (may be empty)
     std::function<bool()> stop;                               // true: abandon the body (cancel / another failure)
 };

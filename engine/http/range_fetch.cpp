@@ -23,13 +23,21 @@ bool iequals(std::string_view a, std::string_view b) {
 bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
 bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
-// The header fields of a request to obj.location: credentials only for the origin they were given for.
+// Whether the caller lets header `name` follow redirects to other origins.
+bool crosses_origins(const http_options& o, std::string_view name) {
+    return std::any_of(o.cross_origin_headers.begin(), o.cross_origin_headers.end(),
+                       [&](const std::string& n) { return iequals(n, name); });
+}
+
+// The header fields of a request to obj.location: the caller's fields only for
+// the origin they were given for, unless opted in for others.
 header_fields request_fields(const remote_object& obj, const http_options& o) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
     for (auto& h : o.headers)
-        if (same_origin || !iequals(h.first, "authorization")) f.push_back(h);
-    if (same_origin && !o.bearer_token.empty()) f.emplace_back("Authorization", "Bearer " + o.bearer_token);
+        if (same_origin || crosses_origins(o, h.first)) f.push_back(h);
+    if (!o.bearer_token.empty() && (same_origin || crosses_origins(o, "Authorization")))
+        f.emplace_back("Authorization", "Bearer " + o.bearer_token);
     if (same_origin && obj.sign)
         for (auto& h : obj.sign(obj.location)) f.push_back(std::move(h));
     if (obj.size) {
@@ -62,9 +70,10 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
     remote_object& obj = ctx.object;
     const http_options& o = ctx.options;
     std::uint64_t done = 0;
-    unsigned failures = 0, redirects = 0;
+    unsigned failures = 0, all_failures = 0, redirects = 0;
     bool stale_retry_used = false;
     const unsigned max_attempts = std::max(1u, o.max_attempts);
+    const unsigned max_total_attempts = std::max(1u, o.max_total_attempts);
     while (done < length) {
         if (stop && stop()) co_return done;
         range_request rq;
@@ -77,6 +86,8 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.dst = dst + done;
         rq.first_byte_timeout = o.first_byte_timeout;
         rq.stall_timeout = o.stall_timeout;
+        rq.low_speed_limit = o.low_speed_limit;
+        rq.low_speed_time = o.low_speed_time;
         rq.on_bytes = on_bytes;
         rq.stop = stop;
         const std::string what = describe_range(rq.target, rq.first, rq.length);
@@ -113,7 +124,11 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                 if (rs.location.empty()) raise(errc::HttpError, "HTTP " + std::to_string(s) + " without Location for " + what);
                 if (++redirects > o.max_redirects)
                     raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
-                obj.location = resolve_location(rq.target, rs.location);
+                url next = resolve_location(rq.target, rs.location);
+                if (rq.target.scheme == "https" && next.scheme == "http" && !o.allow_https_downgrade)
+                    raise(errc::HttpError, "refused a redirect from " + rq.target.str() + " to " + next.str() +
+                                               ": https to http (allow_https_downgrade permits it)");
+                obj.location = std::move(next);
                 continue;
             }
             // An empty object: "416 bytes */0", or (nginx) a 200 with an empty body.
@@ -142,6 +157,10 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         if (rs.received > 0) failures = 0;
         if (++failures >= max_attempts)
             raise(errc::HttpError, "giving up after " + std::to_string(failures) + " attempts without progress: " + failure);
+        if (++all_failures >= max_total_attempts)  // progress or not: a server that always fails after a few bytes
+            raise(errc::HttpError, "giving up after " + std::to_string(all_failures) + " failed attempts in all (" +
+                                       std::to_string(done) + " of " + std::to_string(length) +
+                                       " bytes received): " + failure);
         net::steady_timer timer(co_await net::this_coro::executor);
         timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
         const detail::abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });

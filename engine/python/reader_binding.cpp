@@ -2,6 +2,7 @@
 // planning and execution, with the GIL released around every engine call.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,9 +87,19 @@ reader_options make_options(const py::dict& kw) {
             for (auto [hk, hv] : v.cast<py::dict>())
                 o.source.http.headers.emplace_back(option_str(hk, "headers (a name)"),
                                                    option_str(hv, "headers['" + option_str(hk, "headers") + "']"));
-        } else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
+        } else if (key == "cross_origin_headers") {
+            if (py::isinstance<py::str>(v) || !py::isinstance<py::sequence>(v))
+                throw py::type_error("reader option cross_origin_headers must be a list of str");
+            for (auto name : v.cast<py::sequence>())
+                o.source.http.cross_origin_headers.push_back(option_str(name, "cross_origin_headers (a name)"));
+        } else if (key == "allow_https_downgrade") o.source.http.allow_https_downgrade = option_bool(v, key);
+        else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
         else if (key == "verify_tls") o.source.http.verify_peer = option_bool(v, key);
         else if (key == "max_attempts") o.source.http.max_attempts = option_unsigned(v, key);
+        else if (key == "max_total_attempts") o.source.http.max_total_attempts = option_unsigned(v, key);
+        else if (key == "low_speed_limit") o.source.http.low_speed_limit = option_uint(v, key, 0, UINT64_MAX >> 1);
+        else if (key == "low_speed_time")
+            o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
@@ -170,8 +181,9 @@ void bind_reader(py::module_& m) {
              }),
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
-             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, ca_file, verify_tls, "
-             "max_attempts, s3_endpoint, s3_region, max_header_size, parallel_shards.")
+             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
+             "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
+             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })

@@ -15,6 +15,24 @@ namespace {
     raise(errc::InvalidIndex, "index " + index_spec + ": " + why);
 }
 
+// The __metadata__ entries that every shard holds with the same value (the
+// others are dropped); nullopt when there are none. An index's own "metadata"
+// (total_size) describes the index, never the checkpoint.
+std::optional<metadata_map> common_metadata(const std::vector<opened_shard>& shards) {
+    if (shards.empty() || !shards.front().hdr->metadata) return std::nullopt;
+    metadata_map common = *shards.front().hdr->metadata;
+    for (std::size_t i = 1; i < shards.size() && !common.empty(); ++i) {
+        const auto& m = shards[i].hdr->metadata;
+        std::erase_if(common, [&](const auto& kv) {
+            if (!m) return true;
+            auto it = m->find(kv.first);
+            return it == m->end() || it->second != kv.second;
+        });
+    }
+    if (common.empty()) return std::nullopt;
+    return common;
+}
+
 }  // namespace
 
 void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
@@ -48,7 +66,6 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
                   std::vector<opened_shard> out) {
     const std::size_t n = idx.shards.size();
     r.sharded = true;
-    r.metadata = idx.metadata;
     for (std::size_t i = 0; i < n; ++i) {
         if (!out[i].err) continue;
         const std::string ctx = "index " + index_spec + ", shard '" + idx.shards[i] + "': ";
@@ -86,6 +103,7 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
             bad(index_spec, "the weight_map maps tensor '" + name + "' to shard '" + idx.shards[s] +
                                 "', which does not contain it");
     }
+    r.metadata = common_metadata(out);
     for (auto& o : out) r.add_shard(std::move(o.spec), std::move(o.src), std::move(*o.hdr));
     r.finish();
 }

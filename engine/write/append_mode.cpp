@@ -115,7 +115,7 @@ writer writer::open_append(const std::string& path, const append_options& opts) 
         if (!opts.repair) raise(pst.code, "'" + path + "' cannot be appended to: " + pst.message);
         auto fixed = repaired(json, size);
         if (!fixed) raise(pst.code, "'" + path + "' cannot be repaired: " + pst.message);
-        if (fixed->first != json) pwrite_all(s.append_fd, fixed->first.data(), n, 8, "repairing the header of '" + path + "'");
+        if (fixed->first != json) pwrite_all(s.append_fd, fixed->first.data(), n, 8, "repairing the header of '" + path + "'", path);
         json = fixed->first;
         h = std::move(fixed->second);
         if (::ftruncate(s.append_fd, static_cast<off_t>(h->file_size())) != 0 || ::fsync(s.append_fd) != 0)
@@ -135,6 +135,7 @@ writer writer::open_append(const std::string& path, const append_options& opts) 
     cfg.block_size = opts.block_size;
     cfg.staging_blocks = opts.staging_blocks;
     cfg.depth = opts.queue_depth;
+    cfg.path = path;
     impl* self = p.get();
     s.stream = std::make_unique<data_stream>(s.append_fd, s.old_size, cfg,
                                              [self](std::uint64_t off) { return self->describe_offset(off); });
@@ -186,7 +187,8 @@ void writer::impl::finish_append(const metadata_map* metadata) {
     while (last > first && padded[last - 1] == old_padded[last - 1]) --last;
     header_rewritten = true;
     if (last > first)
-        pwrite_all(append_fd, padded.data() + first, last - first, 8 + first, "rewriting the header of '" + path + "'");
+        pwrite_all(append_fd, padded.data() + first, last - first, 8 + first, "rewriting the header of '" + path + "'",
+                   path);
     step(append_step::header_written);
     if (append_opts.sync && ::fsync(append_fd) != 0) raise_errno(errno, "fsync of '" + path + "'");
     step(append_step::header_synced);

@@ -49,9 +49,10 @@ void data_stream::on_done(std::uint64_t token, std::error_code ec, std::uint64_t
 
 void data_stream::check() {
     if (!error_) return;
-    std::string what = "writing " + (describe_ ? describe_(error_offset_) : std::string("data")) +
-                       " (file offset " + std::to_string(error_offset_) + ")";
-    if (error_.category() == std::system_category()) raise_errno(error_.value(), what);
+    std::string what = "writing " + (describe_ ? describe_(error_offset_) : std::string("data"));
+    if (!cfg_.path.empty()) what += " to '" + cfg_.path + "'";
+    what += " (file offset " + std::to_string(error_offset_) + ")";
+    if (error_.category() == std::system_category()) raise_errno(error_.value(), what, cfg_.path);
     raise(error_, what + ": the write made no progress");
 }
 

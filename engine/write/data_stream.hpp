@@ -39,6 +39,7 @@ struct stream_config {
     // writes; writes into allocated space run in parallel). 0 = off. The
     // owner truncates the file to its real end afterwards.
     std::uint64_t preallocate = 256u << 20;
+    std::string path;  // the file written: named in write errors, and their error::path()
 };
 
 class data_stream {

@@ -79,7 +79,7 @@ declared_writer::declared_writer(const std::string& path, std::vector<tensor_dec
     impl_->setup(tensors, metadata);
     impl_->tmp = std::make_unique<temp_file>(path, false);
     auto block = header_block(impl_->header);
-    pwrite_all(impl_->tmp->fd(), block.get(), impl_->data_start, 0, "writing the header of '" + path + "'");
+    pwrite_all(impl_->tmp->fd(), block.get(), impl_->data_start, 0, "writing the header of '" + path + "'", path);
 }
 
 declared_writer::declared_writer(int fd, std::vector<tensor_decl> tensors, const metadata_map* metadata,
@@ -151,7 +151,8 @@ void declared_writer::write(std::size_t tensor, std::uint64_t offset, std::span<
         if (s.failed || s.finished || !s.tmp) raise(errc::WriterState, what + ": the writer is finished or failed");
     }
     try {
-        pwrite_all(s.tmp->fd(), bytes.data(), bytes.size(), file_off, what);
+        pwrite_all(s.tmp->fd(), bytes.data(), bytes.size(), file_off, what + " to '" + s.tmp->target() + "'",
+                   s.tmp->target());
     } catch (...) {
         std::lock_guard lock(s.mu);
         s.failed = true;

@@ -19,7 +19,7 @@ void writer::impl::finish_new(const metadata_map* metadata) {
     stream.reset();
     std::string header = header_text(metadata);
     auto block = header_block(header);
-    pwrite_all(tmp->fd(), block.get(), 8 + header.size(), 0, "writing the header of '" + path + "'");
+    pwrite_all(tmp->fd(), block.get(), 8 + header.size(), 0, "writing the header of '" + path + "'", path);
     published_sizes();
     tmp->publish(opts.sync, opts.sync_dir);
 }
@@ -35,7 +35,7 @@ bool writer::impl::seal(const metadata_map* metadata, std::uint64_t logical_end)
                                         " bytes, above the " + std::to_string(opts.max_header_size) + "-byte limit");
     // A zero-padded last O_DIRECT block, and space fallocated ahead, are cut back to the real end.
     if (tmp->direct() && ::ftruncate(tmp->fd(), static_cast<off_t>(logical_end)) != 0)
-        raise_errno(errno, "truncating '" + path + "' to " + std::to_string(logical_end) + " bytes");
+        raise_errno(errno, "truncating '" + path + "' to " + std::to_string(logical_end) + " bytes", path);
     if (sealed_json <= reserved) return false;
     if (opts.strict_reservation)
         raise(errc::ReservationExceeded, "the header of '" + path + "' needs " + std::to_string(sealed_json) +

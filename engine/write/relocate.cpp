@@ -46,7 +46,8 @@ void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
             if (n < 0) {
                 if (errno == EINTR) continue;
                 raise_errno(errno, "relocating the data of '" + path + "' with copy_file_range (source offset " +
-                                       std::to_string(in) + ")");
+                                       std::to_string(in) + ")",
+                            path);
             }
             if (n == 0)
                 raise(errc::Truncated, "relocating the data of '" + path + "': the temporary ended at offset " +

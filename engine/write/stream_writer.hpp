@@ -86,8 +86,10 @@ namespace write_engine {
 // boundary (see append_step). Null in production.
 enum class append_step { data_written = 1, data_synced, header_written, header_synced };
 extern void (*append_step_hook)(append_step);
-// Writes all of `data` at `offset` with pwrite (retrying short writes and EINTR); throws naming `what`.
-void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what);
+// Writes all of `data` at `offset` with pwrite (retrying short writes and EINTR); throws naming
+// `what`, with `path` (the file written) as the error's error::path().
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what,
+                const std::string& path);
 // Builds the 8-byte prefix + the header padded to exactly n bytes, in an
 // aligned buffer of 8 + n bytes (suitable for O_DIRECT when 8 + n is aligned).
 std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded);

@@ -37,6 +37,26 @@ std::string named_temp_path(const std::string& target) {
     return (t.parent_path() / name).string();
 }
 
+// Gives the temporary `fd` the access of the file it will replace: its owner and
+// group where the process may (best effort), then its permission bits; the
+// set-id and sticky bits only when owner and group both carried over. Nothing
+// when `target` is not an existing regular file: the temporary keeps the mode
+// it was created with (0666 less the umask). Throws (naming the target) only
+// for an error other than the filesystem's refusing permissions.
+void match_target_access(int fd, const std::string& target) {
+    struct stat want {};
+    if (::stat(target.c_str(), &want) != 0 || !S_ISREG(want.st_mode)) return;
+    struct stat have {};
+    if (::fstat(fd, &have) != 0) raise_errno(errno, "fstat of the temporary for '" + target + "'", target);
+    if ((have.st_uid != want.st_uid || have.st_gid != want.st_gid) && ::fchown(fd, want.st_uid, want.st_gid) != 0)
+        (void)!::fchown(fd, static_cast<uid_t>(-1), want.st_gid);  // not the owner: the group alone, if a member
+    const bool same_owner = ::fstat(fd, &have) == 0 && have.st_uid == want.st_uid && have.st_gid == want.st_gid;
+    const mode_t mode = want.st_mode & (same_owner ? 07777 : 0777);
+    // A filesystem without Unix permissions (vfat, some FUSE) refuses: its files all share the mount's mode.
+    if (::fchmod(fd, mode) != 0 && errno != EPERM && errno != EOPNOTSUPP)
+        raise_errno(errno, "giving the temporary for '" + target + "' the permissions of the file it replaces", target);
+}
+
 }  // namespace
 
 void sync_parent_dir(const std::string& path) {
@@ -53,7 +73,7 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
     if (target.empty()) raise(errc::InvalidArgument, "empty output path");
     for (int attempt = 0; attempt < 2 && fd_ < 0; ++attempt) {
         int dflag = (direct && attempt == 0) ? O_DIRECT : 0;
-        fd_ = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC | dflag, 0644);
+        fd_ = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC | dflag, 0666);
         if (fd_ >= 0) {
             direct_ = dflag != 0;
             break;
@@ -64,7 +84,7 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
         // O_TMPFILE unsupported (or O_DIRECT refused with it): try a named temporary.
         for (int tries = 0; tries < 16 && fd_ < 0; ++tries) {
             named_ = named_temp_path(target);
-            fd_ = ::open(named_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | dflag, 0644);
+            fd_ = ::open(named_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | dflag, 0666);
             if (fd_ < 0 && errno != EEXIST) break;
         }
         if (fd_ >= 0) {
@@ -76,6 +96,12 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
         named_.clear();  // O_DIRECT refused: retry buffered
     }
     if (fd_ < 0) raise_errno(errno, "creating a temporary file for '" + target + "'");
+    try {
+        match_target_access(fd_, target_);  // never readable by more than the file it replaces, even unfinished
+    } catch (...) {
+        discard();
+        throw;
+    }
 }
 
 temp_file::~temp_file() { discard(); }
@@ -100,6 +126,7 @@ void temp_file::adopt(temp_file& other) noexcept {
 
 void temp_file::begin_publish(bool sync_file, bool sync_dir) {
     if (fd_ < 0) raise(errc::WriterState, "publishing '" + target_ + "': the file was discarded");
+    match_target_access(fd_, target_);  // again: the target may have appeared or changed while writing
     sync_dir_ = sync_dir;
     link_tries_ = 0;
     stage_ = sync_file ? step_kind::fsync_file : named_.empty() ? step_kind::link : step_kind::rename;
@@ -133,7 +160,7 @@ void temp_file::step_done(int r) {
     };
     switch (stage_) {
     case step_kind::fsync_file:
-        if (err) raise_errno(err, "fsync of the new '" + target_ + "'");
+        if (err) raise_errno(err, "fsync of the new '" + target_ + "'", target_);
         stage_ = named_.empty() ? step_kind::link : step_kind::rename;
         break;
     case step_kind::link:

@@ -2,6 +2,8 @@
 // a successful finish. Uses O_TMPFILE (an unnamed inode: a crash leaves
 // nothing behind) where the filesystem supports it, else a named temporary
 // ".NAME.ringsafe-XXXXXX" in the same directory that is unlinked on failure.
+// A replacement keeps the replaced file's permission bits (and its owner and
+// group where the process may); a new file gets 0666 less the umask.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,8 @@ namespace ringsafe::write_engine {
 
 class temp_file {
 public:
-    // Creates the temporary in the directory of `target`. `direct` asks for
+    // Creates the temporary in the directory of `target`, with the access of the
+    // regular file already at `target` if there is one. `direct` asks for
     // O_DIRECT; when the filesystem refuses it, the file is opened buffered
     // and direct() reports false. Throws ringsafe::error naming the path.
     temp_file(const std::string& target, bool direct);
@@ -24,7 +27,8 @@ public:
     bool direct() const noexcept { return direct_; }
     const std::string& target() const noexcept { return target_; }
 
-    // fsyncs the file (when `sync_file`), links it at the target path
+    // Gives the file the access of what is at the target path now, fsyncs it
+    // (when `sync_file`), links it at the target path
     // (replacing what is there atomically), and fsyncs the directory (when
     // `sync_dir`). Throws naming the path.
     void publish(bool sync_file, bool sync_dir);

@@ -29,13 +29,14 @@ std::uint64_t reservation_for(std::uint64_t tensors, std::uint64_t name_length,
 
 namespace write_engine {
 
-void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what) {
+void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what,
+                const std::string& path) {
     auto* p = static_cast<const char*>(data);
     while (size) {
         ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
         if (n < 0) {
             if (errno == EINTR) continue;
-            raise_errno(errno, what + " (file offset " + std::to_string(offset) + ")");
+            raise_errno(errno, what + " (file offset " + std::to_string(offset) + ")", path);
         }
         if (n == 0) raise(errc::IoError, what + ": no progress at file offset " + std::to_string(offset));
         p += n, size -= static_cast<std::size_t>(n), offset += static_cast<std::uint64_t>(n);
@@ -75,7 +76,7 @@ void writer::impl::abandon_now() noexcept {
                 std::string old_padded = old_json;
                 old_padded.resize(reserved, ' ');
                 try {
-                    pwrite_all(append_fd, old_padded.data(), old_padded.size(), 8, "restoring the header");
+                    pwrite_all(append_fd, old_padded.data(), old_padded.size(), 8, "restoring the header", path);
                 } catch (...) {
                 }
             }
@@ -112,6 +113,7 @@ writer::writer(const std::string& path, const writer_options& opts) : impl_(std:
     cfg.block_size = opts.block_size;
     cfg.staging_blocks = opts.staging_blocks;
     cfg.depth = opts.queue_depth;
+    cfg.path = path;
     impl* self = impl_.get();
     s.stream = std::make_unique<data_stream>(s.tmp->fd(), s.data_start, cfg,
                                              [self](std::uint64_t off) { return self->describe_offset(off); });

@@ -70,6 +70,8 @@ public:
         : std::system_error(ec), message_(std::move(message)), path_(std::move(path)) {}
     // The message alone (std::system_error would append the category's text).
     const char* what() const noexcept override { return message_.c_str(); }
+    // The same message whole: what() ends at a NUL that a tensor name may hold.
+    const std::string& message() const noexcept { return message_; }
     // The reference-style kind name of code().
     std::string_view kind() const noexcept { return error_kind(code()); }
     // The path the operating system refused or did not find (opening, stat or

@@ -61,11 +61,22 @@ struct http_options {
     unsigned threads = 0;
     std::uint64_t prefetch = 256u << 10;       // size of the first, speculative Range request (size, ETag, header)
     std::string bearer_token;                  // "Authorization: Bearer ..."; dropped when a redirect changes origin
-    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers (an Authorization among them is dropped on cross-origin redirects too)
+    std::vector<std::pair<std::string, std::string>> headers;  // extra request headers; all dropped when a redirect changes origin
+    // Names (any case) of `headers` still sent after a redirect to another origin
+    // (scheme, host or port); "Authorization" keeps the bearer token too. S3 signatures never follow.
+    std::vector<std::string> cross_origin_headers;
+    // Follow a redirect from https to http; false: refused with HttpError naming both URLs.
+    bool allow_https_downgrade = false;
     std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
     std::chrono::milliseconds stall_timeout{30'000};       // no body bytes for this long
+    // Minimum transfer speed (curl's --speed-limit / --speed-time): a response body that
+    // averages under low_speed_limit bytes/s over a low_speed_time window is abandoned and
+    // resumed like a stalled one. 0 (either): no speed check.
+    std::uint64_t low_speed_limit = 1024;
+    std::chrono::milliseconds low_speed_time{30'000};
     unsigned max_attempts = 6;                 // tries per range without progress (a try that delivers bytes resets it)
+    unsigned max_total_attempts = 20;          // failed tries per range in all, progress or not (resumptions included)
     std::chrono::milliseconds retry_base_delay{200};       // backoff: base * 2^(failures-1), with jitter
     std::chrono::milliseconds retry_max_delay{10'000};     // backoff cap (a longer Retry-After is honoured up to 60 s)
     unsigned max_redirects = 10;               // 301/302/303/307/308 followed per request

@@ -92,8 +92,9 @@ public:
     std::optional<std::uint32_t> index_of(std::string_view name) const noexcept;
     const tensor_info* find(std::string_view name) const noexcept;
     const tensor_info& at(std::string_view name) const;
-    // The single file's __metadata__, or for an index its "metadata" object
-    // (non-string values as compact JSON text); nullopt when absent.
+    // The single file's __metadata__; for an index, the __metadata__ entries
+    // equal in every shard (the rest dropped; the index's own "metadata" never
+    // appears). nullopt when absent or, for an index, when no entry is common.
     const std::optional<metadata_map>& metadata() const noexcept;
     std::uint64_t total_bytes() const noexcept;  // sum of all tensor sizes
 

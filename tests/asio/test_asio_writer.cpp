@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -174,6 +175,20 @@ TEST_CASE("asio writer: files are byte-identical to the blocking writer's", "[as
         write_async(got, ts, writer_options{}, on_io_thread);
         CHECK(read_file(got) == read_file(want));
         CHECK(dir_entries(dir.path()).size() == 2);  // no temporaries left behind
+    }
+}
+
+TEST_CASE("asio writer: a rewrite keeps the replaced file's permissions, as the blocking writer's", "[asio_writer]") {
+    temp_dir dir;
+    const auto path = (dir / "model.safetensors").string();
+    for (mode_t m : {0600, 0640}) {
+        write_file(path, std::string("an older file"));
+        REQUIRE(::chmod(path.c_str(), m) == 0);
+        bool on_io_thread = false;
+        write_async(path, sample_tensors(), small_blocks(true), on_io_thread);
+        struct stat st {};
+        REQUIRE(::stat(path.c_str(), &st) == 0);
+        CHECK((st.st_mode & 07777) == m);
     }
 }
 

@@ -118,6 +118,47 @@ TEST_CASE("cli ls/verify go through the reader: a sharded index lists and hashes
     CHECK(boost::json::parse(r.out).at("tensors").as_array().size() == 3);
 }
 
+TEST_CASE("cli load, get, cp: the error kind on stderr, a JSON error with --json, --max-header-size",
+          "[cli][load][get][cp]") {
+    temp_dir dir;
+    const auto file = dir / "m.safetensors";
+    write_file(file, build_file(specs).bytes);
+    const std::string out = q(dir / "out.safetensors"), to = q(dir / "got");
+
+    // The kind, as ls and cp print it.
+    auto r = cli("load " + q(dir / "absent.safetensors"));
+    CHECK(r.status == 1);
+    CHECK(r.out.rfind("ringsafe load: IoError: ", 0) == 0);
+    r = cli("load --select 'nothing*' " + q(file));
+    CHECK(r.out.rfind("ringsafe load: TensorNotFound: ", 0) == 0);
+    r = cli("get " + q(file) + " nothing -o " + to);
+    CHECK(r.out.rfind("ringsafe get: TensorNotFound: ", 0) == 0);
+
+    // --json: one JSON object on stdout, nothing on stderr.
+    for (const std::string& cmd : {"load --json " + q(dir / "absent.safetensors"),
+                                  "cp --json " + q(dir / "absent.safetensors") + " " + out}) {
+        INFO(cmd);
+        auto j = run_command(cli_path() + " " + cmd + " 2>/dev/null");
+        CHECK(j.status == 1);
+        auto doc = boost::json::parse(j.out).as_object();
+        CHECK(doc.at("ok") == false);
+        CHECK(doc.at("error_kind") == "IoError");
+        CHECK(std::string(doc.at("error").as_string()).find("absent.safetensors") != std::string::npos);
+        CHECK(run_command(cli_path() + " " + cmd + " 2>&1 >/dev/null").out.empty());
+    }
+
+    // --max-header-size on every command that reads a header.
+    const std::vector<std::string> readers = {"ls " + q(file), "verify " + q(file), "load " + q(file),
+                                              "get " + q(file) + " vec -o " + to, "cp " + q(file) + " " + out};
+    for (auto& cmd : readers) {
+        INFO(cmd);
+        r = cli(cmd + " --max-header-size 16");
+        CHECK(r.status == 1);
+        CHECK(r.out.find("HeaderTooLarge") != std::string::npos);
+        CHECK(cli(cmd + " --max-header-size 1M").status == 0);
+    }
+}
+
 TEST_CASE("cli get: .npy for numpy dtypes, raw .bin otherwise, sanitized names", "[cli][get]") {
     temp_dir dir;
     write_file(dir / "m.safetensors", build_file(specs).bytes);

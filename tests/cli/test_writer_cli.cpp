@@ -1,6 +1,8 @@
 // Tests for `ringsafe pack` and `ringsafe cp` through the built CLI.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "ringsafe/buffer.hpp"
@@ -126,6 +128,49 @@ TEST_CASE("cp copies a selection with its metadata in one pass, bytes intact") {
     CHECK(run_command(cli_path() + " cp " + q(d / "missing.safetensors") + " " + q(d / "x.safetensors") + " 2>&1").status == 1);
     CHECK_FALSE(fs::exists(d / "x.safetensors"));
     CHECK(run_command(cli_path() + " cp " + q(src) + " 2>&1").status == 2);
+}
+
+TEST_CASE("cp over an existing file keeps its permissions") {
+    temp_dir d;
+    auto src = d / "src.safetensors";
+    auto x = pattern(1000, 7);
+    {
+        writer w(src.string());
+        w.add("x", dtype::U8, {x.size()}, x);
+        w.finish();
+    }
+    auto out = d / "out.safetensors";
+    write_file(out, std::string("old"));
+    REQUIRE(::chmod(out.c_str(), 0600) == 0);
+    REQUIRE(run_command(cli_path() + " cp " + q(src) + " " + q(out) + " --no-sync").status == 0);
+    CHECK(written_file(out).tensor("x") == x);
+    struct stat st {};
+    REQUIRE(::stat(out.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("cp and ls of an index carry the shards' common __metadata__, never the index's total_size") {
+    temp_dir d;
+    auto shard = [&](const char* name, const char* tensor, const metadata_map& m) {
+        writer w((d / name).string());
+        w.add(tensor, dtype::U8, {10}, pattern(10, 3));
+        w.finish(m);
+    };
+    shard("m-1.safetensors", "a", {{"format", "pt"}, {"step", "1"}});
+    shard("m-2.safetensors", "b", {{"format", "pt"}, {"step", "2"}});
+    auto index = d / "model.safetensors.index.json";
+    write_file(index, std::string(R"({"metadata": {"total_size": 20}, "weight_map": )"
+                                  R"({"a": "m-1.safetensors", "b": "m-2.safetensors"}})"));
+    auto out = d / "merged.safetensors";
+    REQUIRE(run_command(cli_path() + " cp " + q(index) + " " + q(out) + " --no-sync").status == 0);
+    written_file f(out);
+    CHECK(f.hdr.tensors.size() == 2);
+    REQUIRE(f.hdr.metadata);
+    CHECK(*f.hdr.metadata == metadata_map{{"format", "pt"}});
+    auto r = run_command(cli_path() + " ls --json " + q(index));
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains(R"("metadata":{"format":"pt"})"));
+    CHECK_THAT(r.out, !Catch::Contains("total_size"));
 }
 
 namespace {

@@ -223,6 +223,51 @@ TEST_CASE("a connection that always breaks gives up with the URL and range") {
     }
 }
 
+TEST_CASE("a malformed response header fails at once, not after max_attempts tries") {
+    fixture f;
+    http_options o = fast();
+    o.max_attempts = 6;
+    o.retry_base_delay = std::chrono::milliseconds(200);  // six tries would take seconds
+    auto src = open_url(f.url("fault=badheader&skip=1"), o);
+    auto msg = read_fails(*src, 4096, 8192, errc::HttpError);
+    CHECK(msg.find("malformed response header") != std::string::npos);
+    CHECK(msg.find("bytes 4096-12287 of " + f.server.base_url() + "/obj?size=") != std::string::npos);
+    CHECK(f.requests() == 2);  // the open, then one try
+}
+
+TEST_CASE("a body slower than low_speed_limit is dropped and resumed; failed tries are bounded in all") {
+    fixture f;
+    http_options o = fast();
+    o.connections_per_origin = 1;
+    o.low_speed_limit = 10'000;  // bytes/s, averaged over a window of
+    o.low_speed_time = std::chrono::milliseconds(500);
+    o.max_total_attempts = 3;
+    // Every try after the open drips 200 bytes/s: never a stall (stall_timeout 300 ms), and
+    // each try makes progress, so max_attempts (tries without progress) never trips.
+    auto src = open_url(f.url("fault=slow&slow_rate=200&skip=1"), o);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto msg = read_fails(*src, 4096, 100'000, errc::HttpError);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));  // at 200 B/s it would take 500 s
+    CHECK(msg.find("slower than 10000 bytes/s over 500 ms") != std::string::npos);
+    CHECK(msg.find("3 failed attempts in all") != std::string::npos);
+    INFO(msg);  // names the range still missing when it gave up: it resumed after the dripped bytes
+    CHECK(msg.find("-104095 of " + f.server.base_url() + "/obj?size=") != std::string::npos);
+    CHECK(msg.find("bytes 4096-") == std::string::npos);
+    CHECK(f.requests() == 1 + 3);
+
+    // Slow once, then at full speed: resumed after the dripped bytes, exact.
+    auto once = open_url(f.url("fault=slow&slow_rate=200&skip=1&fail=1"), o);
+    read_and_check(*once, 0, 300'000);
+    CHECK(f.requests() == 1 + 2);
+
+    // low_speed_limit 0: no speed check; the drip is only slow.
+    http_options off = o;
+    off.low_speed_limit = 0;
+    auto patient = open_url(f.url("fault=slow&slow_rate=4000&skip=1&fail=1"), off);
+    read_and_check(*patient, 0, 4000);
+    CHECK(f.requests() == 1 + 1);
+}
+
 TEST_CASE("cancellation stops the transfer and reports Cancelled") {
     fixture f;
     http_options o = fast();
@@ -357,4 +402,21 @@ TEST_CASE("cli: --connections and --chunk (and RINGSAFE_CONNECTIONS / RINGSAFE_C
     r = cli("RINGSAFE_CONNECTIONS=lots", "ls '" + url() + "'");
     CHECK(r.status == 1);
     CHECK(r.out.find("RINGSAFE_CONNECTIONS='lots'") != std::string::npos);
+}
+
+TEST_CASE("cli: --speed-limit and --speed-time") {
+    fixture f;
+    temp_dir dir;
+    std::vector<std::byte> data(1000);
+    fill_pattern(data, 4);
+    write_u8_file(dir / "m.safetensors", data);
+    // The first response (the open) drips 200 bytes/s: about 6 s for the whole small file.
+    auto url = [&] { return f.url("file=" + (dir / "m.safetensors").string() + "&fault=slow&slow_rate=200&fail=1"); };
+    auto cli = [&](const std::string& args) { return run_command("'" + cli_path() + "' " + args + " 2>&1"); };
+    auto r = cli("ls --speed-limit 1M --speed-time 1 '" + url() + "'");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(f.requests() == 2);  // dropped after a second, resumed at full speed
+    CHECK(cli("ls --speed-time 0 '" + url() + "'").status == 2);
+    CHECK(cli("ls --speed-limit lots '" + url() + "'").status == 2);
 }

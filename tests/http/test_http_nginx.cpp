@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "http_harness.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/writer.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -241,4 +243,104 @@ TEST_CASE("a file replaced on the server between requests is reported as ObjectC
     auto e = expect_error([&] { src->read_exact(1 << 20, buf); });
     CHECK(e.code() == errc::ObjectChanged);
     CHECK(std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0}; }));
+}
+
+namespace {
+
+// Origin A (the nginx's main server, plain or TLS) redirects /go/PATH to origin B
+// (127.0.0.1, another port, plain http) at /PATH. B serves data/ three ways:
+// /strict/ refuses any credential-like header (403), /optin/ demands X-Api-Key: k
+// (401) and refuses Cookie (403), /data/ takes anything.
+struct two_origins {
+    site s;
+    std::uint16_t b_port = free_port();
+    std::optional<test_ca> ca;
+    std::optional<nginx_server> ng;
+    explicit two_origins(bool tls) {
+        if (tls) ca = make_test_ca(s.tmp / "ca");
+        const std::string b = "http://127.0.0.1:" + std::to_string(b_port);
+        const std::string data = (s.root / "data").string();
+        std::string a = "    location /go/ { rewrite ^/go/(.*)$ " + b + "/$1 redirect; }\n";
+        std::string other =
+            "  server { listen 127.0.0.1:" + std::to_string(b_port) + "; root " + s.root.string() + "; access_log " +
+            (s.tmp / "nginx" / "logs" / "b.log").string() + " rs;\n"
+            "    location /strict/ { alias " + data + "/;\n"
+            "      if ($http_cookie) { return 403; } if ($http_x_api_key) { return 403; }\n"
+            "      if ($http_x_trace) { return 403; } if ($http_authorization) { return 403; } }\n"
+            "    location /optin/ { alias " + data + "/;\n"
+            "      if ($http_x_api_key != 'k') { return 401; } if ($http_cookie) { return 403; } } }\n";
+        ng.emplace(s.tmp / "nginx", nginx_config{s.root, a, other, ca ? &*ca : nullptr, 1, 0});
+        wait_for_port(b_port);
+    }
+    std::string a(const std::string& path) const { return ng->base_url() + path; }
+};
+
+http_options with_credentials() {
+    http_options o = small_chunks();
+    o.headers = {{"Cookie", "session=1"}, {"X-Api-Key", "k"}, {"X-Trace", "t"}};
+    o.bearer_token = "secret";
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("a redirect to another origin drops every caller header unless opted in") {
+    two_origins t(false);
+    http_options o = with_credentials();
+    auto src = open_url(t.a("/go/strict/file.bin"), o);  // Cookie, X-Api-Key, X-Trace or Authorization: 403
+    std::vector<std::byte> whole(t.s.data.size());
+    src->read_exact(0, whole);
+    CHECK(whole == t.s.data);
+
+    auto needs_key = expect_error([&] { open_url(t.a("/go/optin/file.bin"), o); });
+    CHECK(needs_key.code() == errc::HttpError);
+    CHECK(std::string(needs_key.what()).find("HTTP 401") != std::string::npos);
+    o.cross_origin_headers = {"x-api-key"};  // any case
+    CHECK(open_url(t.a("/go/optin/file.bin"), o)->size() == t.s.data.size());
+
+    http_options token = with_credentials();
+    token.headers.clear();
+    token.cross_origin_headers = {"Authorization"};  // the bearer token follows too
+    auto sent = expect_error([&] { open_url(t.a("/go/strict/file.bin"), token); });
+    CHECK(std::string(sent.what()).find("HTTP 403") != std::string::npos);
+}
+
+TEST_CASE("a redirect from https to http is refused, naming both URLs, unless allowed") {
+    two_origins t(true);
+    http_options o = small_chunks();
+    o.ca_file = t.ca->ca_cert.string();
+    const std::string from = t.a("/go/data/file.bin");
+    REQUIRE(from.starts_with("https://"));
+    auto e = expect_error([&] { open_url(from, o); });
+    CHECK(e.code() == errc::HttpError);
+    const std::string to = "http://127.0.0.1:" + std::to_string(t.b_port) + "/data/file.bin";
+    CHECK(std::string(e.what()).find(from) != std::string::npos);
+    CHECK(std::string(e.what()).find(to) != std::string::npos);
+    o.allow_https_downgrade = true;
+    CHECK(open_url(from, o)->size() == t.s.data.size());
+}
+
+TEST_CASE("the CLI's --cross-origin-header and --allow-downgrade") {
+    two_origins plain(false), tls(true);
+    for (two_origins* t : {&plain, &tls}) {
+        writer w((t->s.root / "data" / "m.safetensors").string());
+        w.add("x", dtype::U8, {3}, std::vector<std::byte>(3));
+        w.finish();
+        make_world_readable(t->s.root);
+    }
+    auto ls = [](const std::string& env, const std::string& url, const std::string& flags) {
+        return run_command(env + " " + cli_path() + " ls " + url + " " + flags + " 2>&1");
+    };
+    // HF_TOKEN goes to the "Hub" (HF_ENDPOINT) only; the redirect to B drops it unless opted in.
+    const std::string hub = "HF_ENDPOINT=" + plain.a("") + " HF_TOKEN=secret";
+    CHECK(ls(hub, plain.a("/go/strict/m.safetensors"), "").status == 0);
+    auto r = ls(hub, plain.a("/go/strict/m.safetensors"), "--cross-origin-header Authorization");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, Catch::Contains("HTTP 403"));
+
+    const std::string trust = "SSL_CERT_FILE=" + tls.ca->ca_cert.string();
+    r = ls(trust, tls.a("/go/data/m.safetensors"), "");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, Catch::Contains("https to http"));
+    CHECK(ls(trust, tls.a("/go/data/m.safetensors"), "--allow-downgrade").status == 0);
 }

@@ -25,7 +25,7 @@ import ringsafe.torch as rpt
 import safetensors
 import safetensors.torch as spt
 
-from servers import merge_ranges, nginx_server, radosgw_cluster, tls_ca  # noqa: F401 - pytest fixtures
+from servers import Nginx, merge_ranges, nginx_server, radosgw_cluster, tls_ca  # noqa: F401 - pytest fixtures
 
 PROBE = 256 << 10  # the engine's first, speculative Range request on open
 BUCKET = "ringsafe-remote"
@@ -288,7 +288,10 @@ def test_http_threads_option_reads_exactly_over_its_loops(ckpt, nginx_server, mo
     ("connections", -1, ValueError), ("connections", "8", TypeError), ("connections", True, TypeError),
     ("connections", 8.0, TypeError), ("http_chunk", 1, ValueError), ("http_chunk", (1 << 30) + 1, ValueError),
     ("http_chunk", 1.5, TypeError), ("threads", 2**40, ValueError), ("max_attempts", "3", TypeError),
-    ("token", 5, TypeError), ("verify_tls", 1, TypeError), ("headers", {"X-A": 1}, TypeError)])
+    ("token", 5, TypeError), ("verify_tls", 1, TypeError), ("headers", {"X-A": 1}, TypeError),
+    ("cross_origin_headers", "Cookie", TypeError), ("cross_origin_headers", [1], TypeError),
+    ("allow_https_downgrade", 1, TypeError), ("low_speed_limit", -1, ValueError), ("low_speed_limit", 1.5, TypeError),
+    ("low_speed_time", 0, ValueError), ("low_speed_time", "30", TypeError), ("max_total_attempts", "3", TypeError)])
 def test_bad_connection_and_chunk_options_name_themselves(key, value, exc):
     # Refused before anything is opened: nothing listens on port 1.
     with pytest.raises(exc, match=key):
@@ -328,6 +331,38 @@ def test_token_and_extra_headers_go_with_every_request(ckpt, nginx_server):
     entries = [e for e in nginx_server.log(mark) if e.path == "/remote/model.safetensors"]
     assert len(entries) > 2
     assert {(e.authorization, e.marker) for e in entries} == {("Bearer not-a-secret", "m-42")}
+
+
+def test_a_redirect_to_another_origin_carries_only_opted_in_headers_and_never_downgrades(
+        ckpt, nginx_server, tls_ca, tmp_path):
+    # A second nginx (another port: another origin) whose /go/X redirects to the first's /X.
+    (tmp_path / "www").mkdir()
+    hop = Nginx(tmp_path / "www", tmp_path / "nginx", tls=tls_ca,
+                server_extra=f"    location /go/ {{ rewrite ^/go/(.*)$ {nginx_server.url()}$1 redirect; }}\n")
+    try:
+        url = hop.url("go/remote/model.safetensors")
+        for opted_in, seen in (([], ("", "")), (["x-test-marker"], ("", "m-7"))):
+            mark = nginx_server.mark()
+            got = rpt.load_file(url, token="not-a-secret", headers={"X-Test-Marker": "m-7"}, select=["u8"],
+                                cross_origin_headers=opted_in)
+            assert_same(got, {"u8": ckpt.expected["u8"]})
+            entries = [e for e in nginx_server.log(mark) if e.path == "/remote/model.safetensors"]
+            assert entries and {(e.authorization, e.marker) for e in entries} == {seen}
+
+        tls_url = hop.url("go/remote/model.safetensors", tls=True)
+        with pytest.raises(ringsafe.SafetensorError) as info:
+            rpt.load_file(tls_url, ca_file=str(tls_ca.ca_cert))
+        assert info.value.kind == "HttpError"
+        assert tls_url in str(info.value) and ckpt.url in str(info.value)
+        assert_same(rpt.load_file(tls_url, ca_file=str(tls_ca.ca_cert), allow_https_downgrade=True), ckpt.expected)
+    finally:
+        hop.close()
+
+
+def test_minimum_speed_and_total_attempts_options_are_taken(ckpt):
+    got = rpt.load_file(ckpt.url, low_speed_limit=1 << 10, low_speed_time=5, max_total_attempts=3, select=["u8"])
+    assert_same(got, {"u8": ckpt.expected["u8"]})
+    assert_same(rpt.load_file(ckpt.url, low_speed_limit=0, select=["u8"]), {"u8": ckpt.expected["u8"]})
 
 
 def test_a_header_larger_than_the_opening_probe(nginx_server):

@@ -316,6 +316,30 @@ def test_save_file_replaces_atomically(tmp_path):
     assert os.listdir(tmp_path) == ["x.safetensors"]
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_save_file_and_writer_keep_the_permissions_of_the_file_they_replace(tmp_path, mode):
+    path = tmp_path / "x.safetensors"
+    for write in (lambda: rpt.save_file({"a": torch.arange(3)}, str(path)),
+                  lambda: _write_with_writer(path)):
+        path.write_bytes(b"old")
+        path.chmod(mode)
+        write()
+        assert path.stat().st_mode & 0o7777 == mode
+    # A new file: 0666 less the umask.
+    path.unlink()
+    old = os.umask(0o002)
+    try:
+        rpt.save_file({"a": torch.arange(3)}, str(path))
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o7777 == 0o664
+
+
+def _write_with_writer(path):
+    with ringsafe.Writer(str(path)) as w:
+        w.write("a", torch.arange(3))
+
+
 # --- real I/O failures (a file size limit in a subprocess) ------------------------
 
 FSIZE_SCRIPT = textwrap.dedent("""
@@ -337,7 +361,7 @@ FSIZE_SCRIPT = textwrap.dedent("""
                 for k, v in tensors.items():
                     w.write(k, v)
     except Exception as e:
-        error = [type(e).__name__, str(e), isinstance(e, OSError)]
+        error = [type(e).__name__, str(e), isinstance(e, OSError), getattr(e, "filename", None)]
     # the process keeps working: a small file under the limit
     small = os.path.join(os.path.dirname(path), "small.safetensors")
     rpt.save_file({"x": torch.arange(5)}, small)
@@ -366,6 +390,7 @@ def test_write_error_keeps_old_file(tmp_path, what):
     assert r["error"] is not None, "a write past RLIMIT_FSIZE succeeded"
     assert r["error"][2], r["error"]  # an OSError (EFBIG)
     assert "too large" in r["error"][1].lower(), r["error"]
+    assert r["error"][3] == str(path), r["error"]  # OSError.filename: the file being written
     assert r["ok"]
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["x.safetensors"]

@@ -11,6 +11,7 @@
 #include "memory_source.hpp"
 #include "ringsafe/index.hpp"
 #include "ringsafe/reader.hpp"
+#include "ringsafe/writer.hpp"
 
 using namespace ringsafe;
 using namespace ringsafe::test;
@@ -130,8 +131,7 @@ TEST_CASE("sharded: one checkpoint over both shards, reads spread across them", 
     REQUIRE(r.tensors().size() == 4);
     CHECK(r.tensors()[2].name == "c");
     CHECK(r.shard_of(*r.index_of("d")) == 1);
-    REQUIRE(r.metadata());
-    CHECK(r.metadata()->at("total_size") == "130");
+    CHECK_FALSE(r.metadata());  // the shards have none; the index's "metadata" is not the checkpoint's
 
     auto sel = r.all();
     std::vector<std::byte> arena(r.packed_size(sel, 16));
@@ -243,4 +243,41 @@ TEST_CASE("sharded: real files through open_source, detected by content too", "[
     std::filesystem::remove(dir / "m-1.safetensors");
     auto k = kind_of([&] { reader::open((dir / "model.safetensors.index.json").string()); });
     CHECK(k.find("m-1.safetensors") != std::string::npos);
+}
+
+namespace {
+
+// Writes the shards of index_json() under `dir` with the library's writer, with
+// `m1` and `m2` as their __metadata__ (none for nullopt).
+void write_shards(const temp_dir& dir, const std::optional<metadata_map>& m1, const std::optional<metadata_map>& m2) {
+    auto write = [&](const char* name, const std::vector<tensor_spec>& specs, const std::optional<metadata_map>& m) {
+        writer w((dir / name).string());
+        for (auto& t : specs) {
+            std::vector<std::uint64_t> shape = t.shape;
+            w.add(t.name, dtype_from_name(t.dtype).value(), shape, tensor_bytes(t.name, t.bytes));
+        }
+        w.finish(m ? &*m : nullptr);
+    };
+    write("m-1.safetensors", shard1, m1);
+    write("m-2.safetensors", shard2, m2);
+    write_file(dir / "model.safetensors.index.json", index_json());
+}
+
+}  // namespace
+
+TEST_CASE("sharded: metadata() is the shards' __metadata__ entries equal in every shard, never the index's",
+          "[index][reader]") {
+    temp_dir dir;
+    const std::string index = (dir / "model.safetensors.index.json").string();
+    write_shards(dir, metadata_map{{"format", "pt"}, {"step", "1"}, {"only_first", "x"}},
+                 metadata_map{{"format", "pt"}, {"step", "2"}});
+    reader r = reader::open(index);
+    REQUIRE(r.metadata());
+    CHECK(*r.metadata() == metadata_map{{"format", "pt"}});
+    CHECK(r.shards()[0].metadata->at("step") == "1");  // each shard's own stays on its shard_info
+
+    write_shards(dir, metadata_map{{"format", "pt"}}, metadata_map{{"format", "tf"}});
+    CHECK_FALSE(reader::open(index).metadata());
+    write_shards(dir, metadata_map{{"format", "pt"}}, std::nullopt);
+    CHECK_FALSE(reader::open(index).metadata());
 }

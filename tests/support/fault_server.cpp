@@ -13,6 +13,8 @@
 //   badrange  Content-Range shifted by one byte         badtotal  wrong total in Content-Range
 //   longer    Content-Length and body one byte longer   etag    ETag "\"v<k>\"" (changes every request)
 //   ignore    200 with the whole object (Range ignored) change  ETag "\"v2\"" and honours If-Match (412)
+//   badheader a response header with a line that is not a field, then close
+//   slow      the body at slow_rate bytes/s (default 100): a drip that never stalls
 // delay_ms delays every response header; rate limits each response's send rate.
 // GET /stats?id=I answers "connections <all> requests <of I> bytes <body bytes sent for I>".
 #include <algorithm>
@@ -156,6 +158,10 @@ bool serve(tcp::socket& s, const std::string& head) {
                          "\r\n" + ra + "Content-Length: 0\r\n\r\n");
         return true;
     }
+    if (fault == "badheader") {
+        write_all(s, "HTTP/1.1 206 Partial Content\r\nthis line is not a header field\r\n\r\n");
+        return false;
+    }
     if (fault == "change" && !header_value(head, "if-match").empty() && header_value(head, "if-match") != etag) {
         write_all(s, "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n");
         return true;
@@ -187,7 +193,7 @@ bool serve(tcp::socket& s, const std::string& head) {
         if (fault == "reset") s.set_option(asio::socket_base::linger(true, 0));
         return false;
     }
-    send_body(s, first, first + body_len, rate, q["id"], file);
+    send_body(s, first, first + body_len, fault == "slow" ? num("slow_rate", 100) : rate, q["id"], file);
     return true;
 }
 

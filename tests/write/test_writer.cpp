@@ -2,6 +2,8 @@
 // validation, publishing, relocation. Declared mode: test_writer_declared.cpp.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -271,6 +273,73 @@ TEST_CASE("finish replaces an existing file only at the end") {
     w.finish();
     check_round_trip(p, {{"x", dtype::U8, {100}, x}}, nullptr);
     CHECK(dir_entries(d.path()).size() == 1);
+}
+
+namespace {
+
+// The permission bits (and set-id/sticky bits) of `p`.
+mode_t mode_of(const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+// Writes one small tensor to `p` with the writer, O_DIRECT or buffered.
+void write_small(const fs::path& p, bool direct) {
+    writer_options o;
+    o.direct = direct;
+    writer w(p.string(), o);
+    auto x = pattern(100, 1);
+    w.add("x", dtype::U8, {100}, x);
+    w.finish();
+}
+
+// Sets the process's umask for its lifetime.
+struct umask_scope {
+    mode_t old;
+    explicit umask_scope(mode_t m) : old(::umask(m)) {}
+    ~umask_scope() { ::umask(old); }
+};
+
+}  // namespace
+
+TEST_CASE("a rewrite keeps the replaced file's permissions; a new file gets 0666 less the umask") {
+    temp_dir d;
+    auto p = d / "model.safetensors";
+    for (bool direct : {true, false}) {
+        INFO("direct " << direct);
+        for (mode_t m : {0600, 0640, 0444, 0755}) {
+            INFO("mode 0" << std::oct << m);
+            write_file(p, std::string("old contents"));
+            REQUIRE(::chmod(p.c_str(), m) == 0);
+            write_small(p, direct);
+            CHECK(mode_of(p) == m);
+            CHECK(read_file(p).size() > 100);  // the new file, not the old one
+        }
+        for (mode_t mask : {027, 002, 077}) {
+            INFO("umask 0" << std::oct << mask);
+            fs::remove(p);
+            {
+                umask_scope u(mask);
+                write_small(p, direct);
+            }
+            CHECK(mode_of(p) == (0666 & ~mask));
+        }
+    }
+    CHECK(dir_entries(d.path()).size() == 1);
+}
+
+TEST_CASE("a file that appears at the target while the writer runs lends the result its permissions") {
+    temp_dir d;
+    auto p = d / "model.safetensors";
+    writer w(p.string());
+    auto x = pattern(100, 1);
+    w.add("x", dtype::U8, {100}, x);
+    write_file(p, std::string("someone else's"));
+    REQUIRE(::chmod(p.c_str(), 0600) == 0);
+    w.finish();
+    CHECK(mode_of(p) == 0600);
+    check_round_trip(p, {{"x", dtype::U8, {100}, x}}, nullptr);
 }
 
 TEST_CASE("append adds tensors after the data and rewrites the header in place") {

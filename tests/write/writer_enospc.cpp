@@ -27,9 +27,10 @@ void expect(bool ok, const std::string& what) {
     }
 }
 
-// Runs `f`, expecting an ENOSPC error that names `tensor`.
+// Runs `f`, expecting an ENOSPC error that names `tensor` and, as its message
+// and error::path() do, the file `target`.
 template <class F>
-void expect_enospc(const char* label, const std::string& tensor, F&& f) {
+void expect_enospc(const char* label, const std::string& tensor, const fs::path& target, F&& f) {
     try {
         f();
         expect(false, std::string(label) + ": no error on a full filesystem");
@@ -37,6 +38,8 @@ void expect_enospc(const char* label, const std::string& tensor, F&& f) {
         std::string msg = e.what();
         expect(e.code() == std::error_code(ENOSPC, std::system_category()), std::string(label) + ": got " + msg);
         expect(msg.find("tensor '" + tensor + "'") != std::string::npos, std::string(label) + ": message " + msg);
+        expect(msg.find(target.string()) != std::string::npos, std::string(label) + ": message " + msg);
+        expect(e.path() == target.string(), std::string(label) + ": path() is '" + e.path() + "'");
     }
 }
 
@@ -52,7 +55,7 @@ int main() {
     }
     auto target = mnt / "out.safetensors";
     auto chunk = ringsafe::test::pattern(1 << 20, 1);
-    expect_enospc("streaming", "big", [&] {
+    expect_enospc("streaming", "big", target, [&] {
         writer w(target.string());
         w.add("small", dtype::U8, {1000}, std::span(chunk).first(1000));
         w.begin("big", dtype::U8, {4u << 20});
@@ -63,7 +66,7 @@ int main() {
     expect(!fs::exists(target), "streaming: a file exists at the target");
     expect(ringsafe::test::dir_entries(mnt).empty(), "streaming: a temporary was left behind");
 
-    expect_enospc("declared", "second", [&] {
+    expect_enospc("declared", "second", target, [&] {
         declared_writer w(target.string(), {{"first", dtype::U8, {1u << 20}}, {"second", dtype::U8, {3u << 20}}});
         w.write("first", 0, chunk);
         for (int i = 0; i < 3; ++i) w.write("second", std::uint64_t(i) << 20, chunk);
@@ -71,6 +74,24 @@ int main() {
     });
     expect(!fs::exists(target), "declared: a file exists at the target");
     expect(ringsafe::test::dir_entries(mnt).empty(), "declared: a temporary was left behind");
+
+    // ringsafe cp onto the full filesystem: exit 1, the kind and OUT named, nothing left.
+    {
+        auto src = d / "src.safetensors";
+        {
+            writer w(src.string());
+            w.begin("big", dtype::U8, {4u << 20});
+            for (int i = 0; i < 4; ++i) w.append(chunk);
+            w.end();
+            w.finish();
+        }
+        auto r = ringsafe::test::run_command(ringsafe::test::cli_path() + " cp --no-sync '" + src.string() + "' '" +
+                                             target.string() + "' 2>&1");
+        expect(r.status == 1, "cp: exit status " + std::to_string(r.status));
+        expect(r.out.find("IoError") != std::string::npos && r.out.find(target.string()) != std::string::npos,
+               "cp: output " + r.out);
+        expect(!fs::exists(target) && ringsafe::test::dir_entries(mnt).empty(), "cp: something was left behind");
+    }
 
     // The filesystem is usable again afterwards: a small file fits.
     {

@@ -1,0 +1,19 @@
+// Text that came from a checkpoint, a server or the command line, made safe to
+// print on a terminal: one escaping rule for every human-readable line the CLI
+// prints (--json output is JSON-escaped instead and does not use it).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ringsafe::cli {
+
+// `text` with everything a terminal would act on shown as a visible escape, as
+// git and `ls -b` do: C0 controls (\e, \r, \n, \t, \b, \0; others \x01), DEL
+// (\x7f), C1 controls (\u0080..\u009f), bidirectional controls (\u202e, ...),
+// and bytes that are not strict UTF-8 (\xff); a backslash becomes \\. Other
+// text, printable UTF-8 included, is unchanged. Embedded NULs are escaped too,
+// so the result is safe to print with %s.
+std::string terminal_text(std::string_view text);
+
+}  // namespace ringsafe::cli
