@@ -47,4 +47,20 @@ PKG_CONFIG_SYSROOT_DIR="$tmp/dest" meson setup "$tmp/meson-consumer" "$consumer"
     { cat "$tmp/meson.log" >&2; fail "the meson consumer (dependency('ringsafe') via pkg-config) failed to build"; }
 LD_LIBRARY_PATH="$libdir" "$tmp/meson-consumer/consumer" "$input" || fail "the meson consumer failed"
 LD_LIBRARY_PATH="$libdir" "$cli" ls "$input" >/dev/null || fail "the installed CLI failed"
+
+# The Python package, where it was built: the installed ringsafe-safetensors.pth makes
+# RINGSAFE_AS_SAFETENSORS=1 switch `import safetensors` to ringsafe at start-up (site
+# processes the .pth files of a site directory, as it does for site-packages).
+pth=$(find "$tmp/dest" -name ringsafe-safetensors.pth | head -n 1)
+if [ -n "$pth" ] && command -v python3 >/dev/null && python3 -c 'import torch, safetensors' 2>/dev/null; then
+    site=$(dirname "$pth")
+    [ -d "$site/ringsafe" ] || fail "the .pth is not beside the ringsafe package ($site)"
+    check='import site, sys; site.addsitedir(sys.argv[1]); import safetensors.torch as t; print(t.load_file.__module__)'
+    got=$(env -u PYTHONPATH RINGSAFE_AS_SAFETENSORS=1 LD_LIBRARY_PATH="$libdir" python3 -c "$check" "$site") ||
+        fail "python with RINGSAFE_AS_SAFETENSORS=1 failed"
+    [ "$got" = ringsafe.torch ] || fail "RINGSAFE_AS_SAFETENSORS=1 did not switch safetensors.torch (got $got)"
+    got=$(env -u PYTHONPATH -u RINGSAFE_AS_SAFETENSORS LD_LIBRARY_PATH="$libdir" python3 -c "$check" "$site") ||
+        fail "python without RINGSAFE_AS_SAFETENSORS failed"
+    [ "$got" = safetensors.torch ] || fail "without RINGSAFE_AS_SAFETENSORS safetensors.torch is $got"
+fi
 echo "test_install: ok ($pc)"
