@@ -32,6 +32,8 @@ def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     assert torch.equal(namespace["model"].model.embed.weight.detach(), namespace["tensors"]["model.embed.weight"])
     import ringsafe
 
+    assert not ringsafe.installed()
+    assert namespace["gpt2"].transformer.wte.weight.shape == (96, 32)
     with ringsafe.safe_open("quantized.safetensors", "pt") as f:
         assert "extra.scale" in f.keys() and f.metadata() == {"quant": "int8"}
         assert f.get_tensor("model.layers.0.norm.weight").dtype == torch.int8
