@@ -7,6 +7,8 @@ tree, the conformance folder, and small helpers.
   (never copied or edited); ``conformance_cases(folder)`` lists its
   expected.jsonl entries ([] when absent, so parametrized tests are skipped),
   and the ``conformance_dir`` fixture skips a test when the folder is missing.
+- ``evict(path)``: drops a file's pages from the page cache (fsync first: dirty
+  pages are not dropped).
 - ``raw_bytes(t)``: the little-endian bytes of a torch tensor or NumPy array,
   whatever its dtype (float8 and float4 included).
 - ``write_checkpoint`` fixture: writes a dict of tensors (torch or NumPy) with
@@ -44,6 +46,18 @@ def conformance_dir():
     if not (CONFORMANCE / "valid" / "expected.jsonl").is_file():
         pytest.skip(f"conformance files not found at {CONFORMANCE}")
     return CONFORMANCE
+
+
+def evict(path):
+    """Drops ``path``'s pages from the page cache (written back first)."""
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def raw_bytes(t):

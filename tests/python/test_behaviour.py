@@ -26,6 +26,7 @@ except ImportError:  # run without PYTHONPATH: the build tree's package
     sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
     import ringsafe
 import ringsafe.numpy as rnp
+from conftest import evict  # noqa: E402
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
@@ -684,19 +685,11 @@ def test_gil_released_during_save_file(big_saved, big_tensors):
         assert torch.equal(f.get_tensor("b7"), big_tensors["b7"])
 
 
-def _evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.parametrize("backend", ["pread", "mmap"])
 def test_gil_released_during_load_file(big_saved, big_tensors, backend):
     path, _, _ = big_saved
     if backend == "mmap":
-        _evict(path)  # a cached file is mapped within one progress interval: give it reads to wait for
+        evict(path)  # a cached file is mapped within one progress interval: give it reads to wait for
     inside, whole, got = _window(lambda cb: rpt.load_file(str(path), progress=cb, backend=backend))
     assert inside > 0
     for k, v in big_tensors.items():
@@ -704,7 +697,7 @@ def test_gil_released_during_load_file(big_saved, big_tensors, backend):
     del got
     # without a progress callback
     if backend == "mmap":
-        _evict(path)
+        evict(path)
     with _Counter() as c:
         before = c.n
         got = rpt.load_file(str(path), backend=backend)

@@ -12,16 +12,8 @@ import ringsafe
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
+from conftest import evict
 from ringsafe._ringsafe import MappedFile
-
-
-def _evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def _resident(path):
@@ -36,7 +28,7 @@ def layers(tmp_path):
     tensors = {f"layer.{i:02d}": torch.randn(1024, 1024, generator=g) for i in range(16)}
     path = tmp_path / "layers.safetensors"
     spt.save_file(tensors, str(path))
-    _evict(path)
+    evict(path)
     if _resident(path) > 0.1:
         pytest.skip("the file cannot be evicted from the page cache here")
     return path, tensors
