@@ -460,7 +460,8 @@ class Servers:
             self.nginx = servers.Nginx(work, work / "nginx")
             (work / "http_url").write_text(self.nginx.url(path.name))
         if "s3" in ops:
-            self.rgw = servers.RadosgwCluster(work / "rgw")
+            size = path.stat().st_size
+            self.rgw = servers.RadosgwCluster(work / "rgw", memstore_bytes=max(1 << 30, 2 * size + (512 << 20)))
             if self.rgw.create_bucket("bench") != 200 or self.rgw.put_object("bench", path.name, path) != 200:
                 raise SystemExit("radosgw: could not store the checkpoint")
             self.env = dict(child_env(), **self.rgw.env(), AWS_EC2_METADATA_DISABLED="true",

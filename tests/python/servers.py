@@ -295,7 +295,8 @@ class RadosgwCluster:
     secret_key = "ringsafe-python-test-secret"
     region = "us-east-1"
 
-    def __init__(self, directory, start_timeout=90.0):
+    def __init__(self, directory, start_timeout=90.0, memstore_bytes=1 << 30):
+        """``memstore_bytes``: the OSD's memory (objects larger than about half of it do not fit)."""
         require("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph", "curl")
         self.dir = d = pathlib.Path(directory).resolve()
         for sub in ("mon", "osd", "run"):
@@ -317,7 +318,7 @@ class RadosgwCluster:
             "mon warn on pool no redundancy = false\nosd crush chooseleaf type = 0\n"
             f"run dir = {d}/run\nlog file = {d}/$name.log\nadmin socket = {d}/run/$name.asok\n"
             f"mon data = {d}/mon\nosd data = {d}/osd\nosd objectstore = memstore\n"
-            "memstore device bytes = 1073741824\n"
+            f"memstore device bytes = {memstore_bytes}\n"
             "[client.rgw]\n"
             f"rgw frontends = beast endpoint=127.0.0.1:{self.port}\n")
         setup = d / "setup.log"

@@ -5,7 +5,8 @@ from ._dtypes import error
 from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
-from ._source import ALIGNMENT, new_packed_arena, open_reader, open_source, packed_items
+from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
+from ._source import open_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):

@@ -7,8 +7,8 @@ what is not cached yet), and that an open handle reads ahead in file order."""
 import threading
 
 from ._dtypes import BITS, error
+from ._engine_source import EngineSource
 from ._ringsafe import MappedFile
-from ._source import EngineSource
 
 READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 # A tensor smaller than this is handed out unpopulated (its first access faults

@@ -1,34 +1,16 @@
-"""Checkpoints in open Python file objects (the reference's _safe_open_handle;
-fsspec files, io.BytesIO). A file object backed by an operating-system file
-is read by the engine through /proc/self/fd (parallel reads, the GIL
-released, backend="mmap" mapping it); any other object is read with its own
-seek() and readinto() (or read()), one tensor at a time, under a lock."""
+"""Checkpoints in open Python file objects that are not operating-system
+files (io.BytesIO, fsspec): read with the object's own seek() and readinto()
+(or read()), one tensor at a time, under a lock. (_source opens a file object
+backed by an operating-system file through /proc/self/fd instead.)"""
 
 import ctypes
 import fnmatch
 import io
-import os
-import stat
 import threading
 
 from ._dtypes import error
 from ._ringsafe import parse_header, parse_prefix
 from ._selection import is_glob
-
-
-def open_file_object(f, backend, options):
-    """The source for binary file object ``f`` (kept open: the caller owns it)."""
-    from ._source import open_source
-    try:
-        fd = f.fileno()
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        fd = None
-    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
-        return open_source(f"/proc/self/fd/{fd}", backend, options)
-    if options:
-        raise error("InvalidArgument", f"reader options ({', '.join(sorted(options))}) apply to paths and URLs, "
-                                       f"not to a {type(f).__name__}")
-    return StreamSource(f)
 
 
 def _writable_bytes(addr, nbytes):
