@@ -15,6 +15,8 @@ from ._ringsafe import SafetensorError
 from ._dist_plan import _A2A, _LOCAL, _file_bytes, _slices
 
 
+# ---------------------------------------------------------------- errors, from one rank to the others
+
 _REBUILD = {c.__name__: c for c in (ValueError, TypeError, KeyError, IndexError, RuntimeError, MemoryError,
                                      OSError, FileNotFoundError, PermissionError, IsADirectoryError,
                                      NotADirectoryError, TimeoutError, ConnectionError)}
@@ -53,16 +55,20 @@ def _names(names, most=8):
     shown = ", ".join(f"'{n}'" for n in names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
+
 # ---------------------------------------------------------------- the rank's end of the group
 
 class _Exchange:
     """This rank's end of the process group for one load: its collectives, the
     agreement on errors and the exchange of each batch. The load (``_Run``)
     derives from it and provides ``spec``, ``stats``, ``batches``, ``image``,
-    ``image_bytes``, ``done_batches``, ``stage``/``unstage`` (staging buffers),
-    ``dest_view`` (this rank's destination bytes of a unit) and ``incomplete``."""
+    ``image_bytes``, ``done_batches``, ``fetch_context``, ``stage``/``unstage``
+    (staging buffers), ``dest_view`` (this rank's destination bytes of a unit)
+    and ``incomplete``."""
 
     def __init__(self, group):
+        """This rank's end of ``group`` (None: the world): its rank ``me``, the group's size
+        ``world``, and ``comm``, the device its collectives take tensors on."""
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
                                "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
