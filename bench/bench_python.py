@@ -461,6 +461,7 @@ class Servers:
             (work / "http_url").write_text(self.nginx.url(path.name))
         if "s3" in ops:
             size = path.stat().st_size
+            shutil.rmtree(work / "rgw", ignore_errors=True)  # a cluster starts from an empty folder
             self.rgw = servers.RadosgwCluster(work / "rgw", memstore_bytes=max(1 << 30, 2 * size + (512 << 20)))
             if self.rgw.create_bucket("bench") != 200 or self.rgw.put_object("bench", path.name, path) != 200:
                 raise SystemExit("radosgw: could not store the checkpoint")

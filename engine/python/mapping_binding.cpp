@@ -24,6 +24,11 @@ struct py_mapping {
     std::shared_ptr<const mapped_file> file;
 };
 
+// populate() of fewer bytes runs on the calling thread (no hand-off to a call
+// thread: a get_tensor loop pays it per tensor); even cold, such a call ends
+// within a few tenths of a second, when Ctrl-C is seen.
+constexpr std::uint64_t inline_populate_bytes = 64u << 20;
+
 }  // namespace
 
 void bind_mapping(py::module_& m) {
@@ -54,7 +59,7 @@ void bind_mapping(py::module_& m) {
                  populate_stats stats;
                  run_blocking([file, rs = std::move(rs), threads, &stats](pending_call& pc) {
                      stats = file->populate(rs, threads, pc.control());
-                 }, progress, total < inline_job_bytes);
+                 }, progress, total < inline_populate_bytes);
                  return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
              },
              py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),

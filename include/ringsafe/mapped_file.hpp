@@ -54,11 +54,12 @@ public:
     const std::string& path() const noexcept { return path_; }
 
     // Makes every byte of `ranges` resident and mapped, on up to `threads`
-    // threads (0: one per core, at least 8 when sampled chunks are not cached),
-    // in 8 MiB chunks: a cached chunk is mapped by one read per 64 KiB (the
-    // kernel's fault-around maps the rest), after MADV_POPULATE_READ of its
-    // last page checked that the file still covers it; a chunk not cached has
-    // the kernel's readahead queued whole (MADV_WILLNEED), then MADV_POPULATE_READ.
+    // threads (0: one per core, at least 8 when sampled chunks are not cached,
+    // the calling thread alone for a cached total under 64 MiB), in 8 MiB
+    // chunks: a cached chunk is mapped by one read per 64 KiB (the kernel's
+    // fault-around maps the rest), after MADV_POPULATE_READ of its last page
+    // checked that the file still covers it; a chunk not cached is read by
+    // MADV_POPULATE_READ (its faults drive the kernel's readahead).
     // Small totals run on the calling thread. ctl.cancel is checked between
     // chunks (throws errc::Cancelled), ctl.on_progress gets bytes done.
     // Throws InvalidArgument for a range past the end, Truncated when the file
