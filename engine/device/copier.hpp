@@ -57,6 +57,12 @@ struct copy_piece {
     std::uint64_t offset = 0;
 };
 
+// "tensor 'NAME' bytes [A, B)": what a copy error names.
+inline std::string describe_piece(const copy_piece& p) {
+    return "tensor '" + (p.tensor ? *p.tensor : std::string("?")) + "' bytes [" + std::to_string(p.offset) + ", " +
+           std::to_string(p.offset + p.size) + ")";
+}
+
 // Moves staged bytes to the device. submit() and wait() are called from one
 // thread; a slot is waited for before it is submitted again. Every submitted
 // slot must be waited for before the staging memory it reads is freed.

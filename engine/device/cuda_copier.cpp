@@ -32,10 +32,6 @@ private:
     int previous_ = -1;
 };
 
-std::string where(const copy_piece& p) {
-    return "tensor '" + (p.tensor ? *p.tensor : std::string("?")) + "' bytes [" + std::to_string(p.offset) + ", " +
-           std::to_string(p.offset + p.size) + ")";
-}
 
 class cuda_copier final : public copier {
 public:
@@ -77,7 +73,7 @@ public:
             if (cuda_error e = api_.memcpy_async(p.dst, p.src, p.size, cuda_memcpy_host_to_device, stream_);
                 e != cuda_success) {
                 api_.event_record(events_.at(slot), stream_);  // wait() then covers the copies already queued
-                raise(errc::IoError, "copying " + where(p) + " to " + describe() + ": " +
+                raise(errc::IoError, "copying " + describe_piece(p) + " to " + describe() + ": " +
                                          cuda_error_text(api_, "cudaMemcpyAsync", e));
             }
         check(api_.event_record(events_.at(slot), stream_), "cudaEventRecord");
@@ -95,7 +91,7 @@ public:
                     names += ", ...";
                     break;
                 }
-                names += (names.empty() ? "" : ", ") + where(p);
+                names += (names.empty() ? "" : ", ") + describe_piece(p);
             }
             raise(errc::IoError, "copying " + names + " to " + describe() + ": " +
                                      cuda_error_text(api_, "cudaEventSynchronize", e));

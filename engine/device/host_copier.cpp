@@ -12,11 +12,6 @@ namespace {
 
 std::atomic<std::size_t> live_blocks{0};
 
-std::string where(const copy_piece& p) {
-    return "tensor '" + (p.tensor ? *p.tensor : std::string("?")) + "' bytes [" + std::to_string(p.offset) + ", " +
-           std::to_string(p.offset + p.size) + ")";
-}
-
 }  // namespace
 
 host_copier::host_copier(std::size_t slots, stand_in_hooks hooks)
@@ -84,7 +79,7 @@ void host_copier::run() {
             try {
                 if (hooks_.before_copy) hooks_.before_copy(n);
                 if (hooks_.fail_piece && *hooks_.fail_piece == n)
-                    raise(errc::IoError, "copying " + where(p) + " to device memory through the host stand-in: "
+                    raise(errc::IoError, "copying " + describe_piece(p) + " to device memory through the host stand-in: "
                                          "injected copy failure (piece " + std::to_string(n) + ")");
                 std::memcpy(p.dst, p.src, p.size);
             } catch (...) {
