@@ -14,4 +14,5 @@ PYBIND11_MODULE(_ringsafe, m) {
     ringsafe::python::bind_writer(m);
     ringsafe::python::bind_mapping(m);
     ringsafe::python::bind_header(m);
+    ringsafe::python::bind_device(m);
 }

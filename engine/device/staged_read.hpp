@@ -1,0 +1,25 @@
+// The device pipeline over any copier: staging ring, reads planned into it by
+// the reader, copies submitted per staging buffer, buffers recycled when their
+// copies complete (engine-internal; read_to_device() picks the copier).
+#pragma once
+
+#include <span>
+
+#include "device/copier.hpp"
+#include "ringsafe/device.hpp"
+#include "ringsafe/reader.hpp"
+
+namespace ringsafe::device {
+
+// Checks the options and every destination as reader::plan() would
+// (selection, count, sizes, overlap) without any I/O. Throws ringsafe::error.
+void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,
+                   const device_options& opts);
+
+// read_to_device() with the copier `c` (which must have opts.staging_count
+// slots). On return, also by exception, every submitted slot has been waited
+// for and every staging block allocated here is freed.
+device_read_stats staged_read(reader& r, const selection& sel, std::span<const device_span> dsts,
+                              const device_options& opts, const read_control& ctl, copier& c);
+
+}  // namespace ringsafe::device

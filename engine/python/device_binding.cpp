@@ -1,0 +1,71 @@
+// ringsafe._ringsafe.read_to_device: ringsafe/device.hpp for Python. Opens the
+// checkpoint, reads the named tensors into (address, size) destinations on a
+// CUDA device (or host memory with stand_in=True), GIL released; Ctrl-C or a
+// raising progress callback cancels it.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "blocking_call.hpp"
+#include "ringsafe/device.hpp"
+#include "ringsafe/reader.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+void bind_device(py::module_& m) {
+    m.def("cuda_runtime_available", [] {
+              std::string why;
+              bool ok = cuda_runtime_available(&why);
+              return py::make_tuple(ok, why);
+          },
+          "(True, '') when the CUDA runtime can be loaded, else (False, the reason).");
+    m.def("read_to_device",
+          [](const std::string& spec, const std::vector<std::string>& names,
+             const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, std::size_t staging_size,
+             std::size_t staging_count, bool stand_in, std::optional<std::uint64_t> fail_copy_at,
+             std::optional<std::uint64_t> cancel_at_copy, const py::object& progress) {
+              std::vector<device_span> spans;
+              for (auto [addr, size] : dsts) spans.push_back({reinterpret_cast<void*>(addr), size});
+              device_options o;
+              o.device = device;
+              o.staging_size = staging_size;
+              o.staging_count = staging_count;
+              o.stand_in = stand_in;
+              o.stand_in_fail_piece = fail_copy_at;
+              device_read_stats stats;
+              run_blocking(
+                  [&](pending_call& pc) {
+                      if (cancel_at_copy) {
+                          if (!stand_in) raise(errc::InvalidArgument, "cancel_at_copy needs stand_in=True");
+                          o.stand_in_before_copy = [&pc, at = *cancel_at_copy](std::uint64_t piece) {
+                              if (piece == at) pc.cancel.store(true);
+                          };
+                      }
+                      reader r = reader::open(spec);
+                      stats = read_to_device(r, r.select(names), spans, o, pc.control());
+                  },
+                  progress, false);
+              py::dict out;
+              out["staged_bytes"] = stats.staged_bytes;
+              out["direct_bytes"] = stats.direct_bytes;
+              out["batches"] = stats.batches;
+              out["copies"] = stats.copies;
+              return out;
+          },
+          py::arg("spec"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0,
+          py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4, py::arg("stand_in") = false,
+          py::arg("fail_copy_at") = py::none(), py::arg("cancel_at_copy") = py::none(),
+          py::arg("progress") = py::none(),
+          "Reads tensors `names` of `spec` into `dsts`, (address, size) per tensor, on CUDA device `device` "
+          "through staging_count pinned buffers of staging_size bytes. stand_in=True copies into host memory "
+          "instead (no CUDA); fail_copy_at=N makes its copy N fail, cancel_at_copy=N cancels at copy N (tests). "
+          "Returns {staged_bytes, direct_bytes, batches, copies}.");
+}
+
+}  // namespace ringsafe::python

@@ -1,0 +1,83 @@
+// GPU destinations: tensors read straight into device (CUDA) memory.
+//
+//   auto r = ringsafe::reader::open("model.safetensors");
+//   auto sel = r.select({"lm_head.weight"});
+//   std::vector<ringsafe::device_span> dsts = {{cuda_ptr, bytes}};
+//   ringsafe::read_to_device(r, sel, dsts, {.device = 0});
+//
+// Reads land in a bounded ring of staging buffers (pinned host memory) through
+// the reader's own plans and executors; an asynchronous copier moves each
+// staged piece to its place in device memory while the next reads run, and
+// the copy's completion returns the buffer to the ring. A destination that is
+// host memory (pinned or not) is read into directly. The CUDA runtime is
+// loaded at run time (libcudart.so.12, .13, .11, libcudart.so; or the file
+// RINGSAFE_CUDART names) on the first device read: ringsafe needs no CUDA to
+// build or run. The host stand-in (device_options::stand_in) runs the same
+// pipeline with a thread copying into host memory that plays the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ringsafe/error.hpp"
+#include "ringsafe/plan.hpp"
+#include "ringsafe/selection.hpp"
+
+namespace ringsafe {
+
+class reader;
+
+// Caller memory on a device (a CUDA device pointer), or host memory with the
+// stand-in. Never owned: it must stay valid until read_to_device() returns.
+struct device_span {
+    void* data = nullptr;
+    std::size_t size = 0;
+};
+
+// How read_to_device() stages and copies.
+struct device_options {
+    int device = 0;                            // CUDA device index the destinations live on
+    std::size_t staging_size = 16u << 20;      // bytes per staging buffer (at least 1)
+    std::size_t staging_count = 4;             // staging buffers in the ring (at least 2)
+    // Copy with the host stand-in instead of CUDA: destinations are host
+    // memory playing the device; no CUDA runtime is loaded.
+    bool stand_in = false;
+    // Stand-in only, for tests: the copy of piece number N (0-based, counted
+    // over the call's copies) fails with IoError naming its tensor.
+    std::optional<std::uint64_t> stand_in_fail_piece;
+    // Stand-in only, for tests: runs on the copier thread before each piece's copy.
+    std::function<void(std::uint64_t piece)> stand_in_before_copy;
+};
+
+// What a read_to_device() call did.
+struct device_read_stats {
+    std::uint64_t staged_bytes = 0;   // bytes that went through staging buffers
+    std::uint64_t direct_bytes = 0;   // bytes read straight into host-memory destinations
+    std::uint64_t batches = 0;        // staging buffers filled (one read plan each)
+    std::uint64_t copies = 0;         // pieces copied to the device
+};
+
+// Reads the selected tensors into `dsts`, one per tensor in selection order
+// (dsts.size() must equal sel.size(); BufferTooSmall names the tensor and
+// sizes; InvalidArgument for overlapping destinations or bad options), all
+// checked before any I/O. `ctl`: progress counts bytes in place on the device,
+// on_tensor_done runs once a tensor's last copy completed, `cancel` stops
+// between staging buffers (Cancelled). Throws ringsafe::error: InvalidArgument
+// naming what is missing when the CUDA runtime cannot be loaded, IoError naming
+// the tensor and CUDA's error text when a copy fails, or the reader's errors.
+// On return (also on failure) no read or copy is in flight and every staging
+// buffer is freed; destinations may then hold partial data.
+device_read_stats read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
+                                 const device_options& opts = {}, const read_control& ctl = {});
+// Non-throwing form: false and `st` filled on failure.
+bool read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
+                    const device_options& opts, const read_control& ctl, status& st) noexcept;
+
+// True when the CUDA runtime can be loaded; otherwise false, with the reason in `why` when given.
+bool cuda_runtime_available(std::string* why = nullptr) noexcept;
+
+}  // namespace ringsafe

@@ -1,0 +1,297 @@
+// Tests for include/ringsafe/device.hpp through the host stand-in (a thread
+// copying into host memory that plays the device): bytes exact for every
+// dtype, tensors many times larger than the staging ring, many small tensors,
+// injected copy failures, reader failures, cancellation, argument checks, and
+// the clear error when the CUDA runtime is missing ([no_cuda], run with
+// RINGSAFE_CUDART naming a library that does not exist).
+// Internal: the staging pipeline over a host copier the test owns
+// (device/staged_read.hpp, device/host_copier.hpp), to see that every staging
+// buffer is returned and every copy waited for after a failure; the loaded
+// runtime (device/cuda_runtime.hpp) where a machine has one but no GPU.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "checkpoint_bytes.hpp"
+#include "device/cuda_runtime.hpp"
+#include "device/host_copier.hpp"
+#include "device/staged_read.hpp"
+#include "memory_source.hpp"
+#include "ringsafe/device.hpp"
+#include "ringsafe/dtype.hpp"
+#include "ringsafe/reader.hpp"
+
+using namespace ringsafe;
+using namespace ringsafe::test;
+
+namespace {
+
+constexpr auto guard = std::byte{0xA5};
+
+struct fixture {
+    std::vector<tensor_spec> specs;
+    built_file file;
+    memory_source* src = nullptr;
+    reader r;
+
+    explicit fixture(std::vector<tensor_spec> s) : specs(std::move(s)), file(build_file(specs)), r(make()) {}
+
+    reader make() {
+        auto s = std::make_unique<memory_source>("mem.safetensors", file.bytes);
+        s->hints_.preferred_chunk = 64u << 10;
+        src = s.get();
+        return reader::from_source(std::move(s));
+    }
+};
+
+// "Device memory" for the stand-in: one guarded host buffer per tensor, 16 bytes larger.
+struct targets {
+    std::vector<std::vector<std::byte>> mem;
+    std::vector<device_span> spans;
+    explicit targets(const std::vector<tensor_spec>& specs) {
+        for (const auto& t : specs) mem.emplace_back(t.bytes + 16, guard);
+        for (auto& m : mem) spans.push_back({m.data(), m.size()});
+    }
+    // Bytes exact, and nothing written past the tensor.
+    bool exact(const std::vector<tensor_spec>& specs) const {
+        for (std::size_t i = 0; i < specs.size(); ++i) {
+            auto want = tensor_bytes(specs[i].name, specs[i].bytes);
+            if (std::memcmp(mem[i].data(), want.data(), want.size()) != 0) return false;
+            for (std::size_t k = specs[i].bytes; k < mem[i].size(); ++k)
+                if (mem[i][k] != guard) return false;
+        }
+        return true;
+    }
+};
+
+device_options stand_in(std::size_t staging_size, std::size_t count) {
+    device_options o;
+    o.stand_in = true;
+    o.staging_size = staging_size;
+    o.staging_count = count;
+    return o;
+}
+
+std::vector<tensor_spec> every_dtype() {
+    std::vector<tensor_spec> specs;
+    for (int i = 0; i < dtype_count; ++i) {
+        const auto d = static_cast<dtype>(i);
+        const std::uint64_t elems = 8 * (1000 + 37 * static_cast<std::uint64_t>(i));  // whole bytes for 4- and 6-bit types
+        specs.push_back({"t." + std::string(dtype_name(d)), std::string(dtype_name(d)), {elems},
+                         *dtype_bytes_for(d, elems)});
+    }
+    return specs;
+}
+
+}  // namespace
+
+TEST_CASE("every dtype lands bytes exact through the stand-in, straddling staging buffers") {
+    fixture f(every_dtype());
+    targets t(f.specs);
+    std::vector<std::size_t> done;
+    read_control ctl;
+    ctl.on_tensor_done = [&](std::size_t target, const tensor_info&) { done.push_back(target); };
+    auto stats = read_to_device(f.r, f.r.all(), t.spans, stand_in(5000, 3), ctl);
+    CHECK(t.exact(f.specs));
+    CHECK(done.size() == f.specs.size());
+    CHECK(stats.staged_bytes == f.r.total_bytes());
+    CHECK(stats.direct_bytes == 0);
+    CHECK(stats.batches > 3);
+}
+
+TEST_CASE("a tensor many times larger than the staging ring recycles its buffers") {
+    std::vector<tensor_spec> specs = {{"big", "F32", {262'175}, 1'048'700}, {"after", "U8", {333}, 333}};
+    fixture f(specs);
+    targets t(specs);
+    std::vector<std::uint64_t> progress;
+    std::vector<std::size_t> done;
+    read_control ctl;
+    ctl.on_progress = [&](std::uint64_t d, std::uint64_t total) {
+        CHECK(total == f.r.total_bytes());
+        progress.push_back(d);
+    };
+    ctl.on_tensor_done = [&](std::size_t target, const tensor_info&) { done.push_back(target); };
+    auto stats = read_to_device(f.r, f.r.all(), t.spans, stand_in(4096, 2), ctl);
+    CHECK(t.exact(specs));
+    CHECK(stats.batches == 1'048'700 / 4096 + 1);  // "after" shares the last, partly filled buffer
+    CHECK(stats.copies == stats.batches + 1);
+    REQUIRE(!progress.empty());
+    CHECK(std::is_sorted(progress.begin(), progress.end()));
+    CHECK(progress.back() == f.r.total_bytes());
+    CHECK(done == std::vector<std::size_t>{0, 1});
+}
+
+TEST_CASE("many small tensors share staging buffers") {
+    std::vector<tensor_spec> specs;
+    for (int i = 0; i < 3000; ++i) {
+        const std::uint64_t n = 1 + static_cast<std::uint64_t>(i % 17);
+        specs.push_back({"s." + std::to_string(i), "U8", {n}, n});
+    }
+    specs.push_back({"zero", "F32", {0}, 0});
+    fixture f(specs);
+    targets t(specs);
+    std::size_t done = 0;
+    read_control ctl;
+    ctl.on_tensor_done = [&](std::size_t, const tensor_info&) { ++done; };
+    auto stats = read_to_device(f.r, f.r.all(), t.spans, stand_in(64u << 10, 2), ctl);
+    CHECK(t.exact(specs));
+    CHECK(done == specs.size());    // the empty one too
+    CHECK(stats.copies == 3000);    // none for the empty tensor
+    CHECK(stats.batches < 20);      // 256-byte windows: 256 per 64 KiB buffer
+}
+
+TEST_CASE("an injected copy failure names the tensor, does not hang and returns every staging buffer") {
+    std::vector<tensor_spec> specs = {{"first", "F16", {5000}, 10000}, {"second.weight", "BF16", {40000}, 80000}};
+    fixture f(specs);
+    targets t(specs);
+    // Pieces 0..2 are "first" (4096, 4096, 1808 bytes); "second.weight" starts at piece 3.
+    auto opts = stand_in(4096, 3);
+    SECTION("through read_to_device") {
+        opts.stand_in_fail_piece = 5;
+        std::string what = kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts); });
+        CHECK(what.find("IoError") == 0);
+        CHECK(what.find("'second.weight'") != std::string::npos);
+        CHECK(what.find("injected copy failure") != std::string::npos);
+        CHECK(device::host_copier::live_staging() == 0);
+    }
+    SECTION("over a copier the test owns") {
+        device::stand_in_hooks hooks;
+        hooks.fail_piece = 1;
+        device::host_copier c(opts.staging_count, hooks);
+        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, opts, {}, c); });
+        CHECK(what.find("'first' bytes [4096, 8192)") != std::string::npos);
+        CHECK(c.outstanding() == 0);
+        CHECK(device::host_copier::live_staging() == 0);
+        // The copier is usable again: a clean read after the failure is exact.
+        device::host_copier again(opts.staging_count);
+        device::staged_read(f.r, f.r.all(), t.spans, opts, {}, again);
+        CHECK(t.exact(specs));
+        CHECK(again.outstanding() == 0);
+    }
+    SECTION("the non-throwing form") {
+        opts.stand_in_fail_piece = 0;
+        status st;
+        CHECK_FALSE(read_to_device(f.r, f.r.all(), t.spans, opts, {}, st));
+        CHECK(st.code == errc::IoError);
+        CHECK(st.message.find("'first'") != std::string::npos);
+    }
+}
+
+TEST_CASE("a read failure while copies are in flight drains them and returns every staging buffer") {
+    std::vector<tensor_spec> specs = {{"a", "U8", {100000}, 100000}, {"b", "U8", {100000}, 100000}};
+    fixture f(specs);
+    targets t(specs);
+    f.src->fail_at = f.file.data_start + f.file.begin[1] + 50000;  // in "b"
+    f.src->piece = 1024;
+    device::host_copier c(3);
+    std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(8192, 3), {}, c); });
+    CHECK(what.find("IoError") == 0);
+    CHECK(what.find("injected failure") != std::string::npos);
+    CHECK(what.find("'b'") != std::string::npos);
+    CHECK(c.outstanding() == 0);
+    CHECK(device::host_copier::live_staging() == 0);
+}
+
+TEST_CASE("cancellation stops the load between staging buffers") {
+    std::vector<tensor_spec> specs = {{"w", "F32", {100000}, 400000}};
+    fixture f(specs);
+    targets t(specs);
+    std::atomic<bool> stop{false};
+    read_control ctl;
+    ctl.cancel = &stop;
+    std::size_t done = 0;
+    ctl.on_tensor_done = [&](std::size_t, const tensor_info&) { ++done; };
+    SECTION("mid-load") {
+        device::stand_in_hooks hooks;
+        hooks.before_copy = [&](std::uint64_t piece) {
+            if (piece == 5) stop = true;
+        };
+        device::host_copier c(2, hooks);
+        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(4096, 2), ctl, c); });
+        CHECK(what.find("Cancelled") == 0);
+        CHECK(done == 0);
+        CHECK(c.outstanding() == 0);
+        CHECK(device::host_copier::live_staging() == 0);
+        // What did land is exact: the first 4096-byte pieces.
+        auto want = tensor_bytes("w", 400000);
+        CHECK(std::memcmp(t.mem[0].data(), want.data(), 5 * 4096) == 0);
+        CHECK(t.mem[0][400000 - 1] == guard);
+    }
+    SECTION("before any I/O") {
+        stop = true;
+        auto opts = stand_in(4096, 2);
+        std::uint64_t copies = 0;
+        opts.stand_in_before_copy = [&](std::uint64_t) { ++copies; };
+        CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts, ctl); }).find("Cancelled") == 0);
+        CHECK(copies == 0);
+        CHECK(f.src->executed.empty());
+    }
+}
+
+TEST_CASE("destinations and options are checked before any I/O") {
+    std::vector<tensor_spec> specs = {{"x", "F32", {10}, 40}, {"y", "F32", {10}, 40}};
+    fixture f(specs);
+    targets t(specs);
+    auto opts = stand_in(4096, 2);
+    std::vector<device_span> small = {t.spans[0], {t.mem[1].data(), 39}};
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), small, opts); }).find("BufferTooSmall: tensor 'y'") == 0);
+    std::vector<device_span> one = {t.spans[0]};
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), one, opts); }).find("InvalidArgument") == 0);
+    std::vector<device_span> overlap = {t.spans[0], {t.mem[0].data() + 8, 40}};
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), overlap, opts); }).find("overlap") != std::string::npos);
+    auto bad = opts;
+    bad.staging_count = 1;
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("InvalidArgument") == 0);
+    bad = opts;
+    bad.staging_size = 0;
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("InvalidArgument") == 0);
+    bad = opts;
+    bad.stand_in = false;
+    bad.stand_in_fail_piece = 1;
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("need stand_in") != std::string::npos);
+    CHECK(f.src->executed.empty());
+    CHECK(t.mem[0][0] == guard);
+}
+
+TEST_CASE("without a CUDA runtime a device read fails naming what is missing", "[no_cuda]") {
+    std::vector<tensor_spec> specs = {{"gpu.weight", "F32", {10}, 40}};
+    fixture f(specs);
+    targets t(specs);
+    std::string why;
+    REQUIRE_FALSE(cuda_runtime_available(&why));
+    CHECK(why.find("CUDA runtime is not available") != std::string::npos);
+    CHECK(why.find("libcudart") != std::string::npos);
+    device_options o;  // the real CUDA path
+    std::string what = kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, o); });
+    CHECK(what.find("InvalidArgument: GPU destination: the CUDA runtime is not available") == 0);
+    CHECK(what.find("stand_in") != std::string::npos);
+    // The same error again, not a retry that might half-succeed.
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, o); }) == what);
+    CHECK(f.src->executed.empty());
+    CHECK(t.mem[0][0] == guard);
+}
+
+TEST_CASE("with a CUDA runtime but no GPU, a device read fails naming CUDA's error") {
+    std::string why;
+    if (!cuda_runtime_available(&why)) {
+        WARN("no CUDA runtime here; not checked (" << why << ")");
+        return;
+    }
+    const auto& api = device::cuda_runtime();
+    if (api.set_device(0) == device::cuda_success) {
+        WARN(api.library << " sees a GPU; test_device_cuda covers this machine");
+        return;
+    }
+    api.get_last_error();
+    std::vector<tensor_spec> specs = {{"gpu.weight", "F32", {10}, 40}};
+    fixture f(specs);
+    targets t(specs);
+    std::string what = kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, device_options{}); });
+    INFO(what);
+    CHECK(what.find("IoError: GPU destination: cudaSetDevice: ") == 0);
+    CHECK(what.find("for device 0") != std::string::npos);
+    CHECK(f.src->executed.empty());
+}

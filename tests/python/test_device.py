@@ -1,0 +1,141 @@
+"""GPU destinations from Python (ringsafe._ringsafe.read_to_device) through the
+host stand-in: bytes exact for several dtypes, a tensor many staging buffers
+long, cancellation, an injected copy failure naming the tensor; the real CUDA
+path only where torch sees a GPU (skipped otherwise), and the clear error of a
+device read on a machine without one."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+try:
+    import ringsafe
+except ImportError:  # run without PYTHONPATH: the build tree's package
+    sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
+    import ringsafe
+from ringsafe import _ringsafe
+import safetensors.numpy as snp
+
+
+def arrays():
+    rng = np.random.default_rng(25)
+    return {
+        "f16": rng.standard_normal((37, 11)).astype(np.float16),
+        "f32": rng.standard_normal((300, 7)).astype(np.float32),
+        "f64": rng.standard_normal((5, 3, 2)).astype(np.float64),
+        "i8": rng.integers(-128, 127, (999,), dtype=np.int8),
+        "u8": rng.integers(0, 255, (4097,), dtype=np.uint8),
+        "i32": rng.integers(-(2**31), 2**31 - 1, (64, 65), dtype=np.int32),
+        "i64": rng.integers(-(2**62), 2**62, (130,), dtype=np.int64),
+        "bool": rng.integers(0, 2, (77,)).astype(np.bool_),
+        "scalar": np.array(3.5, dtype=np.float32),
+    }
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    data = arrays()
+    path = tmp_path / "m.safetensors"
+    snp.save_file(data, str(path))
+    return str(path), data
+
+
+def destinations(data, names):
+    """Host arrays playing device memory for the stand-in, one per tensor."""
+    out = {n: np.zeros(data[n].nbytes, dtype=np.uint8) for n in names}
+    return out, [(out[n].ctypes.data, out[n].nbytes) for n in names]
+
+
+def test_several_dtypes_bytes_exact(checkpoint):
+    path, data = checkpoint
+    names = list(data)
+    out, dsts = destinations(data, names)
+    stats = _ringsafe.read_to_device(path, names, dsts, stand_in=True, staging_size=4096, staging_count=2)
+    for n in names:
+        assert out[n].tobytes() == data[n].tobytes(), n
+    assert stats["staged_bytes"] == sum(a.nbytes for a in data.values())
+    assert stats["direct_bytes"] == 0
+
+
+def test_a_tensor_larger_than_one_staging_buffer(tmp_path):
+    big = np.arange(300_001, dtype=np.float32)
+    path = tmp_path / "big.safetensors"
+    snp.save_file({"big": big}, str(path))
+    out, dsts = destinations({"big": big}, ["big"])
+    stats = _ringsafe.read_to_device(str(path), ["big"], dsts, stand_in=True, staging_size=64 << 10, staging_count=3)
+    assert out["big"].tobytes() == big.tobytes()
+    assert stats["batches"] == (big.nbytes + (64 << 10) - 1) // (64 << 10)
+    assert stats["copies"] == stats["batches"]
+
+
+def test_cancellation_mid_load(tmp_path):
+    big = np.arange(100_000, dtype=np.int64)
+    path = tmp_path / "big.safetensors"
+    snp.save_file({"big": big}, str(path))
+    out, dsts = destinations({"big": big}, ["big"])
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        _ringsafe.read_to_device(str(path), ["big"], dsts, stand_in=True, staging_size=4096, staging_count=2,
+                                 cancel_at_copy=3)
+    assert e.value.kind == "Cancelled"
+    assert out["big"][: 3 * 4096].tobytes() == big.view(np.uint8)[: 3 * 4096].tobytes()
+    assert big.view(np.uint8)[-4096:].any() and not out["big"][-4096:].any()  # the end never landed
+
+
+def test_an_injected_copy_error_names_the_tensor(checkpoint):
+    path, data = checkpoint
+    names = ["u8", "i32"]  # u8: copies 0 and 1 (4096 + 1 bytes); i32 from copy 2
+    out, dsts = destinations(data, names)
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        _ringsafe.read_to_device(path, names, dsts, stand_in=True, staging_size=4096, staging_count=2,
+                                 fail_copy_at=3)
+    assert e.value.kind == "IoError"
+    assert "'i32'" in str(e.value)
+    assert "injected copy failure" in str(e.value)
+
+
+def test_bad_destinations_are_refused_before_any_copy(checkpoint):
+    path, data = checkpoint
+    out, dsts = destinations(data, ["f32"])
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        _ringsafe.read_to_device(path, ["f32"], [(dsts[0][0], dsts[0][1] - 1)], stand_in=True)
+    assert e.value.kind == "BufferTooSmall"
+    assert "'f32'" in str(e.value)
+    assert not out["f32"].any()
+
+
+def cuda_device():
+    torch = pytest.importorskip("torch")
+    return torch if torch.cuda.is_available() else None
+
+
+def test_without_a_gpu_a_device_read_fails_clearly(checkpoint):
+    if cuda_device() is not None:
+        pytest.skip("a GPU is present: test_to_cuda_memory covers it")
+    path, data = checkpoint
+    available, why = _ringsafe.cuda_runtime_available()
+    assert available or "CUDA runtime is not available" in why
+    out, dsts = destinations(data, ["f32"])
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        _ringsafe.read_to_device(path, ["f32"], dsts)
+    # No runtime: InvalidArgument naming it; a runtime without a GPU: CUDA's own error text.
+    assert e.value.kind in ("InvalidArgument", "IoError")
+    assert "GPU destination" in str(e.value)
+    assert not out["f32"].any()
+
+
+def test_to_cuda_memory(checkpoint):
+    torch = cuda_device()
+    if torch is None:
+        pytest.skip("torch sees no CUDA device")
+    path, data = checkpoint
+    names = list(data)
+    dev = {n: torch.empty(data[n].nbytes, dtype=torch.uint8, device="cuda") for n in names}
+    dsts = [(dev[n].data_ptr(), data[n].nbytes) for n in names]
+    stats = _ringsafe.read_to_device(path, names, dsts, staging_size=4096, staging_count=3)
+    torch.cuda.synchronize()
+    for n in names:
+        assert dev[n].cpu().numpy().tobytes() == data[n].tobytes(), n
+    assert stats["staged_bytes"] == sum(a.nbytes for a in data.values())
