@@ -125,6 +125,23 @@ void pending_call::wait(const py::object& progress) {
     if (!progress.is_none()) progress(done.load(), total.load());
 }
 
+void pending_call::wait_or_abandon() {
+    for (;;) {
+        bool fin;
+        {
+            py::gil_scoped_release nogil;
+            std::unique_lock lk(m_);
+            fin = cv_.wait_for(lk, poll_interval, [&] { return finished_; });
+        }
+        if (fin) break;
+        if (PyErr_CheckSignals() != 0) {
+            cancel.store(true);
+            throw py::error_already_set();
+        }
+    }
+    if (error_) std::rethrow_exception(error_);
+}
+
 void pending_call::wait_quiet() {
     std::unique_lock lk(m_);
     cv_.wait(lk, [&] { return finished_; });

@@ -33,6 +33,10 @@ public:
     // cancelled, waited for, and that Python exception is raised. Otherwise
     // the job's own exception, if any, is rethrown. Callable once.
     void wait(const pybind11::object& progress);
+    // Like wait(), but when Python raises (Ctrl-C) it returns at once with that
+    // exception instead of waiting for the job, which runs on to its end
+    // unobserved: only for jobs that own everything they touch (an open).
+    void wait_or_abandon();
     bool finished() const;
     // Blocks until the job has ended, without touching Python (GIL released by the caller).
     void wait_quiet();
@@ -65,7 +69,8 @@ struct py_pending {
 };
 
 // start_call + wait, or for small jobs (`small`) the job inline with the GIL
-// released (no thread hand-off; Ctrl-C is seen when it returns).
+// released (no thread hand-off; Ctrl-C is seen when it returns: callers pass
+// small only for work that cannot stall, e.g. local reads, never a URL's).
 void run_blocking(std::function<void(pending_call&)> job, const pybind11::object& progress, bool small);
 
 // Jobs below this many bytes run inline.

@@ -113,6 +113,7 @@ reader_options make_options(const py::dict& kw) {
 // side's reference; a job still running keeps the reader until it ends.
 struct py_reader {
     std::shared_ptr<reader> r;
+    bool remote = false;  // some shard is read over the network: no read runs inline (it could stall)
 
     reader& get() const {
         if (!r) raise(errc::InvalidArgument, "the reader is closed");
@@ -176,8 +177,17 @@ void bind_reader(py::module_& m) {
     py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
         .def(py::init([](const std::string& spec, const py::kwargs& kw) {
                  reader_options o = make_options(kw);
-                 py::gil_scoped_release nogil;
-                 return py_reader{std::make_shared<reader>(reader::open(spec, o))};
+                 // On a call thread, so that Ctrl-C ends the wait for a slow header
+                 // fetch at once (the open runs on to its own end and is dropped).
+                 auto opened = std::make_shared<std::shared_ptr<reader>>();
+                 start_call([spec, o, opened](pending_call&) {
+                     *opened = std::make_shared<reader>(reader::open(spec, o));
+                 })->wait_or_abandon();
+                 py_reader out{std::move(*opened)};
+                 for (const auto& sh : out.r->shards())
+                     out.remote = out.remote || sh.spec.rfind("http://", 0) == 0 || sh.spec.rfind("https://", 0) == 0 ||
+                                  sh.spec.rfind("s3://", 0) == 0;
+                 return out;
              }),
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
@@ -269,7 +279,7 @@ void bind_reader(py::module_& m) {
                  if (r != self.r) self.get();  // a closed reader is refused
                  read_plan plan = p.plan;
                  run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
-                              plan.total_bytes() < inline_job_bytes);
+                              !self.remote && plan.total_bytes() < inline_job_bytes);
              },
              py::arg("plan"), py::arg("progress") = py::none(),
              "Runs a plan, GIL released; Ctrl-C cancels it. progress(done, total) runs on this thread.")
@@ -294,7 +304,7 @@ void bind_reader(py::module_& m) {
                  arena& a = arena_obj.cast<arena&>();
                  read_plan plan = r->plan_packed(sel, {a.data(), a.size}, alignment);
                  run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
-                              plan.total_bytes() < inline_job_bytes);
+                              !self.remote && plan.total_bytes() < inline_job_bytes);
                  std::vector<std::uint64_t> offsets;
                  for (const auto& pl : plan.placements()) offsets.push_back(pl.offset);
                  return py::make_tuple(arena_obj, offsets);

@@ -170,3 +170,80 @@ def test_interrupt_save_file(tmp_path):
     assert r["left_writer"] == [], r
     assert r["ok"], r
     assert os.listdir(out) == []
+
+
+STALLING_SERVER = textwrap.dedent("""
+    import http.server, os, socket, sys, threading, time
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        blob = open(sys.argv[1], "rb").read()
+        served = False
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            rng = self.headers.get("Range", "bytes=0-").split("=")[1]
+            start, _, end = rng.partition("-")
+            start = int(start)
+            end = min(int(end) if end else len(self.blob) - 1, len(self.blob) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(self.blob)}")
+            self.send_header("Content-Length", str(end - start + 1))
+            self.send_header("ETag", '"x"')
+            self.end_headers()
+            body = self.blob[start:end + 1]
+            first = not Handler.served
+            Handler.served = True
+            if MODE == "open":  # the header fetch never comes
+                time.sleep(120)
+            if first:  # the open's header fetch: served at once
+                self.wfile.write(body)
+                return
+            for b in body:  # a tensor's bytes: one now and then
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(1)
+
+    MODE = sys.argv[2]
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+""")
+
+
+def _interrupt_remote(tmp_path, mode, call):
+    import torch
+    import safetensors.torch as spt
+    path = tmp_path / "small.safetensors"
+    spt.save_file({"a": torch.arange(64, dtype=torch.float32)}, str(path))
+    server = subprocess.Popen([sys.executable, "-c", STALLING_SERVER, str(path), mode], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/small.safetensors"
+        out = _run(textwrap.dedent(f"""
+            import time
+            url = {url!r}
+            t0 = time.monotonic()
+            state = interrupted(lambda: {call})
+            seconds = time.monotonic() - t0
+            r = ringsafe.Reader({str(path)!r})  # the process is still usable
+            result(state=state, seconds=seconds, usable=len(r.tensors()) == 1)
+        """))
+    finally:
+        server.kill()
+        server.wait()
+    return out
+
+
+def test_interrupt_a_reader_open_that_waits_for_its_header(tmp_path):
+    out = _interrupt_remote(tmp_path, "open", "ringsafe.Reader(url)")
+    assert out["state"] == "interrupted" and out["seconds"] < 1.0 and out["usable"], out
+
+
+def test_interrupt_a_small_read_from_a_dripping_server(tmp_path):
+    out = _interrupt_remote(tmp_path, "drip", "ringsafe.safe_open(url, 'pt').get_tensor('a')")
+    assert out["state"] == "interrupted" and out["seconds"] < 1.5 and out["usable"], out
