@@ -24,6 +24,8 @@ DEPS=(pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev libssl-
 TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosgw ceph-mon ceph-osd)
 # The benchmarks' user-level peers (bench_cp: URL -> local file).
 BENCH_DEPS=(aria2 rclone)
+# bench_python's peers from PyPI (only `bench` installs them, not the test venv's needs).
+BENCH_PY_DEPS=(runai-model-streamer runai-model-streamer-s3 fastsafetensors boto3 requests)
 # The .venv's packages: what building and the demo need; the test suite needs PY_TEST_DEPS too.
 # torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
 PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
@@ -137,7 +139,8 @@ case "${1:-}" in
         echo
         run_python tools/scripts/demo_python.py ;;
     bench)
-        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}" "${BENCH_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
+        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}" "${BENCH_DEPS[@]}"
+        setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}" "${BENCH_PY_DEPS[@]}"; build
         # The programs, not their bench_*.p object dirs.
         for b in "$BUILD"/bench/bench_*; do
             if [ -f "$b" ] && [ -x "$b" ]; then "$b"; fi
