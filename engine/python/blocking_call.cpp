@@ -101,8 +101,7 @@ bool pending_call::finished() const {
     return finished_;
 }
 
-void pending_call::wait(const py::object& progress) {
-    std::optional<py::error_already_set> raised;
+void pending_call::poll_until_finished(const std::function<void()>& tick) {
     for (;;) {
         bool fin;
         {
@@ -110,8 +109,15 @@ void pending_call::wait(const py::object& progress) {
             std::unique_lock lk(m_);
             fin = cv_.wait_for(lk, poll_interval, [&] { return finished_; });
         }
-        if (fin) break;
-        if (raised) continue;
+        if (fin) return;
+        tick();
+    }
+}
+
+void pending_call::wait(const py::object& progress) {
+    std::optional<py::error_already_set> raised;
+    poll_until_finished([&] {
+        if (raised) return;
         try {
             if (PyErr_CheckSignals() != 0) throw py::error_already_set();
             if (!progress.is_none()) progress(done.load(), total.load());
@@ -119,26 +125,19 @@ void pending_call::wait(const py::object& progress) {
             raised.emplace(std::move(e));
             cancel.store(true);
         }
-    }
+    });
     if (raised) throw *raised;
     if (error_) std::rethrow_exception(error_);
     if (!progress.is_none()) progress(done.load(), total.load());
 }
 
 void pending_call::wait_or_abandon() {
-    for (;;) {
-        bool fin;
-        {
-            py::gil_scoped_release nogil;
-            std::unique_lock lk(m_);
-            fin = cv_.wait_for(lk, poll_interval, [&] { return finished_; });
-        }
-        if (fin) break;
+    poll_until_finished([&] {
         if (PyErr_CheckSignals() != 0) {
             cancel.store(true);
             throw py::error_already_set();
         }
-    }
+    });
     if (error_) std::rethrow_exception(error_);
 }
 

@@ -45,6 +45,10 @@ public:
     void finish(std::exception_ptr error);
 
 private:
+    // Waits, the GIL released, until the job has ended; calls tick() (GIL held)
+    // every poll interval meanwhile. An exception from tick() ends the wait.
+    void poll_until_finished(const std::function<void()>& tick);
+
     mutable std::mutex m_;
     std::condition_variable cv_;
     bool finished_ = false;

@@ -26,7 +26,7 @@ import ringsafe
 import safetensors.numpy as snp
 import safetensors.torch as spt
 import torch
-from conftest import raw_bytes
+from conftest import evict, raw_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -405,15 +405,6 @@ def _resident_bytes(path):
         return sum(v & 1 for v in vec) * mmap.PAGESIZE
 
 
-def _drop_cached(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.parametrize("framework", ["np", "pt"])
 def test_row_slice_reads_only_those_rows(tmp_path, framework):
     """A 64 MiB tensor; slicing 2 rows (32 KiB) of it with buffered reads brings
@@ -424,7 +415,7 @@ def test_row_slice_reads_only_those_rows(tmp_path, framework):
     path = str(tmp_path / "big.safetensors")
     snp.save_file({"w": full}, path)
     size = os.path.getsize(path)
-    _drop_cached(path)
+    evict(path)
     if _resident_bytes(path) > size // 16:
         pytest.skip("the file's pages cannot be dropped from the cache here (tmpfs?)")
     with ringsafe.safe_open(path, framework, direct=False) as f:
