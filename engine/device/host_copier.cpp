@@ -81,7 +81,7 @@ void host_copier::run() {
                 if (hooks_.fail_piece && *hooks_.fail_piece == n)
                     raise(errc::IoError, "copying " + describe_piece(p) + " to device memory through the host stand-in: "
                                          "injected copy failure (piece " + std::to_string(n) + ")");
-                std::memcpy(p.dst, p.src, p.size);
+                if (p.size) std::memcpy(p.dst, p.src, p.size);
             } catch (...) {
                 error = std::current_exception();
             }
