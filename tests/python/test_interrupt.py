@@ -196,8 +196,8 @@ STALLING_SERVER = textwrap.dedent("""
             body = self.blob[start:end + 1]
             first = not Handler.served
             Handler.served = True
-            if MODE == "open":  # the header fetch never comes
-                time.sleep(120)
+            if MODE == "open":  # the header fetch never comes (longer than the test's own timeout)
+                time.sleep(3600)
             if first:  # the open's header fetch: served at once
                 self.wfile.write(body)
                 return
@@ -240,10 +240,12 @@ def _interrupt_remote(tmp_path, mode, call):
 
 
 def test_interrupt_a_reader_open_that_waits_for_its_header(tmp_path):
+    # Without the fix the open waits for a header that never comes: the run times out.
     out = _interrupt_remote(tmp_path, "open", "ringsafe.Reader(url)")
-    assert out["state"] == "interrupted" and out["seconds"] < 1.0 and out["usable"], out
+    assert out["state"] == "interrupted" and out["usable"], out
 
 
 def test_interrupt_a_small_read_from_a_dripping_server(tmp_path):
+    # Without the fix the read waits for the low-speed limit (30 s) and fails with HttpError.
     out = _interrupt_remote(tmp_path, "drip", "ringsafe.safe_open(url, 'pt').get_tensor('a')")
-    assert out["state"] == "interrupted" and out["seconds"] < 1.5 and out["usable"], out
+    assert out["state"] == "interrupted" and out["usable"], out
