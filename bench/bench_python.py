@@ -15,10 +15,11 @@ table gives medians and each arm's ratio to the reference's mmap arm (for
 http and s3: to the download + load arm). Operations (--only):
 
   load_file        X.load_file(path) then one read of every byte. Arms: the reference
-                   (mmap, its default, and backend="pread"), ringsafe (the same two), Run:ai
+                   (mmap, its default, and backend="pread"), ringsafe (the same two, and
+                   iter_tensors: streaming with bounded memory, as the peers stream), Run:ai
                    (O_DIRECT, its default, and io_uring_buffered), fastsafetensors CPU
-                   (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); the peers' tensors
-                   are read as they stream
+                   (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); streamed tensors
+                   are read as they arrive
   load_model       into an existing model's parameters (made with torch.empty, zeroed): the
                    two load_model()s; the peers copy each streamed tensor into its parameter
   loop             with safe_open(path, "pt"): get_tensor(k) for every key, read as it comes
@@ -60,11 +61,12 @@ REPO = Path(__file__).resolve().parents[1]
 OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "save_file")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
+MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
 ARMS = {
-    "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, RUNAI, RUNAI_BUF, FST, FST_BUF],
+    "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, MINE_STREAM, RUNAI, RUNAI_BUF, FST, FST_BUF],
     "load_model": [REF, MINE, RUNAI_BUF, FST_BUF],
     "loop": [REF, MINE],
     "sharded": [REF, MINE],
@@ -269,6 +271,10 @@ def child(op, arm, path, work):
             d = st.load_file(path, backend=backend)
         elif arm in (MINE, MINE_PREAD):
             d = rt.load_file(path, backend=backend)
+        elif arm == MINE_STREAM:
+            d = None
+            for name, t in rt.iter_tensors(path):
+                each(name, t)
         elif arm in (RUNAI, RUNAI_BUF):
             d = None
             _runai_stream([path], torch, each)
