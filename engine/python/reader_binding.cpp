@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "arena.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
 #include "ringsafe/http.hpp"
@@ -289,28 +288,7 @@ void bind_reader(py::module_& m) {
                  read_plan plan = p.plan;
                  return new py_pending(start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }), p.keep);
              },
-             "Starts a plan on a call thread; returns a Pending to wait() on.")
-        .def("read_packed", [](const py_reader& self, const std::optional<std::vector<std::string>>& names,
-                               std::uint64_t alignment, const py::object& progress) {
-                 auto r = self.r;
-                 self.get();
-                 selection sel = names ? r->select(*names) : r->all();
-                 std::uint64_t size = r->packed_size(sel, alignment);
-                 // Not prefaulted: the reads fault the huge pages in on every
-                 // io-wq worker at once, where a prefault zeroes them on one
-                 // thread first (and stalls on compaction).
-                 arena* raw = new arena(size, true, false);
-                 py::object arena_obj = py::cast(raw, py::return_value_policy::take_ownership);
-                 arena& a = arena_obj.cast<arena&>();
-                 read_plan plan = r->plan_packed(sel, {a.data(), a.size}, alignment);
-                 run_blocking([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }, progress,
-                              !self.remote && plan.total_bytes() < inline_job_bytes);
-                 std::vector<std::uint64_t> offsets;
-                 for (const auto& pl : plan.placements()) offsets.push_back(pl.offset);
-                 return py::make_tuple(arena_obj, offsets);
-             },
-             py::arg("names") = py::none(), py::arg("alignment") = 64, py::arg("progress") = py::none(),
-             "Reads the named tensors (None: all, data order) into one new Arena; returns (arena, offsets).");
+             "Starts a plan on a call thread; returns a Pending to wait() on.");
 }
 
 }  // namespace ringsafe::python

@@ -10,7 +10,7 @@ without exchanging it.
 import math
 
 from ._dtypes import BITS, error
-from ._source import ALIGNMENT
+from ._engine_source import ALIGNMENT
 from ._selection import is_glob
 from ._torch_adapter import ADAPTER
 

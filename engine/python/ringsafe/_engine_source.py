@@ -15,7 +15,9 @@ def packed_items(by_name, names, offsets):
 
 
 class EngineSource:
-    """Owned memory filled by the engine's parallel reads."""
+    """Owned memory filled by the engine's parallel reads. Every source's
+    load/one/box take names the caller resolved and whose dtypes it checked
+    (adapter.check_dtype) before any I/O."""
 
     backend = "pread"
 

@@ -73,14 +73,11 @@ class MappedSource(EngineSource):
         return adapter.views(self.mapping(info[5]), [item])[info[0]]
 
     def load(self, adapter, names, progress):
-        for n in names:  # unsupported dtypes before any I/O
-            adapter.check_dtype(self.by_name[n][1], self.by_name[n][2], n)
         self._populate(names, progress)
         return {n: self._view(adapter, self.by_name[n]) for n in names}
 
     def one(self, adapter, name):
         info = self.by_name[name]
-        adapter.check_dtype(info[1], info[2], name)
         if self._ahead is not None:  # the first whole tensor asked for: from it on, read ahead
             names, self._ahead = self._ahead, None
             if name in names:
@@ -92,7 +89,6 @@ class MappedSource(EngineSource):
     def box(self, adapter, info, box, box_shape):
         if info[1] == "F4" or not all(box_shape):  # packed values, or nothing to read
             return super().box(adapter, info, box, box_shape)
-        adapter.check_dtype(info[1], info[2], info[0])
         shape = info[2]
         # The byte span from the box's first element to its last (row-major).
         first = last = 0

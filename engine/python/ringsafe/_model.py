@@ -7,7 +7,8 @@ import torch
 from . import _write
 from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
-from ._source import ALIGNMENT, check_backend, open_reader
+from ._engine_source import EngineSource
+from ._source import check_backend, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -57,9 +58,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
                 plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])
                 reader.execute(plan, cb)
             if staged:
-                arena, offsets = reader.read_packed(staged, ALIGNMENT, None)
-                items = [(k, off, infos[k][1], infos[k][2], infos[k][4] - infos[k][3]) for k, off in zip(staged, offsets)]
-                views = ADAPTER.views(arena, items)
+                views = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
                 with torch.no_grad():
                     for k in staged:
                         state[k].copy_(views[k])

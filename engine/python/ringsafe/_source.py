@@ -17,7 +17,7 @@ import os
 import stat
 
 from ._dtypes import error
-from ._engine_source import ALIGNMENT, EngineSource  # noqa: F401 (ALIGNMENT: re-exported)
+from ._engine_source import EngineSource
 from ._mapped import MappedSource
 from ._paths import is_url, spec_of
 from ._ringsafe import Reader

@@ -86,8 +86,6 @@ class StreamSource:
         return t
 
     def load(self, adapter, names, progress):
-        for n in names:
-            adapter.check_dtype(self.by_name[n][1], self.by_name[n][2], n)
         total = sum(self.by_name[n][4] - self.by_name[n][3] for n in names)
         out, done = {}, 0
         for n in names:

@@ -48,7 +48,7 @@ then fetch and exchange batch by batch); each imports only those before it.
 import torch
 
 from ._dtypes import error
-from ._source import ALIGNMENT
+from ._engine_source import ALIGNMENT
 from ._ringsafe import Arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
