@@ -175,11 +175,21 @@ void trim_buffer_cache() noexcept {
 }
 
 void set_buffer_cache_limit(std::uint64_t bytes) noexcept {
+    cache& c = get();
+    std::vector<entry> drop;  // freed after the lock is released
     {
-        std::lock_guard lk(get().m);
-        get().limit = bytes;
+        std::lock_guard lk(c.m);
+        c.limit = bytes;
+        // Only what no longer fits goes back to the kernel, largest buffers first.
+        std::sort(c.entries.begin(), c.entries.end(),
+                  [](const entry& a, const entry& b) { return capacity(a.buffer) > capacity(b.buffer); });
+        while (c.bytes > c.limit && !c.entries.empty()) {
+            c.bytes -= capacity(c.entries.front().buffer);
+            c.stats.released += capacity(c.entries.front().buffer);
+            drop.push_back(std::move(c.entries.front()));
+            c.entries.erase(c.entries.begin());
+        }
     }
-    trim_buffer_cache();
 }
 
 void set_buffer_cache_idle_seconds(double seconds) noexcept {

@@ -38,7 +38,8 @@ host_buffer take_buffer(std::size_t size, page_kind pages);
 void give_buffer(host_buffer&& buffer, page_kind pages) noexcept;
 // Frees every cached buffer now.
 void trim_buffer_cache() noexcept;
-// Limit in bytes (0 disables the cache and trims it) and idle time before release.
+// Limit in bytes (0 disables the cache; what exceeds a new limit is freed,
+// largest buffers first) and idle time before release.
 void set_buffer_cache_limit(std::uint64_t bytes) noexcept;
 void set_buffer_cache_idle_seconds(double seconds) noexcept;
 std::uint64_t buffer_cache_limit() noexcept;

@@ -140,3 +140,15 @@ def test_environment_variable_sets_the_limit():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
+
+
+def test_a_new_limit_frees_only_what_exceeds_it(tmp_path, cache):
+    path, _ = _file(tmp_path, "a.safetensors", 30)
+    d = rpt.load_file(str(path), backend="pread")
+    del d
+    held = ringsafe.arena_cache_stats()["cached_bytes"]
+    assert held > 0
+    ringsafe.set_arena_cache(limit=512 << 20)  # larger: what is cached stays
+    assert ringsafe.arena_cache_stats()["cached_bytes"] == held
+    ringsafe.set_arena_cache(limit=held - 1)  # smaller: it goes
+    assert ringsafe.arena_cache_stats()["cached_bytes"] == 0

@@ -5,8 +5,7 @@ float8 or float4 types: such tensors raise SafetensorError naming them."""
 import numpy as np
 
 from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
-from ._ringsafe import Arena
-from ._memory import ARENA_MIN_BYTES
+from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
 _NAMES = {np.dtype(attr): name for name, attr in NUMPY_NAMES.items()}
@@ -45,7 +44,7 @@ class _NumpyAdapter:
         t = self._type(dtype, name)
         check_dims(shape, "numpy", name)
         if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+            v = self.views(new_arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = np.empty(shape, dtype=t)
         return v, v.ctypes.data

@@ -62,8 +62,11 @@ def _find_shared_tensors(state_dict):
     """Sets of names whose tensors' bytes overlap (singletons for the others)."""
     by_storage = defaultdict(set)
     for name, t in state_dict.items():
-        if t.device != _META and storage_ptr(t) != 0 and storage_size(t) != 0:
-            by_storage[(t.device, storage_ptr(t), storage_size(t))].add(name)
+        if t.device == _META:
+            continue
+        ptr, size = storage_ptr(t), storage_size(t)
+        if ptr != 0 and size != 0:
+            by_storage[(t.device, ptr, size)].add(name)
     return _filter_shared_not_shared(sorted(by_storage.values(), key=sorted), state_dict)
 
 

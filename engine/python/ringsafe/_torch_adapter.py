@@ -5,8 +5,7 @@ devices), in safetensors terms. Imports only torch and the dtype tables."""
 import torch
 
 from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
-from ._memory import ARENA_MIN_BYTES
-from ._ringsafe import Arena
+from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
 _NAMES = {dt: name for name, dt in _TYPES.items()}
@@ -59,7 +58,7 @@ class _TorchAdapter:
         """(tensor, address) of new memory for one tensor."""
         t, s = self._type(dtype, shape, name)
         if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(Arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+            v = self.views(new_arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = torch.empty(s, dtype=t)
         return v, v.data_ptr()
