@@ -65,20 +65,31 @@ constexpr std::string_view help =
 // Where each selected tensor goes in the destination: packed in selection
 // order, each tensor placed at the same offset modulo 4096 as in its file, so
 // O_DIRECT reads land straight in the buffer and neighbours in the file stay
-// neighbours in memory (their reads coalesce). Returns the bytes needed.
-std::uint64_t layout(const reader& r, const selection& sel, std::vector<std::uint64_t>& offsets) {
-    constexpr std::uint64_t page = 4096;
-    std::uint64_t pos = 0;
-    offsets.clear();
-    for (auto i : sel.indices()) {
-        const tensor_info& t = r.tensors()[i];
-        const std::uint64_t want = (r.shards()[r.shard_of(i)].data_start + t.begin) % page;
-        pos += (want + page - pos % page) % page;
-        offsets.push_back(pos);
-        pos += t.size();
+// neighbours in memory (their reads coalesce). Walked one tensor at a time, so
+// that nothing per tensor is kept for a header of millions of tensors.
+class layout {
+public:
+    explicit layout(const reader& r) : r_(r) {}
+    // The offset of the next tensor (index `i` of the reader) in the destination.
+    std::uint64_t place(std::uint32_t i) {
+        constexpr std::uint64_t page = 4096;
+        const tensor_info& t = r_.tensors()[i];
+        const std::uint64_t want = (r_.shards()[r_.shard_of(i)].data_start + t.begin) % page;
+        pos_ += (want + page - pos_ % page) % page;
+        const std::uint64_t at = pos_;
+        pos_ += t.size();
+        return at;
     }
-    return pos;
-}
+    std::uint64_t size() const noexcept { return pos_; }  // bytes needed so far
+
+private:
+    const reader& r_;
+    std::uint64_t pos_ = 0;
+};
+
+// Tensors per plan: a selection of millions of tiny tensors is read in
+// batches, so the plan's bookkeeping stays bounded; real checkpoints fit in one.
+constexpr std::size_t tensors_per_plan = 1u << 16;
 
 selection choose(const reader& r, const std::vector<std::string>& patterns) {
     if (patterns.empty()) return r.all();
@@ -141,11 +152,13 @@ int run(const std::vector<std::string_view>& args) {
     }
     try {
         // Untimed: learn the selection's size and prepare the destination.
-        std::vector<std::uint64_t> offsets;
         std::uint64_t need = 0;
         {
             reader probe = reader::open(spec, opts);
-            need = layout(probe, choose(probe, patterns), offsets);
+            layout place(probe);
+            const selection chosen = choose(probe, patterns);
+            for (auto i : chosen.indices()) place.place(i);
+            need = place.size();
         }
         bopts.prefault = true;
         host_buffer dst(need, bopts);
@@ -154,16 +167,25 @@ int run(const std::vector<std::string_view>& args) {
         const auto t0 = std::chrono::steady_clock::now();
         reader r = reader::open(spec, opts);
         selection sel = choose(r, patterns);
-        if (layout(r, sel, offsets) > dst.size())
-            raise(errc::ObjectChanged, spec + " changed between sizing and loading");
-        std::vector<std::span<std::byte>> dsts;
-        dsts.reserve(sel.size());
-        for (std::size_t k = 0; k < sel.size(); ++k)
-            dsts.push_back(dst.span(offsets[k], r.tensors()[sel.indices()[k]].size()));
         progress_bar bar(sel.bytes(), !json && stderr_is_tty());
+        std::uint64_t before = 0;  // bytes of the batches done
         read_control ctl;
-        ctl.on_progress = [&bar](std::uint64_t done, std::uint64_t) { bar.update(done); };
-        r.execute(r.plan(sel, dsts), ctl);
+        ctl.on_progress = [&bar, &before](std::uint64_t done, std::uint64_t) { bar.update(before + done); };
+        layout place(r);
+        std::vector<std::span<std::byte>> dsts;
+        const auto all = sel.indices();
+        for (std::size_t k = 0; k < all.size(); k += tensors_per_plan) {
+            const auto batch = all.subspan(k, std::min(tensors_per_plan, all.size() - k));
+            dsts.clear();
+            for (auto i : batch) {
+                const std::uint64_t at = place.place(i), size = r.tensors()[i].size();
+                if (place.size() > dst.size()) raise(errc::ObjectChanged, spec + " changed between sizing and loading");
+                dsts.push_back(dst.span(at, size));
+            }
+            const selection part = batch.size() == all.size() ? sel : r.select_indices(batch);
+            r.execute(r.plan(part, dsts), ctl);
+            before += part.bytes();
+        }
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         bar.finish();
 

@@ -2,6 +2,7 @@
 #include "listing_command.hpp"
 
 #include <cstdio>
+#include <optional>
 
 #include "args.hpp"
 #include "command.hpp"
@@ -47,11 +48,12 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
         ro.parse = opts;
         apply_environment_credentials(source, ro.source.http);  // HF_TOKEN for the Hub
         reader file = reader::open(source, ro);
-        const header listing = listing_header(file);
-        std::vector<std::string> sums;
-        if (hash_data) sums = sha256_per_tensor(file);
-        if (as_json) print_listing_json(stdout, listing, sums);
-        else print_listing_table(stdout, listing, sums);
+        const listing l = listing_of(file);
+        std::optional<digest_store> sums;
+        if (hash_data) sha256_per_tensor(file, sums.emplace(l.tensors.size()));
+        digest_store* digests = sums ? &*sums : nullptr;
+        if (as_json) print_listing_json(stdout, l, digests);
+        else print_listing_table(stdout, l, digests);
         return std::fflush(stdout) == 0 ? exit_ok : exit_invalid;
     } catch (...) {
         report_failure("ringsafe", current_failure(), source, as_json);

@@ -1,5 +1,5 @@
-// JSON (Boost.JSON, so any UTF-8 name is escaped correctly) and table output
-// of a parsed header.
+// JSON (Boost.JSON escaping, so any UTF-8 name is escaped correctly) and table
+// output of a listing.
 #include "tensor_listing.hpp"
 
 #include <boost/json.hpp>
@@ -10,10 +10,42 @@
 #include "terminal_text.hpp"
 
 namespace ringsafe::cli {
+namespace {
 
 namespace json = boost::json;
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
+std::string hex(const sha256_digest& md) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(2 * md.size(), '0');
+    for (std::size_t i = 0; i < md.size(); ++i) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    return out;
+}
+
+// Output gathered into blocks of about 64 KiB.
+class block_writer {
+public:
+    explicit block_writer(std::FILE* out) : out_(out) {}
+    ~block_writer() { flush(); }
+    std::string& text() noexcept { return buf_; }
+    void maybe_flush() {
+        if (buf_.size() >= (64u << 10)) flush();
+    }
+    void flush() {
+        if (!buf_.empty()) std::fwrite(buf_.data(), 1, buf_.size(), out_);
+        buf_.clear();
+    }
+
+private:
+    std::FILE* out_;
+    std::string buf_;
+};
+
+}  // namespace
+
+std::string shape_text(std::span<const std::uint64_t> shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) {
         if (i) s += ',';
@@ -22,46 +54,43 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
     return s + "]";
 }
 
-void print_listing_json(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {
-    // Streamed tensor by tensor, so memory stays small for headers of millions of tensors.
-    std::string buf = "{\"ok\":true,\"tensors\":[";
-    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
-        const tensor_info& t = h.tensors[i];
-        json::array shape;
-        for (std::uint64_t d : t.shape) shape.emplace_back(d);
-        json::object o;
-        o.emplace("name", t.name);
-        o.emplace("dtype", dtype_name(t.dtype));
-        o.emplace("shape", std::move(shape));
-        o.emplace("data_offsets", json::array{t.begin, t.end});
-        if (!sha256.empty()) o.emplace("sha256", sha256[i]);
-        if (i) buf += ',';
-        buf += json::serialize(o);
-        if (buf.size() >= (64u << 10)) std::fwrite(buf.data(), 1, buf.size(), out), buf.clear();
+void print_listing_json(std::FILE* out, const listing& l, digest_store* sha256) {
+    if (sha256) sha256->rewind();
+    block_writer w(out);
+    w.text() = "{\"ok\":true,\"tensors\":[";
+    for (std::size_t i = 0; i < l.tensors.size(); ++i) {
+        const tensor_info& t = l.tensors[i];
+        std::string& s = w.text();
+        if (i) s += ',';
+        s += "{\"name\":";
+        s += json::serialize(json::string_view(t.name));
+        s += ",\"dtype\":\"";
+        s += dtype_name(t.dtype);
+        s += "\",\"shape\":";
+        s += shape_text(t.shape);
+        s += ",\"data_offsets\":[" + std::to_string(t.begin) + ',' + std::to_string(t.end) + ']';
+        if (sha256) s += ",\"sha256\":\"" + hex(sha256->next()) + '"';
+        s += '}';
+        w.maybe_flush();
     }
-    buf += "],\"metadata\":";
-    if (h.metadata) {
+    w.text() += "],\"metadata\":";
+    if (*l.metadata) {
         json::object m;
-        for (auto& [k, v] : *h.metadata) m.emplace(k, v);
-        buf += json::serialize(m);
+        for (auto& [k, v] : **l.metadata) m.emplace(k, v);
+        w.text() += json::serialize(m);
     } else {
-        buf += "null";
+        w.text() += "null";
     }
-    buf += "}\n";
-    std::fwrite(buf.data(), 1, buf.size(), out);
+    w.text() += "}\n";
 }
 
-void print_listing_table(std::FILE* out, const header& h, const std::vector<std::string>& sha256) {
+void print_listing_table(std::FILE* out, const listing& l, digest_store* sha256) {
+    if (sha256) sha256->rewind();
+    // Column widths first, then each row formatted as it is printed.
     std::size_t name_w = 4, shape_w = 5;
-    std::vector<std::string> shapes;
-    shapes.reserve(h.tensors.size());
-    std::vector<std::string> names;  // terminal-safe
-    names.reserve(h.tensors.size());
-    for (auto& t : h.tensors) {
-        names.push_back(terminal_text(t.name));
-        name_w = std::max(name_w, names.back().size());
-        shapes.push_back(shape_text(t.shape));
-        shape_w = std::max(shape_w, shapes.back().size());
+    for (auto& t : l.tensors) {
+        name_w = std::max(name_w, terminal_text(t.name).size());
+        shape_w = std::max(shape_w, shape_text(t.shape).size());
     }
     name_w = std::min<std::size_t>(name_w, 80);
     auto row = [&](std::string_view name, std::string_view dtype, std::string_view shape, std::string_view size,
@@ -72,19 +101,21 @@ void print_listing_table(std::FILE* out, const header& h, const std::vector<std:
                      static_cast<int>(size.size()), size.data(), digest.empty() ? "" : "  ",
                      static_cast<int>(digest.size()), digest.data());
     };
-    row("NAME", "DTYPE", "SHAPE", "SIZE", sha256.empty() ? "" : "SHA256");
-    for (std::size_t i = 0; i < h.tensors.size(); ++i) {
-        const tensor_info& t = h.tensors[i];
-        row(names[i], dtype_name(t.dtype), shapes[i], human_bytes(t.size()), sha256.empty() ? "" : sha256[i]);
+    row("NAME", "DTYPE", "SHAPE", "SIZE", sha256 ? "SHA256" : "");
+    for (std::size_t i = 0; i < l.tensors.size(); ++i) {
+        const tensor_info& t = l.tensors[i];
+        row(terminal_text(t.name), dtype_name(t.dtype), shape_text(t.shape), human_bytes(t.size()),
+            sha256 ? hex(sha256->next()) : std::string());
     }
-    if (h.metadata)
-        for (auto& [k, v] : *h.metadata)
+    const auto& meta = *l.metadata;
+    if (meta)
+        for (auto& [k, v] : *meta)
             std::fprintf(out, "metadata %s = %s\n", terminal_text(k).c_str(), terminal_text(v).c_str());
-    std::fprintf(out, "%zu tensors, %s of data (%llu bytes), %llu-byte header, %s%s\n", h.tensors.size(),
-                 human_bytes(h.data_size).c_str(), static_cast<unsigned long long>(h.data_size),
-                 static_cast<unsigned long long>(h.header_size),
-                 h.metadata ? (std::to_string(h.metadata->size()) + " metadata entries").c_str() : "no metadata",
-                 sha256.empty() ? "" : "; every tensor's bytes read and hashed");
+    std::fprintf(out, "%zu tensors, %s of data (%llu bytes), %llu-byte header, %s%s\n", l.tensors.size(),
+                 human_bytes(l.data_size).c_str(), static_cast<unsigned long long>(l.data_size),
+                 static_cast<unsigned long long>(l.header_size),
+                 meta ? (std::to_string(meta->size()) + " metadata entries").c_str() : "no metadata",
+                 sha256 ? "; every tensor's bytes read and hashed" : "");
 }
 
 }  // namespace ringsafe::cli

@@ -1,27 +1,26 @@
 // Output of `ls` and `verify`: the tensor table as JSON (the CLI contract) or
-// as a readable, terminal-safe table (failures: failure_report.hpp). Kept apart from the commands so
-// other subcommands can print the same listing.
+// as a readable, terminal-safe table (failures: failure_report.hpp). Kept apart
+// from the commands so other subcommands can print the same listing. Rows are
+// formatted one at a time: memory does not grow with the number of tensors.
 #pragma once
 
 #include <cstdio>
+#include <span>
 #include <string>
-#include <string_view>
-#include <system_error>
-#include <vector>
 
-#include "ringsafe/header.hpp"
+#include "tensor_hashes.hpp"
 
 namespace ringsafe::cli {
 
 // {"ok":true,"tensors":[{"name","dtype","shape","data_offsets"[,"sha256"]}...],"metadata":null|{...}}
-// followed by a newline. `sha256` is empty (ls) or one hex digest per tensor.
-void print_listing_json(std::FILE* out, const header& h, const std::vector<std::string>& sha256);
+// followed by a newline. `sha256` is null (ls) or one digest per tensor, read from the first.
+void print_listing_json(std::FILE* out, const listing& l, digest_store* sha256);
 
 // Columns NAME, DTYPE, SHAPE, SIZE (and SHA256 when given), then the metadata
 // and a summary line.
-void print_listing_table(std::FILE* out, const header& h, const std::vector<std::string>& sha256);
+void print_listing_table(std::FILE* out, const listing& l, digest_store* sha256);
 
 // "[4096,4096]"
-std::string shape_text(const std::vector<std::uint64_t>& shape);
+std::string shape_text(std::span<const std::uint64_t> shape);
 
 }  // namespace ringsafe::cli

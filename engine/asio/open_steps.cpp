@@ -138,14 +138,16 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
 }
 
 net::awaitable<header> load_header_async(open_context& c, source& src) {
-    ringsafe::detail::header_start s = ringsafe::detail::begin_header(src, c.ropts.parse);
-    if (s.parsed) co_return std::move(*s.parsed);
-    try {
-        co_await read_exact_async(c, src, s.rest_offset(), s.rest());
-    } catch (const error& e) {
-        ringsafe::detail::header_read_failed(src, e);
+    ringsafe::detail::header_stream s(src, c.ropts.parse);
+    while (s.more()) {
+        try {
+            co_await read_exact_async(c, src, s.offset(), s.piece());
+        } catch (const error& e) {
+            ringsafe::detail::header_read_failed(src, e);
+        }
+        s.got();
     }
-    co_return ringsafe::detail::end_header(src, std::move(s), c.ropts.parse);
+    co_return s.finish();
 }
 
 }  // namespace ringsafe::asio::detail

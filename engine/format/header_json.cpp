@@ -41,6 +41,21 @@ private:
     bool parts_ = false;
 };
 
+// The whole text of a number, which the parser may deliver in parts; the
+// parts are dropped when it goes out of scope.
+class number_text {
+public:
+    number_text(joined_text& parts, json::string_view last) : parts_(parts), text_(parts.finish(last)) {}
+    ~number_text() { parts_.reset(); }
+    number_text(const number_text&) = delete;
+    number_text& operator=(const number_text&) = delete;
+    operator std::string_view() const noexcept { return text_; }
+
+private:
+    joined_text& parts_;
+    std::string_view text_;
+};
+
 class handler {
 public:
     static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
@@ -56,7 +71,7 @@ public:
     bool on_document_end(json::error_code&) { return true; }
     bool on_comment_part(json::string_view, json::error_code&) { return true; }
     bool on_comment(json::string_view, json::error_code&) { return true; }
-    bool on_number_part(json::string_view, json::error_code&) { return true; }
+    bool on_number_part(json::string_view s, json::error_code&) { return num_.part(s), true; }
 
     bool on_object_begin(json::error_code& ec) {
         if (skip_) return ++skip_, true;
@@ -136,19 +151,23 @@ public:
         return ok;
     }
 
-    bool on_int64(std::int64_t i, json::string_view text, json::error_code& ec) {
+    bool on_int64(std::int64_t i, json::string_view last, json::error_code& ec) {
+        const number_text text(num_, last);
         if (skip_) return true;
         // `-0` arrives as int64 0; the reference reads it as a float and refuses it.
-        bool negative = i < 0 || (!text.empty() && text.front() == '-');
+        const std::string_view t = text;
+        bool negative = i < 0 || (!t.empty() && t.front() == '-');
         return take_integer(static_cast<std::uint64_t>(i), negative, text, ec);
     }
 
-    bool on_uint64(std::uint64_t u, json::string_view text, json::error_code& ec) {
+    bool on_uint64(std::uint64_t u, json::string_view last, json::error_code& ec) {
+        const number_text text(num_, last);
         if (skip_) return true;
         return take_integer(u, false, text, ec);
     }
 
-    bool on_double(double d, json::string_view text, json::error_code& ec) {
+    bool on_double(double d, json::string_view last, json::error_code& ec) {
+        const number_text text(num_, last);
         // serde_json refuses numbers beyond the f64 range anywhere, even in ignored fields.
         if (!std::isfinite(d)) return fail(ec, "number " + std::string(text) + " is out of range");
         if (skip_) return true;
@@ -260,7 +279,7 @@ private:
         }
     }
 
-    bool take_integer(std::uint64_t v, bool negative, json::string_view text, json::error_code& ec) {
+    bool take_integer(std::uint64_t v, bool negative, std::string_view text, json::error_code& ec) {
         slot s = next_slot();
         if (s == slot::ignored) return true;
         if (s != slot::dim && s != slot::offset) return wrong_type(s, "a number", ec);
@@ -308,7 +327,7 @@ private:
     bool meta_seen_ = false;
     bool in_tensor_ = false;  // the current top-level value is a tensor entry
     dtype last_dtype_ = dtype::F32;
-    joined_text key_, str_;
+    joined_text key_, str_, num_;
     std::string meta_key_;
     std::vector<std::uint64_t> dims_;
     std::string message_;
@@ -316,20 +335,63 @@ private:
 
 }  // namespace
 
-bool parse_header_json(std::string_view text, header& out, status& st) {
+struct header_json::impl {
+    impl(header& out, const json::parse_options& o) : parser(o, out) {}
+    json::basic_parser<handler> parser;
+    std::uint64_t fed = 0;  // bytes before the current piece
+    bool ended = false;     // the object is complete; only whitespace may follow
+};
+
+namespace {
+
+json::parse_options parser_options() {
     json::parse_options opts;
     opts.max_depth = max_json_depth;
-    opts.allow_invalid_utf8 = true;  // the caller validated all N bytes already
-    json::basic_parser<handler> parser(opts, out);
+    opts.allow_invalid_utf8 = true;  // the caller checks the UTF-8 of all N bytes itself
+    return opts;
+}
+
+}  // namespace
+
+header_json::header_json(header& out, std::uint64_t size) : p_(std::make_unique<impl>(out, parser_options())) {
+    // Every tensor entry takes at least min_entry_bytes of JSON, so this bounds
+    // the table of any header in the usual form. Reserving address space is
+    // free; growing by doubling would copy the table and, for a moment, hold
+    // it twice.
+    out.tensors.reserve(static_cast<std::size_t>(size / min_entry_bytes));
+}
+
+header_json::~header_json() = default;
+
+bool header_json::feed(std::string_view text, status& st) {
     json::error_code ec;
-    std::size_t at = parser.write_some(false, text.data(), text.size(), ec);
-    if (!ec && at < text.size()) {
+    std::size_t at = 0;
+    if (!p_->ended) {
+        at = p_->parser.write_some(true, text.data(), text.size(), ec);
+        p_->ended = !ec && p_->parser.done();
+    }
+    if (!ec && p_->ended && at < text.size()) {
         // The parser stops after the object; only JSON whitespace may follow it.
         at = text.find_first_not_of(" \t\n\r", at);
         if (at != std::string_view::npos) ec = json::error::extra_data;
     }
+    if (!ec) {
+        p_->fed += text.size();
+        return true;
+    }
+    return failed(ec, p_->fed + at, st);
+}
+
+bool header_json::finish(status& st) {
+    if (p_->ended) return true;
+    json::error_code ec;
+    p_->parser.write_some(false, nullptr, 0, ec);
     if (!ec) return true;
-    std::string msg = parser.handler().message();
+    return failed(ec, p_->fed, st);
+}
+
+bool header_json::failed(const json::error_code& ec, std::uint64_t at, status& st) {
+    std::string msg = p_->parser.handler().message();
     if (msg.empty()) {
         msg = ec == json::error::extra_data ? "data after the JSON object (only spaces, tabs, LF and CR may follow it)"
               : ec == json::error::too_deep ? "nesting deeper than " + std::to_string(max_json_depth) + " levels"
@@ -338,8 +400,6 @@ bool parse_header_json(std::string_view text, header& out, status& st) {
     }
     st.code = errc::InvalidHeaderDeserialization;
     st.message = "invalid header JSON at byte " + std::to_string(at) + ": " + msg;
-    out.tensors.clear();
-    out.metadata.reset();
     return false;
 }
 

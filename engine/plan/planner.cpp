@@ -25,12 +25,23 @@ std::uint64_t next_cut(std::uint64_t pos, std::uint64_t end, std::uint64_t chunk
 void build_ops(std::vector<piece>& pieces, std::span<const shard_chunking> chunking,
                bool coalesce, plan_data& d) {
     std::erase_if(pieces, [](const piece& p) { return p.length == 0; });
-    std::stable_sort(pieces.begin(), pieces.end(), [](const piece& a, const piece& b) {
+    auto source_order = [](const piece& a, const piece& b) {
         if (a.shard != b.shard) return a.shard < b.shard;
         return a.offset < b.offset;
-    });
+    };
+    // Pieces usually come in source order already; stable_sort would still
+    // allocate a buffer as large as them.
+    if (!std::is_sorted(pieces.begin(), pieces.end(), source_order))
+        std::stable_sort(pieces.begin(), pieces.end(), source_order);
     d.shards.clear();
     d.segments.clear();
+    // One segment per piece, plus one per extra chunk a piece is cut into.
+    std::uint64_t cuts = 0;
+    for (const piece& p : pieces) {
+        const shard_chunking& ch = chunking[p.shard];
+        cuts += p.length / (ch.chunk ? ch.chunk : (4u << 20));
+    }
+    d.segments.reserve(pieces.size() + cuts);
     d.total_bytes = 0;
     d.op_count = 0;
     const std::size_t n = pieces.size();
@@ -90,6 +101,20 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> find_overlap(std::span<co
         std::uintptr_t begin, end;
         std::uint32_t target;
     };
+    // Destinations usually come in memory order: then neighbours are enough.
+    auto memory_order = [](const piece& a, const piece& b) { return a.dst < b.dst; };
+    const piece* last = nullptr;
+    bool ordered = true;
+    for (const piece& p : pieces) {
+        if (!p.length) continue;
+        if (last && memory_order(p, *last)) {
+            ordered = false;
+            break;
+        }
+        if (last && p.dst < last->dst + last->length) return std::pair{last->target, p.target};
+        last = &p;
+    }
+    if (ordered) return std::nullopt;
     std::vector<span_ref> v;
     v.reserve(pieces.size());
     for (const piece& p : pieces)

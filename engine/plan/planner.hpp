@@ -14,12 +14,13 @@
 namespace ringsafe::detail {
 
 // One contiguous source range bound for one contiguous piece of caller memory.
+// (40 bytes: a plan of millions of tensors holds one per tensor while it is built.)
 struct piece {
     std::uint32_t shard = 0;
+    std::uint32_t target = 0;
     std::uint64_t offset = 0;  // absolute offset in the shard's source
     std::uint64_t length = 0;
     std::byte* dst = nullptr;
-    std::uint32_t target = 0;
     std::uint64_t target_offset = 0;  // offset of this piece within the target's packed bytes
 };
 

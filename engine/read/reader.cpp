@@ -2,6 +2,7 @@
 #include "ringsafe/reader.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <cstring>
 #include <numeric>
@@ -60,10 +61,15 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());
-    const auto shard = static_cast<std::uint32_t>(shards.size());
-    for (auto& t : h.tensors) {
-        tensors.push_back(std::move(t));
-        shard_of.push_back(shard);
+    if (tensors.empty()) {
+        // The first shard's table moves whole (for one file, the only copy),
+        // its name index with it.
+        tensors = std::move(h.tensors);
+        by_name = std::move(h.by_name);
+    } else {
+        tensors.reserve(tensors.size() + h.tensors.size());
+        std::move(h.tensors.begin(), h.tensors.end(), std::back_inserter(tensors));
+        by_name.clear();
     }
     shards.push_back(std::move(si));
     auto sio = std::make_shared<shard_io>();
@@ -71,7 +77,17 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     io.push_back(std::move(sio));
 }
 
+std::uint32_t reader::impl::shard_of(std::uint32_t i) const noexcept {
+    if (shards.size() <= 1) return 0;
+    auto it = std::upper_bound(shards.begin(), shards.end(), i,
+                               [](std::uint32_t t, const shard_info& s) { return t < s.first_tensor; });
+    return static_cast<std::uint32_t>(it - shards.begin()) - 1;
+}
+
 void reader::impl::finish() {
+    total_bytes = 0;
+    for (auto& t : tensors) total_bytes += t.size();
+    if (shards.size() == 1 && by_name.size() == tensors.size()) return;  // the parser's index
     by_name.resize(tensors.size());
     std::iota(by_name.begin(), by_name.end(), 0u);
     std::sort(by_name.begin(), by_name.end(),
@@ -80,10 +96,8 @@ void reader::impl::finish() {
         const auto a = by_name[i - 1], b = by_name[i];
         if (tensors[a].name == tensors[b].name)
             raise(errc::InvalidIndex, "tensor '" + tensors[a].name + "' is in two shards: " +
-                                          shards[shard_of[a]].spec + " and " + shards[shard_of[b]].spec);
+                                          shards[shard_of(a)].spec + " and " + shards[shard_of(b)].spec);
     }
-    total_bytes = 0;
-    for (auto& t : tensors) total_bytes += t.size();
 }
 
 void reader::impl::check_selection(const selection& sel) const {
@@ -139,7 +153,7 @@ const std::string& reader::spec() const noexcept { return p_->spec; }
 bool reader::sharded() const noexcept { return p_->sharded; }
 std::span<const tensor_info> reader::tensors() const noexcept { return p_->tensors; }
 std::span<const shard_info> reader::shards() const noexcept { return p_->shards; }
-std::uint32_t reader::shard_of(std::uint32_t tensor) const noexcept { return p_->shard_of[tensor]; }
+std::uint32_t reader::shard_of(std::uint32_t tensor) const noexcept { return p_->shard_of(tensor); }
 const std::optional<metadata_map>& reader::metadata() const noexcept { return p_->metadata; }
 std::uint64_t reader::total_bytes() const noexcept { return p_->total_bytes; }
 
@@ -182,6 +196,20 @@ selection reader::select(const std::vector<std::string>& names) const {
         bytes += p_->tensors[*i].size();
     }
     return selection(p_->id, std::move(idx), bytes);
+}
+
+selection reader::select_indices(std::span<const std::uint32_t> indices) const {
+    std::vector<bool> seen(p_->tensors.size());
+    std::uint64_t bytes = 0;
+    for (auto i : indices) {
+        if (i >= p_->tensors.size())
+            raise(errc::InvalidArgument, "tensor index " + std::to_string(i) + " is out of range: " + p_->spec +
+                                             " has " + std::to_string(p_->tensors.size()) + " tensors");
+        if (seen[i]) raise(errc::InvalidArgument, "tensor '" + p_->tensors[i].name + "' is selected twice");
+        seen[i] = true;
+        bytes += p_->tensors[i].size();
+    }
+    return selection(p_->id, {indices.begin(), indices.end()}, bytes);
 }
 
 selection reader::select_glob(const std::vector<std::string>& patterns) const {

@@ -26,13 +26,14 @@ struct reader::impl {
     bool sharded = false;
     reader_options opts;
     std::vector<tensor_info> tensors;        // shard by shard, data order within
-    std::vector<std::uint32_t> shard_of;     // per tensor
     std::vector<std::uint32_t> by_name;      // tensor indices sorted by name
     std::vector<shard_info> shards;
     std::vector<std::shared_ptr<shard_io>> io;  // per shard
     std::optional<metadata_map> metadata;
     std::uint64_t total_bytes = 0;
 
+    // The shard holding tensor `i` (a search over the shards' first tensors).
+    std::uint32_t shard_of(std::uint32_t i) const noexcept;
     // Appends one opened shard with its parsed header.
     void add_shard(std::string spec, std::unique_ptr<source> src, header h);
     // Builds by_name and total_bytes; throws InvalidIndex/DuplicateTensorName

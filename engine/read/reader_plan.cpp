@@ -45,8 +45,8 @@ read_plan finish_plan(const reader::impl& r, std::vector<piece>& pieces,
 
 piece whole_piece(const reader::impl& r, std::uint32_t tensor, std::byte* dst, std::uint32_t target) {
     const tensor_info& t = r.tensors[tensor];
-    const std::uint32_t s = r.shard_of[tensor];
-    return piece{s, r.shards[s].data_start + t.begin, t.size(), dst, target, 0};
+    const std::uint32_t s = r.shard_of(tensor);
+    return piece{s, target, r.shards[s].data_start + t.begin, t.size(), dst, 0};
 }
 
 }  // namespace
@@ -75,6 +75,7 @@ read_plan reader::plan(const selection& sel, std::span<const std::span<std::byte
                                          " tensors but " + std::to_string(dsts.size()) +
                                          " destination buffers were given");
     auto d = std::make_shared<detail::plan_data>();
+    d->targets.reserve(sel.size());
     std::vector<piece> pieces;
     pieces.reserve(sel.size());
     for (std::size_t k = 0; k < sel.size(); ++k) {
@@ -94,6 +95,8 @@ read_plan reader::plan_packed(const selection& sel, std::span<std::byte> arena,
         too_small("the packed selection (" + std::to_string(sel.size()) + " tensors)", need,
                   arena.size());
     auto d = std::make_shared<detail::plan_data>();
+    d->targets.reserve(sel.size());
+    d->placements.reserve(sel.size());
     std::vector<piece> pieces;
     pieces.reserve(sel.size());
     std::uint64_t off = 0;
@@ -111,7 +114,9 @@ read_plan reader::plan_packed(const selection& sel, std::span<std::byte> arena,
 
 read_plan reader::plan(std::span<const read_request> requests) const {
     auto d = std::make_shared<detail::plan_data>();
+    d->targets.reserve(requests.size());
     std::vector<piece> pieces;
+    pieces.reserve(requests.size());
     for (std::size_t k = 0; k < requests.size(); ++k) {
         const read_request& rq = requests[k];
         auto i = index_of(rq.tensor);
@@ -140,8 +145,8 @@ read_plan reader::plan(std::span<const read_request> requests) const {
         std::uint64_t packed = 0;
         piece base = whole_piece(*p_, *i, rq.dst.data(), target);
         for (auto& run : runs) {
-            pieces.push_back({base.shard, base.offset + run.offset, run.length, rq.dst.data() + packed,
-                              target, packed});
+            pieces.push_back({base.shard, target, base.offset + run.offset, run.length, rq.dst.data() + packed,
+                              packed});
             packed += run.length;
         }
     }

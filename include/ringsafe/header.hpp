@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ringsafe/dims.hpp"
 #include "ringsafe/dtype.hpp"
 #include "ringsafe/error.hpp"
 
@@ -27,7 +29,7 @@ inline constexpr std::uint64_t default_max_header_size = 100'000'000;
 struct tensor_info {
     std::string name;                  // after JSON unescaping, UTF-8
     ringsafe::dtype dtype{};           // element type
-    std::vector<std::uint64_t> shape;  // [] is a scalar (one element)
+    ringsafe::dims shape;              // [] is a scalar (one element); reads like a std::vector
     std::uint64_t begin = 0;           // data_offsets[0], relative to the data section
     std::uint64_t end = 0;             // data_offsets[1]
 
@@ -89,6 +91,34 @@ std::uint64_t parse_length_prefix(std::span<const std::byte> prefix, std::uint64
 header parse_header(std::string_view json, std::uint64_t file_size, const parse_options& opts = {});
 std::optional<header> parse_header(std::string_view json, std::uint64_t file_size,
                                    const parse_options& opts, status& st) noexcept;
+
+// Parses the N header bytes fed in pieces, in file order, so that a huge
+// header never has to be held whole: the same checks, errors and result as
+// parse_header(). A JSON error is reported only once every byte's UTF-8 has
+// been checked (the reference checks UTF-8 first), so a caller keeps feeding
+// until feed() returns false or all N bytes are in. When the value that fails
+// straddles two pieces, the error's byte position is that of the second piece.
+class header_parser {
+public:
+    // Checks N against the limit and the file size (HeaderTooLarge, InvalidHeaderLength; throws).
+    header_parser(std::uint64_t n, std::uint64_t file_size, const parse_options& opts = {});
+    ~header_parser();
+    header_parser(header_parser&&) noexcept;
+    header_parser& operator=(header_parser&&) noexcept;
+
+    // Takes the next bytes (at most N in all). False once the outcome is
+    // known to be an error whatever follows: stop feeding and call finish().
+    bool feed(std::string_view bytes);
+    // After N bytes (or a false feed()): the validated header, or throws
+    // ringsafe::error as parse_header() does. Call it once.
+    header finish();
+    // Non-throwing finish(): nullopt and `st` filled on failure (ENOMEM as a system error).
+    std::optional<header> finish(status& st) noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> p_;
+};
 
 // Parses a whole in-memory file (prefix + header + data); the data is not read.
 header parse_file(std::span<const std::byte> file, const parse_options& opts = {});

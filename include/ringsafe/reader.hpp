@@ -107,6 +107,10 @@ public:
     selection select_glob(const std::vector<std::string>& patterns) const;
     selection select_glob(std::string_view pattern) const;
     selection select_if(const std::function<bool(const tensor_info&)>& pred) const;
+    // Tensors by index into tensors(), in the given order (e.g. a part of a
+    // selection, to read millions of tensors in batches). InvalidArgument for
+    // an index out of range or given twice.
+    selection select_indices(std::span<const std::uint32_t> indices) const;
 
     // Bytes a box of a tensor occupies when packed (see read_request::box).
     // InvalidArgument when the box is out of the shape or, for sub-byte dtypes,

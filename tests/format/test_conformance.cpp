@@ -77,6 +77,16 @@ void check_invalid(const expected_case& c) {
     }
 }
 
+// The same message, but for a JSON error's byte position, which may be later
+// (never earlier) when the failing value straddles two pieces.
+bool same_error(const std::string& pieced, const std::string& whole) {
+    static const std::string lead = "invalid header JSON at byte ";
+    if (pieced.rfind(lead, 0) != 0 || whole.rfind(lead, 0) != 0) return pieced == whole;
+    std::size_t a = 0, b = 0;
+    const auto pa = std::stoull(pieced.substr(lead.size()), &a), pb = std::stoull(whole.substr(lead.size()), &b);
+    return pa >= pb && pieced.substr(lead.size() + a) == whole.substr(lead.size() + b);
+}
+
 void check_every_file_has_a_line(const std::filesystem::path& dir, const std::vector<expected_case>& cases) {
     std::vector<std::string> listed;
     for (auto& c : cases) listed.push_back(c.file);
@@ -105,6 +115,36 @@ TEST_CASE("valid conformance files parse to exactly the expected tensors and met
 
 TEST_CASE("invalid conformance files fail with the reference's error kind") {
     check_folder("invalid", 80, false, check_invalid);
+}
+
+TEST_CASE("every conformance header fed in pieces gets the verdict of the whole") {
+    int compared = 0;
+    for (const char* folder : {"valid", "invalid"}) {
+        for (auto& c : load_cases(conformance_dir() / folder)) {
+            auto bytes = read_file(c.path);
+            if (bytes.size() < 8) continue;
+            std::uint64_t n = 0;
+            for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(bytes[i]);
+            if (n > default_max_header_size || 8 + n > bytes.size()) continue;  // refused before any byte is fed
+            const std::string_view json(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+            status st;
+            const bool whole = parse_header(json, bytes.size(), {}, st).has_value();
+            const std::string whole_message = st.message;
+            for (std::size_t piece : {1, 3, 8, 61}) {
+                INFO(c.file << " in pieces of " << piece);
+                header_parser p(n, bytes.size());
+                for (std::size_t at = 0; at < n && p.feed(json.substr(at, piece)); at += piece) {
+                }
+                status pst;
+                auto h = p.finish(pst);
+                CHECK(h.has_value() == whole);
+                CHECK(same_error(pst.message, whole_message));
+                if (h && whole) CHECK(h->tensors.size() == c.tensors.size());
+            }
+            ++compared;
+        }
+    }
+    CHECK(compared > 100);
 }
 
 TEST_CASE("every deviation names an existing quirk case") {

@@ -207,9 +207,9 @@ TEST_CASE("planner: coalesces only when source and destination are both adjacent
     std::byte* m = mem.data();
     // Targets 0,1 adjacent in both; target 2 adjacent in the source only.
     std::vector<piece> pieces = {
-        {0, 100, 50, m + 0, 0, 0},
-        {0, 150, 30, m + 50, 1, 0},
-        {0, 180, 20, m + 500, 2, 0},
+        {0, 0, 100, 50, m + 0, 0},
+        {0, 1, 150, 30, m + 50, 0},
+        {0, 2, 180, 20, m + 500, 0},
     };
     auto p = plan_pieces(pieces, 1 << 20);
     REQUIRE(p.d.shards.size() == 1);
@@ -233,7 +233,7 @@ TEST_CASE("planner: coalesces only when source and destination are both adjacent
 
 TEST_CASE("planner: splits long runs into chunks, cutting on alignment", "[plan]") {
     std::vector<std::byte> mem(10 << 20);
-    std::vector<piece> pieces = {{0, 8 + 1000, 10u << 20, mem.data(), 0, 0}};
+    std::vector<piece> pieces = {{0, 0, 8 + 1000, 10u << 20, mem.data(), 0}};
     auto p = plan_pieces(pieces, 4u << 20);
     auto& ops = p.d.shards[0].ops;
     REQUIRE(ops.size() == 3);
@@ -260,7 +260,7 @@ TEST_CASE("planner: segments follow targets across coalesced and split ops", "[p
     std::vector<std::byte> mem(100);
     std::vector<piece> pieces;
     // 10 targets of 10 bytes, contiguous everywhere; chunk 7 -> ops cut through targets.
-    for (std::uint32_t t = 0; t < 10; ++t) pieces.push_back({0, 10u * t, 10, mem.data() + 10 * t, t, 0});
+    for (std::uint32_t t = 0; t < 10; ++t) pieces.push_back({0, t, 10u * t, 10, mem.data() + 10 * t, 0});
     auto p = plan_pieces(pieces, 7);
     auto& so = p.d.shards[0];
     CHECK(so.ops.size() == 15);
@@ -277,9 +277,9 @@ TEST_CASE("planner: shards apart, zero-length pieces dropped, overlap found", "[
     std::vector<std::byte> mem(100);
     std::byte* m = mem.data();
     std::vector<piece> pieces = {
-        {1, 0, 10, m + 10, 1, 0},
-        {0, 10, 10, m + 0, 0, 0},
-        {0, 20, 0, m + 20, 2, 0},
+        {1, 1, 0, 10, m + 10, 0},
+        {0, 0, 10, 10, m + 0, 0},
+        {0, 2, 20, 0, m + 20, 0},
     };
     auto p = plan_pieces(pieces, 1 << 20);
     REQUIRE(p.d.shards.size() == 2);
@@ -289,8 +289,27 @@ TEST_CASE("planner: shards apart, zero-length pieces dropped, overlap found", "[
     CHECK(p.d.shards[1].seg_begin == std::vector<std::uint32_t>{1, 2});
 
     CHECK_FALSE(detail::find_overlap(pieces));
-    pieces.push_back({0, 50, 5, m + 15, 3, 0});
+    pieces.push_back({0, 3, 50, 5, m + 15, 0});
     auto o = detail::find_overlap(pieces);
     REQUIRE(o);
     CHECK(((o->first == 1 && o->second == 3) || (o->first == 3 && o->second == 1)));
+}
+
+TEST_CASE("planner: overlap found whatever the order of the destinations", "[plan]") {
+    std::vector<std::byte> mem(100);
+    std::byte* m = mem.data();
+    // In memory order (checked pairwise, no sorted copy) and out of it.
+    std::vector<piece> ordered = {{0, 0, 0, 10, m, 0}, {0, 1, 10, 30, m + 10, 0}, {0, 2, 40, 5, m + 39, 0}};
+    auto o = detail::find_overlap(ordered);
+    REQUIRE(o);
+    CHECK(o->first == 1);
+    CHECK(o->second == 2);
+    ordered[2].dst = m + 40;
+    CHECK_FALSE(detail::find_overlap(ordered));
+    std::vector<piece> shuffled = {{0, 0, 0, 10, m + 50, 0}, {0, 1, 10, 30, m, 0}, {0, 2, 40, 5, m + 29, 0}};
+    o = detail::find_overlap(shuffled);
+    REQUIRE(o);
+    CHECK(((o->first == 1 && o->second == 2) || (o->first == 2 && o->second == 1)));
+    shuffled[2].dst = m + 30;
+    CHECK_FALSE(detail::find_overlap(shuffled));
 }
