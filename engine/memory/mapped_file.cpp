@@ -122,6 +122,8 @@ mapped_file mapped_file::open(const std::string& path) {
     mapped_file m;
     m.path_ = path;
     m.size_ = static_cast<std::uint64_t>(st.st_size);
+    m.device_ = static_cast<std::uint64_t>(st.st_dev);
+    m.inode_ = static_cast<std::uint64_t>(st.st_ino);
     if (m.size_ > 0) {
         void* p = ::mmap(nullptr, m.size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -140,7 +142,11 @@ mapped_file::~mapped_file() {
 }
 
 mapped_file::mapped_file(mapped_file&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), path_(std::move(other.path_)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      path_(std::move(other.path_)),
+      device_(std::exchange(other.device_, 0)),
+      inode_(std::exchange(other.inode_, 0)) {}
 
 mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
     if (this != &other) {
@@ -148,6 +154,8 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         path_ = std::move(other.path_);
+        device_ = std::exchange(other.device_, 0);
+        inode_ = std::exchange(other.inode_, 0);
     }
     return *this;
 }

@@ -42,6 +42,11 @@ void bind_mapping(py::module_& m) {
              py::arg("path"), "Maps the whole file at `path` (OSError naming it when it cannot).")
         .def_property_readonly("size", [](const py_mapping& self) { return self.file->size(); }, "The file's size.")
         .def_property_readonly("path", [](const py_mapping& self) { return self.file->path(); })
+        .def_property_readonly("identity",
+                               [](const py_mapping& self) {
+                                   return py::make_tuple(self.file->device(), self.file->inode());
+                               },
+                               "(st_dev, st_ino) of the file as mapped.")
         .def_property_readonly("address",
                                [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
                                "Address of the first byte (0 for an empty file).")

@@ -220,6 +220,12 @@ void bind_reader(py::module_& m) {
                  return out;
              },
              "(spec, size, data_start) of each shard.")
+        .def("shard_identity", [](const py_reader& self, std::size_t i) {
+                 const auto shards = self.get().shards();
+                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 return py::make_tuple(shards[i].device, shards[i].inode);
+             },
+             "(st_dev, st_ino) of local shard i as the reader opened it; (0, 0) for URLs.")
         .def("select_glob", [](const py_reader& self, const std::vector<std::string>& patterns) {
                  const reader& r = self.get();
                  std::vector<std::string> names;

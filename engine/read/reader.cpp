@@ -58,6 +58,9 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     si.spec = std::move(shard_spec);
     si.size = src->size();
     si.data_start = h.data_start();
+    const source_hints hints = src->hints();
+    si.device = hints.device;
+    si.inode = hints.inode;
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());

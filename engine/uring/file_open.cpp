@@ -73,6 +73,8 @@ void stat_opened(const std::string& path, opened_file& f) {
     check_file_type(path, st.st_mode);
     clear_nonblock(f.fd.get());
     f.size = static_cast<std::uint64_t>(st.st_size);
+    f.device = static_cast<std::uint64_t>(st.st_dev);
+    f.inode = static_cast<std::uint64_t>(st.st_ino);
 }
 
 opened_file open_blocking(const std::string& path, const file_options& opts) {

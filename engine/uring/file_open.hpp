@@ -69,6 +69,7 @@ struct opened_file {
     owned_fd fd;         // buffered (O_NONBLOCK cleared)
     owned_fd direct_fd;  // O_DIRECT, when file_options::direct
     std::uint64_t size = 0;
+    std::uint64_t device = 0, inode = 0;  // st_dev, st_ino
     dio_alignment align{1, 1};
     std::vector<std::byte> prefix;
 };

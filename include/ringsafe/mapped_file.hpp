@@ -52,6 +52,10 @@ public:
     std::byte* data() const noexcept { return data_; }
     std::uint64_t size() const noexcept { return size_; }
     const std::string& path() const noexcept { return path_; }
+    // The mapped file's identity when it was opened (st_dev, st_ino): compare
+    // with shard_info's to know the mapping is the file a reader parsed.
+    std::uint64_t device() const noexcept { return device_; }
+    std::uint64_t inode() const noexcept { return inode_; }
 
     // Makes every byte of `ranges` resident and mapped, on up to `threads`
     // threads (0: one per core, at least 8 when sampled chunks are not cached,
@@ -76,6 +80,7 @@ private:
     std::byte* data_ = nullptr;
     std::uint64_t size_ = 0;
     std::string path_;
+    std::uint64_t device_ = 0, inode_ = 0;
 };
 
 }  // namespace ringsafe

@@ -54,6 +54,7 @@ struct shard_info {
     std::optional<metadata_map> metadata;   // the shard header's __metadata__
     std::uint32_t first_tensor = 0;         // its tensors are tensors()[first_tensor, +tensor_count)
     std::uint32_t tensor_count = 0;
+    std::uint64_t device = 0, inode = 0;    // a local shard's identity as opened (st_dev, st_ino); else 0
 };
 
 // An open checkpoint. Movable, not copyable. Listing and planning are const

@@ -40,6 +40,8 @@ struct io_control {
 struct source_hints {
     std::uint64_t preferred_chunk = 4u << 20;  // split ranges larger than this
     std::uint64_t alignment = 1;               // O_DIRECT alignment (1 when unconstrained)
+    // A local file's identity (st_dev, st_ino) as opened; 0, 0 for other sources.
+    std::uint64_t device = 0, inode = 0;
 };
 
 // A random-access, read-only byte source. Thread-compatible: one execute()

@@ -257,6 +257,28 @@ def test_mmap_views_map_the_file_pread_owns_its_memory(tmp_path):
     assert not rpt.load_file(str(path))["embed.weight"].any()
 
 
+def test_mmap_refuses_a_file_replaced_between_its_header_and_its_mapping(tmp_path):
+    # Same size, same header length, another layout: only the identity of the
+    # file tells them apart, and mapping the new one would cut the wrong bytes.
+    from ringsafe._mapped import MappedSource
+    from ringsafe._source import open_reader
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.arange(4, dtype=torch.float32), "b": torch.arange(8, dtype=torch.float16)}, str(path))
+    other = tmp_path / "other.safetensors"
+    spt.save_file({"a": torch.zeros(8, dtype=torch.float16), "b": torch.zeros(4, dtype=torch.float32)}, str(other))
+    assert other.stat().st_size == path.stat().st_size
+    assert other.read_bytes()[:8] == path.read_bytes()[:8]
+    reader = open_reader(str(path), {})
+    try:
+        os.replace(other, path)
+        with pytest.raises(ringsafe.SafetensorError, match="replaced") as e:
+            MappedSource(reader)
+        assert e.value.kind == "ObjectChanged"
+    finally:
+        reader.close()
+    assert torch.equal(rpt.load_file(str(path))["a"], torch.zeros(8, dtype=torch.float16))
+
+
 @pytest.mark.parametrize("backend", ["mmap", "pread"])
 def test_file_objects(tmp_path, backend):
     path, tensors = _checkpoint(tmp_path)

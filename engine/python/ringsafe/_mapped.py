@@ -33,6 +33,9 @@ class MappedSource(EngineSource):
         spec, size, data_start = self._shards[shard]
         m = MappedFile(spec)
         n = int.from_bytes(memoryview(m)[:8], "little") if m.size >= 8 else -1
+        if m.identity != self.reader.shard_identity(shard):
+            raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
+                                         f"(another file is at that path now)")
         if m.size != size or 8 + n != data_start:
             raise error("ObjectChanged", f"{spec} changed between reading its header and mapping it "
                                          f"({size} bytes then, {m.size} now)")
