@@ -10,6 +10,7 @@
 
 #include "blocking_call.hpp"
 #include "bindings.hpp"
+#include "ringsafe/device.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -294,7 +295,33 @@ void bind_reader(py::module_& m) {
                  read_plan plan = p.plan;
                  return new py_pending(start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }), p.keep);
              },
-             "Starts a plan on a call thread; returns a Pending to wait() on.");
+             "Starts a plan on a call thread; returns a Pending to wait() on.")
+        .def("read_to_device",
+             [](const py_reader& self, const std::vector<std::string>& names,
+                const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, bool stand_in,
+                std::size_t staging_size, std::size_t staging_count, const py::object& progress) {
+                 auto r = self.r;
+                 self.get();
+                 std::vector<device_span> spans;
+                 for (auto [addr, size] : dsts) spans.push_back({reinterpret_cast<void*>(addr), size});
+                 device_options o;
+                 o.device = device;
+                 o.stand_in = stand_in;
+                 o.staging_size = staging_size;
+                 o.staging_count = staging_count;
+                 // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
+                 run_blocking(
+                     [r, names, spans, o](pending_call& pc) {
+                         read_to_device(*r, r->select(names), spans, o, pc.control());
+                     },
+                     progress, false);
+             },
+             py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
+             py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
+             py::arg("progress") = py::none(),
+             "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
+             "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stand_in=True: the "
+             "destinations are host memory playing the device (no CUDA).");
 }
 
 }  // namespace ringsafe::python

@@ -139,3 +139,86 @@ def test_to_cuda_memory(checkpoint):
     for n in names:
         assert dev[n].cpu().numpy().tobytes() == data[n].tobytes(), n
     assert stats["staged_bytes"] == sum(a.nbytes for a in data.values())
+
+
+# device="cuda:N" through the loaders, with the stand-in (RINGSAFE_DEVICE_STAND_IN=1:
+# CPU tensors play the device, the engine's staging pipeline runs for real).
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    monkeypatch.setenv("RINGSAFE_DEVICE_STAND_IN", "1")
+    return pytest.importorskip("torch")
+
+
+def _torch_checkpoint(torch, tmp_path):
+    import safetensors.torch as spt
+    g = torch.Generator().manual_seed(25)
+    data = {
+        "embed.weight": torch.randn(300, 70, generator=g),
+        "layers.0.w": torch.randn(64, 33, generator=g).to(torch.bfloat16),
+        "layers.0.b": torch.randn(33, generator=g).to(torch.float16),
+        "steps": torch.arange(11, dtype=torch.int64),
+        "mask": torch.rand(17, generator=g) > 0.5,
+        "empty": torch.zeros(0, 4),
+        "scalar": torch.tensor(2.5),
+    }
+    path = tmp_path / "t.safetensors"
+    spt.save_file(data, str(path))
+    return str(path), data
+
+
+def test_load_file_to_a_device_goes_through_the_staging_pipeline(stand_in, tmp_path, monkeypatch):
+    torch = stand_in
+    import ringsafe.torch as rpt
+    path, data = _torch_checkpoint(torch, tmp_path)
+    calls = []
+    real = _ringsafe.Reader.read_to_device
+    monkeypatch.setattr(_ringsafe.Reader, "read_to_device",
+                        lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
+    seen = []
+    out = rpt.load_file(path, device="cuda:0", progress=lambda done, total: seen.append((done, total)))
+    assert list(out) == sorted(data)
+    for k, v in data.items():
+        assert out[k].dtype == v.dtype and out[k].shape == v.shape and torch.equal(out[k], v), k
+    (args, kwargs), = calls
+    assert kwargs["stand_in"] and kwargs["device"] == 0
+    assert "empty" not in args[0]  # zero-byte tensors need no copy
+    total = sum(v.numel() * v.element_size() for v in data.values())
+    assert seen and seen[-1] == (total, total)
+    sub = rpt.load_file(path, device=1, select="layers.*")
+    assert sorted(sub) == ["layers.0.b", "layers.0.w"]
+    assert torch.equal(sub["layers.0.w"], data["layers.0.w"])
+
+
+def test_iter_tensors_and_load_model_to_a_device(stand_in, tmp_path):
+    torch = stand_in
+    import ringsafe.torch as rpt
+    path, data = _torch_checkpoint(torch, tmp_path)
+    got = dict(rpt.iter_tensors(path, device="cuda:0", memory_limit=128 << 10))
+    assert sorted(got) == sorted(data)
+    for k, v in data.items():
+        assert torch.equal(got[k], v), k
+
+    model = torch.nn.Sequential(torch.nn.Linear(70, 300), torch.nn.Linear(300, 5).to(torch.float16))
+    state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+    state["1.weight"] = state["1.weight"].t().contiguous().t()  # any layout in the file is fine
+    import safetensors.torch as spt
+    spt.save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "m.safetensors"))
+    before = {k: v.data_ptr() for k, v in model.state_dict().items()}
+    assert rpt.load_model(model, str(tmp_path / "m.safetensors"), device="cuda:0") == (set(), [])
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, state[k]), k
+        assert v.data_ptr() == before[k]  # filled in place, not replaced
+
+
+def test_a_device_load_reports_a_missing_tensor_and_a_bad_file(stand_in, tmp_path):
+    import ringsafe.torch as rpt
+    path, _ = _torch_checkpoint(stand_in, tmp_path)
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        rpt.load_file(path, device="cuda:0", select=["nope"])
+    assert e.value.kind == "TensorNotFound"
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(pathlib.Path(path).read_bytes()[:-3])
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        rpt.load_file(str(bad), device="cuda:0")
+    assert e.value.kind == "MetadataIncompleteBuffer"

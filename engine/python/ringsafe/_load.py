@@ -1,6 +1,9 @@
 """Loading for both frameworks: whole checkpoints into one arena, bytes, the
 caller's own tensors, and the bounded-memory streaming iterator."""
 
+import os
+
+from . import _device
 from ._dtypes import error
 from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
@@ -11,6 +14,8 @@ from ._source import open_reader, open_source
 
 def load_file(adapter, filename, device, select, progress, backend, options):
     device = adapter.check_device(device)
+    if _device.applies(adapter, device) and isinstance(filename, (str, os.PathLike)):
+        return _load_to_device(adapter, filename, device, select, progress, options)
     source = open_source(filename, backend, options)
     try:
         names = source.resolve(select)
@@ -22,6 +27,19 @@ def load_file(adapter, filename, device, select, progress, backend, options):
     finally:
         source.close()
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
+
+
+def _load_to_device(adapter, filename, device, select, progress, options):
+    reader = open_reader(filename, options)
+    try:
+        by_name = {t[0]: t for t in reader.tensors()}
+        names = resolve(reader, list(by_name), select)
+        for n in names:
+            adapter.check_dtype(by_name[n][1], by_name[n][2], n)  # before any I/O
+        out = _device.load(adapter, reader, names, by_name, device, progress, f"loading {filename}")
+    finally:
+        reader.close()
+    return {n: out[n] for n in sorted(out)}
 
 
 def load_bytes(adapter, data, device):
@@ -108,7 +126,27 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
     except BaseException:
         reader.close()
         raise
+    if _device.applies(adapter, device):
+        return _stream_to_device(adapter, reader, by_name, batches, device, progress)
     return _stream(adapter, reader, by_name, batches, device, progress)
+
+
+def _stream_to_device(adapter, reader, by_name, batches, device, progress):
+    # Each batch straight into device memory; memory_limit bounds the batch
+    # (the engine's staging ring is its own, a few pinned buffers).
+    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    done = 0
+    try:
+        with progress_callback(progress, "streaming") as cb:
+            for batch in batches:
+                out = _device.load(adapter, reader, batch, by_name, device, None, "streaming")
+                for n in batch:
+                    done += by_name[n][4] - by_name[n][3]
+                    if cb:
+                        cb(done, total)
+                    yield n, out.pop(n)
+    finally:
+        reader.close()
 
 
 def _start(reader, by_name, batch):

@@ -4,7 +4,7 @@ reference handles them."""
 
 import torch
 
-from . import _write
+from . import _device, _write
 from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
@@ -40,8 +40,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
         if strict and (missing or unexpected):
             raise RuntimeError(_error_text(model, missing, unexpected))
         targets = [k for k in infos if k in state and k not in dropped]
-        direct, staged = [], []
-        sizes = []
+        direct, on_device, staged = [], [], []
         for k in targets:
             p, info = state[k], infos[k]
             file_shape = ADAPTER._type(info[1], info[2], k)[1]
@@ -49,9 +48,20 @@ def load_model(model, filename, strict, device, progress, backend, options):
                 raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {k}: copying a param with "
                                    f"shape {torch.Size(file_shape)} from checkpoint, the shape in current model is "
                                    f"{p.shape}.")
-            same = p.device.type == "cpu" and p.is_contiguous() and ADAPTER.describe(p, k, False)[0] == info[1]
-            (direct if same else staged).append(k)
-            sizes.append(info[4] - info[3])
+            same_dtype = ADAPTER.dtype_of(p) == info[1]
+            if same_dtype and _device.in_place(p, device):
+                on_device.append(k)  # straight into the parameter's device memory
+            elif same_dtype and p.device.type == "cpu" and p.is_contiguous():
+                direct.append(k)
+            else:
+                staged.append(k)
+        if on_device:
+            by_device = {}
+            for k in on_device:
+                by_device.setdefault(state[k].device, {})[k] = state[k]
+            for where, group in by_device.items():
+                _device.read_into(reader, device if where.type == "cpu" else where, group, progress,
+                                  f"loading {filename}")
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
                 dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
@@ -64,7 +74,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
                         state[k].copy_(views[k])
     finally:
         reader.close()
-    if device.type != "cpu":
+    if device.type != "cpu" and not (_device.stand_in() and device.type == "cuda"):
         model.to(device)
     return missing, unexpected
 

@@ -54,6 +54,15 @@ class _TorchAdapter:
                 out[name] = torch.frombuffer(buffer, dtype=t, count=nbytes // size, offset=off).view(s)
         return out
 
+    def dtype_of(self, tensor):
+        """The safetensors dtype name of a torch tensor's dtype, or None."""
+        return _NAMES.get(tensor.dtype)
+
+    def empty(self, dtype, shape, device, name):
+        """A new tensor of the file's dtype and shape on ``device`` (device memory for the engine to fill)."""
+        t, s = self._type(dtype, shape, name)
+        return torch.empty(s, dtype=t, device=device)
+
     def fresh(self, dtype, shape, nbytes, name):
         """(tensor, address) of new memory for one tensor."""
         t, s = self._type(dtype, shape, name)
