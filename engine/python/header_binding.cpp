@@ -8,6 +8,7 @@
 
 #include "bindings.hpp"
 #include "ringsafe/header.hpp"
+#include "ringsafe/selection.hpp"
 
 namespace py = pybind11;
 
@@ -65,6 +66,10 @@ void bind_header(py::module_& m) {
           },
           py::arg("json"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
           "Parses and validates the N header bytes of a file of `file_size` bytes: (tensors, metadata, data_start).");
+    m.def("glob_match", [](std::string_view pattern, std::string_view name) { return glob_match(pattern, name); },
+          py::arg("pattern"), py::arg("name"),
+          "The engine's glob rule (fnmatch without flags, on UTF-8 code points, \\ escapes), for sources "
+          "without a Reader.");
 }
 
 }  // namespace ringsafe::python

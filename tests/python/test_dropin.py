@@ -279,6 +279,16 @@ def test_mmap_refuses_a_file_replaced_between_its_header_and_its_mapping(tmp_pat
     assert torch.equal(rpt.load_file(str(path))["a"], torch.zeros(8, dtype=torch.float16))
 
 
+def test_globs_mean_the_same_for_paths_and_file_objects(tmp_path):
+    path = tmp_path / "g.safetensors"
+    spt.save_file({"w*": torch.ones(2), "wx": torch.zeros(2), "\u00e9t\u00e9": torch.ones(1)}, str(path))
+    for pattern, want in [("w\\*", ["w*"]), ("w?", ["w*", "wx"]), ("?t?", ["\u00e9t\u00e9"]), ("[!w]*", ["\u00e9t\u00e9"])]:
+        by_path = rpt.load_file(str(path), select=pattern)
+        with open(path, "rb") as f:
+            by_object = rpt.load_file(f, select=pattern)
+        assert sorted(by_path) == sorted(by_object) == sorted(want), pattern
+
+
 @pytest.mark.parametrize("backend", ["mmap", "pread"])
 def test_file_objects(tmp_path, backend):
     path, tensors = _checkpoint(tmp_path)

@@ -4,12 +4,11 @@ files (io.BytesIO, fsspec): read with the object's own seek() and readinto()
 backed by an operating-system file through /proc/self/fd instead.)"""
 
 import ctypes
-import fnmatch
 import io
 import threading
 
 from ._dtypes import error
-from ._ringsafe import parse_header, parse_prefix
+from ._ringsafe import glob_match, parse_header, parse_prefix
 from ._selection import is_glob
 
 
@@ -71,7 +70,7 @@ class StreamSource:
             if not isinstance(s, str):
                 raise TypeError(f"select= takes names or glob patterns (str), got {type(s).__name__}")
             if is_glob(s):
-                chosen.update(n for n in order if fnmatch.fnmatchcase(n, s))
+                chosen.update(n for n in order if glob_match(s, n))
             else:
                 self.check(s)
                 chosen.add(s)
