@@ -11,6 +11,7 @@
 
 #include "bindings.hpp"
 #include "blocking_call.hpp"
+#include "device_request.hpp"
 #include "ringsafe/device.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -30,13 +31,9 @@ void bind_device(py::module_& m) {
              const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, std::size_t staging_size,
              std::size_t staging_count, bool stand_in, std::optional<std::uint64_t> fail_copy_at,
              std::optional<std::uint64_t> cancel_at_copy, const py::object& progress) {
-              std::vector<device_span> spans;
-              for (auto [addr, size] : dsts) spans.push_back({reinterpret_cast<void*>(addr), size});
-              device_options o;
-              o.device = device;
-              o.staging_size = staging_size;
-              o.staging_count = staging_count;
-              o.stand_in = stand_in;
+              device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
+              auto& spans = q.spans;
+              auto& o = q.options;
               o.stand_in_fail_piece = fail_copy_at;
               device_read_stats stats;
               run_blocking(

@@ -10,7 +10,7 @@
 
 #include "blocking_call.hpp"
 #include "bindings.hpp"
-#include "ringsafe/device.hpp"
+#include "device_request.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -302,17 +302,11 @@ void bind_reader(py::module_& m) {
                 std::size_t staging_size, std::size_t staging_count, const py::object& progress) {
                  auto r = self.r;
                  self.get();
-                 std::vector<device_span> spans;
-                 for (auto [addr, size] : dsts) spans.push_back({reinterpret_cast<void*>(addr), size});
-                 device_options o;
-                 o.device = device;
-                 o.stand_in = stand_in;
-                 o.staging_size = staging_size;
-                 o.staging_count = staging_count;
+                 device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
                  // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
                  run_blocking(
-                     [r, names, spans, o](pending_call& pc) {
-                         read_to_device(*r, r->select(names), spans, o, pc.control());
+                     [r, names, q](pending_call& pc) {
+                         read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
                      },
                      progress, false);
              },
