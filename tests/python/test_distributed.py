@@ -380,6 +380,28 @@ def task_load(ctx, path, group_name, memory_limit, use_tp, select_mode, options,
     return {"bad": _diff(got, exp), "stats": stats, "names": sorted(got)}
 
 
+def task_reload(ctx, path):
+    """Loads twice; returns the arena-cache hits of the second load and whether it matched."""
+    import gc
+    group = ctx.groups["world"]
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    first = rd.load_file(path, group)
+    del first
+    gc.collect()
+    before = ringsafe.arena_cache_stats()["hits"]
+    again = rd.load_file(path, group)
+    hits = ringsafe.arena_cache_stats()["hits"] - before
+    return hits, _diff(again, _expected(path, None, rank, world)) == []
+
+
+def test_a_second_load_reuses_the_first_loads_memory(world2, files):
+    # CPU destinations come from the arena cache, as local loads' do: a process
+    # that loads again gets the pages it already faulted in back.
+    for hits, same in ok(world2.run(task_reload, files["model"])):
+        assert same
+        assert hits >= 1
+
+
 def _data_bytes(path):
     """Bytes of tensor data in the checkpoint (what one copy of it costs)."""
     r = ringsafe.Reader(path)

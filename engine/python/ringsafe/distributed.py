@@ -49,7 +49,7 @@ import torch
 
 from ._dtypes import error
 from ._engine_source import ALIGNMENT
-from ._ringsafe import Arena
+from ._memory import new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
 from ._dist_plan import _image_layout, _needs, _torch_shape
@@ -101,7 +101,7 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
                 size += nbytes
             items.append((n, off, t.dtype, [e - s for s, e in needs[n]] if t.shape else [], nbytes))
         if run.comm.type == "cpu":
-            arena = Arena(size, prefault=False) if size else b""
+            arena = new_arena(size) if size else b""  # the arena cache's pages, as the local loads use
             views = ADAPTER.views(arena, items)
             raw = torch.frombuffer(arena, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
         else:
