@@ -6,6 +6,7 @@ from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._progress import progress_callback
 from ._ringsafe import StreamWriter, save_declared, serialize
+from ._serialize import TensorSpec
 
 
 def _check_metadata(metadata):
@@ -41,6 +42,19 @@ def describe_all(adapter, tensors):
         owners.append(owner)
     return described, owners
 
+
+
+def tensor_specs(adapter, tensors, keep_alive_buffer):
+    """{name: TensorSpec} of a framework's dict of tensors (the reference's
+    _flatten / _flatten_as_ptr); what keeps their bytes alive goes into keep_alive_buffer."""
+    described, owners = describe_all(adapter, tensors)
+    keep_alive_buffer.extend(owners)
+    out = {}
+    for name, dtype, shape, addr, nbytes in described:
+        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
+        spec._dtype, spec._shape = dtype, list(shape)
+        out[name] = spec
+    return out
 
 def save_file(adapter, tensors, filename, metadata, sync, progress):
     described, owners = describe_all(adapter, tensors)

@@ -68,11 +68,4 @@ def _is_little_endian(tensor):
 
 def _flatten(tensor_dict, keep_alive_buffer):
     """{name: TensorSpec} of a dict of arrays; byte-swapped copies go into keep_alive_buffer."""
-    described, owners = _write.describe_all(ADAPTER, tensor_dict)
-    keep_alive_buffer.extend(owners)
-    out = {}
-    for name, dtype, shape, addr, nbytes in described:
-        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
-        spec._dtype, spec._shape = dtype, list(shape)
-        out[name] = spec
-    return out
+    return _write.tensor_specs(ADAPTER, tensor_dict, keep_alive_buffer)

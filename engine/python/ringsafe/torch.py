@@ -130,11 +130,4 @@ def _evaluate_tensors_for_save(tensors):
 
 def _flatten_as_ptr(tensors, keep_alive_buffer):
     """{name: TensorSpec} of a dict of tensors; what keeps their bytes alive goes into keep_alive_buffer."""
-    out = {}
-    described, owners = _write.describe_all(ADAPTER, tensors)
-    keep_alive_buffer.extend(owners)
-    for name, dtype, shape, addr, nbytes in described:
-        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
-        spec._dtype, spec._shape = dtype, list(shape)
-        out[name] = spec
-    return out
+    return _write.tensor_specs(ADAPTER, tensors, keep_alive_buffer)
