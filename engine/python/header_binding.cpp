@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "bindings.hpp"
+#include "header_objects.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/selection.hpp"
 
@@ -19,19 +20,8 @@ namespace {
 // (tensors, metadata, data_start): tensors as (name, dtype, shape, begin, end, 0) in data order.
 py::tuple header_tuple(const header& h) {
     py::list tensors;
-    for (const auto& t : h.tensors) {
-        py::list shape;
-        for (auto d : t.shape) shape.append(d);
-        tensors.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape, t.begin,
-                                      t.end, 0));
-    }
-    py::object md = py::none();
-    if (h.metadata) {
-        py::dict d;
-        for (const auto& [k, v] : *h.metadata) d[py::str(k)] = py::str(v);
-        md = d;
-    }
-    return py::make_tuple(tensors, md, h.data_start());
+    for (const auto& t : h.tensors) tensors.append(tensor_tuple(t, 0));
+    return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
 }
 
 std::span<const std::byte> bytes_of(const py::buffer_info& b) {

@@ -11,6 +11,7 @@
 #include "blocking_call.hpp"
 #include "bindings.hpp"
 #include "device_request.hpp"
+#include "header_objects.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -142,13 +143,6 @@ struct py_plan {
     std::vector<py::object> keep;
 };
 
-py::object metadata_object(const std::optional<metadata_map>& md) {
-    if (!md) return py::none();
-    py::dict d;
-    for (const auto& [k, v] : *md) d[py::str(k)] = py::str(v);
-    return d;
-}
-
 }  // namespace
 
 void bind_reader(py::module_& m) {
@@ -205,13 +199,7 @@ void bind_reader(py::module_& m) {
                  const reader& r = self.get();
                  py::list out;
                  auto ts = r.tensors();
-                 for (std::uint32_t i = 0; i < ts.size(); ++i) {
-                     const auto& t = ts[i];
-                     py::list shape;
-                     for (auto d : t.shape) shape.append(d);
-                     out.append(py::make_tuple(py::str(t.name), py::str(std::string(dtype_name(t.dtype))), shape,
-                                               t.begin, t.end, r.shard_of(i)));
-                 }
+                 for (std::uint32_t i = 0; i < ts.size(); ++i) out.append(tensor_tuple(ts[i], r.shard_of(i)));
                  return out;
              },
              "Every tensor in data order: (name, dtype, shape, begin, end, shard).")
