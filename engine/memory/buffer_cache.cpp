@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -180,15 +181,21 @@ void set_buffer_cache_limit(std::uint64_t bytes) noexcept {
     {
         std::lock_guard lk(c.m);
         c.limit = bytes;
-        // Only what no longer fits goes back to the kernel, largest buffers first.
+        // Only what no longer fits goes back to the kernel, largest buffers
+        // first: sorted by size, the tail is cut off.
         std::sort(c.entries.begin(), c.entries.end(),
-                  [](const entry& a, const entry& b) { return capacity(a.buffer) > capacity(b.buffer); });
-        while (c.bytes > c.limit && !c.entries.empty()) {
-            c.bytes -= capacity(c.entries.front().buffer);
-            c.stats.released += capacity(c.entries.front().buffer);
-            drop.push_back(std::move(c.entries.front()));
-            c.entries.erase(c.entries.begin());
+                  [](const entry& a, const entry& b) { return capacity(a.buffer) < capacity(b.buffer); });
+        auto keep = c.entries.end();
+        while (c.bytes > c.limit && keep != c.entries.begin()) {
+            --keep;
+            c.bytes -= capacity(keep->buffer);
+            c.stats.released += capacity(keep->buffer);
         }
+        try {
+            drop.assign(std::make_move_iterator(keep), std::make_move_iterator(c.entries.end()));
+        } catch (const std::bad_alloc&) {  // no room to move them out: they are freed under the lock
+        }
+        c.entries.erase(keep, c.entries.end());
     }
 }
 
