@@ -1,6 +1,8 @@
-// read_to_device(): checks the call, picks the copier (CUDA or the host
-// stand-in) and runs the staging pipeline.
+// read_to_device() and device_stager: check the call, pick the copier (CUDA
+// or the host stand-in), keep it and its staging ring, run the pipeline.
 #include <exception>
+#include <mutex>
+#include <vector>
 
 #include "format/error_context.hpp"
 
@@ -10,16 +12,77 @@
 
 namespace ringsafe {
 
+struct device_stager::impl {
+    device_options opts;
+    mutable std::mutex m;
+    // Declared before the staging buffers: they are freed first.
+    std::unique_ptr<device::copier> copier;
+    std::vector<device::staging_block> memory;
+
+    device::copier& get() {
+        if (!copier) {
+            if (opts.stand_in)
+                copier = std::make_unique<device::host_copier>(
+                    opts.staging_count, device::stand_in_hooks{opts.stand_in_fail_piece, opts.stand_in_before_copy});
+            else
+                copier = device::make_cuda_copier(opts.device, opts.staging_count);
+        }
+        return *copier;
+    }
+    void drop() noexcept {
+        memory.clear();
+        copier.reset();
+    }
+};
+
+device_stager::device_stager(const device_options& opts) : impl_(std::make_unique<impl>()) {
+    device::check_options(opts);
+    impl_->opts = opts;
+}
+
+device_stager::~device_stager() = default;
+device_stager::device_stager(device_stager&&) noexcept = default;
+device_stager& device_stager::operator=(device_stager&&) noexcept = default;
+
+device_read_stats device_stager::read(reader& r, const selection& sel, std::span<const device_span> dsts,
+                                      const read_control& ctl) {
+    if (!impl_) raise(errc::InvalidArgument, "device_stager: used after a move");
+    std::lock_guard lk(impl_->m);
+    device::check_targets(r, sel, dsts, impl_->opts);  // before loading anything
+    try {
+        return device::staged_read(r, sel, dsts, impl_->opts, ctl, impl_->get(), impl_->memory);
+    } catch (...) {
+        // Any failure: a copy error may leave a CUDA stream unusable, so the
+        // next read starts from a new copier and ring (every copy was waited for).
+        impl_->drop();
+        throw;
+    }
+}
+
+std::size_t device_stager::staging_buffers() const {
+    if (!impl_) return 0;
+    std::lock_guard lk(impl_->m);
+    std::size_t n = 0;
+    for (const auto& b : impl_->memory) n += b.data() != nullptr;
+    return n;
+}
+
+void device_stager::release() {
+    if (!impl_) return;
+    std::lock_guard lk(impl_->m);
+    impl_->drop();
+}
+
+const device_options& device_stager::options() const noexcept {
+    static const device_options none;
+    return impl_ ? impl_->opts : none;
+}
+
 device_read_stats read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
                                  const device_options& opts, const read_control& ctl) {
-    device::check_targets(r, sel, dsts, opts);  // before loading anything
-    std::unique_ptr<device::copier> c;
-    if (opts.stand_in)
-        c = std::make_unique<device::host_copier>(opts.staging_count,
-                                                  device::stand_in_hooks{opts.stand_in_fail_piece, opts.stand_in_before_copy});
-    else
-        c = device::make_cuda_copier(opts.device, opts.staging_count);
-    return device::staged_read(r, sel, dsts, opts, ctl, *c);
+    device::check_targets(r, sel, dsts, opts);  // before loading anything (and before any CUDA)
+    device_stager s(opts);
+    return s.read(r, sel, dsts, ctl);
 }
 
 bool read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,

@@ -25,7 +25,6 @@ struct window {
 };
 
 struct slot {
-    staging_block memory;
     bool busy = false;            // submitted, not yet waited for
     std::vector<window> windows;  // what its copies complete
 };
@@ -37,8 +36,7 @@ struct slot {
 
 }  // namespace
 
-void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,
-                   const device_options& opts) {
+void check_options(const device_options& opts) {
     if (opts.staging_size == 0 || opts.staging_count < 2 || opts.staging_count > 1024)
         raise(errc::InvalidArgument, "read_to_device: staging_size must be at least 1 and staging_count in 2..1024 (got " +
                                          std::to_string(opts.staging_size) + " and " +
@@ -46,6 +44,11 @@ void check_targets(const reader& r, const selection& sel, std::span<const device
     if (opts.device < 0) raise(errc::InvalidArgument, "read_to_device: device index " + std::to_string(opts.device) + " is negative");
     if (!opts.stand_in && (opts.stand_in_fail_piece || opts.stand_in_before_copy))
         raise(errc::InvalidArgument, "read_to_device: stand_in_fail_piece and stand_in_before_copy need stand_in");
+}
+
+void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,
+                   const device_options& opts) {
+    check_options(opts);
     // The reader's own checks (selection, count, sizes, overlap): planning touches no memory.
     std::vector<std::span<std::byte>> spans;
     spans.reserve(dsts.size());
@@ -54,7 +57,8 @@ void check_targets(const reader& r, const selection& sel, std::span<const device
 }
 
 device_read_stats staged_read(reader& r, const selection& sel, std::span<const device_span> dsts,
-                              const device_options& opts, const read_control& ctl, copier& c) {
+                              const device_options& opts, const read_control& ctl, copier& c,
+                              std::vector<staging_block>& memory) {
     check_targets(r, sel, dsts, opts);
     const auto tensors = r.tensors();
     const auto idx = sel.indices();
@@ -92,6 +96,7 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
     if (staged.empty()) return stats;
 
     std::vector<slot> ring(opts.staging_count);
+    if (memory.size() < ring.size()) memory.resize(ring.size());
     // Waits for slot `s`'s copies; its windows' bytes are then on the device.
     const auto retire = [&](slot& s) {
         if (!s.busy) return;
@@ -127,7 +132,8 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
             const std::size_t slot_index = next;
             next = (next + 1) % ring.size();
             retire(s);
-            if (!s.memory.data()) s.memory = c.allocate_staging(opts.staging_size);
+            staging_block& block = memory[slot_index];
+            if (!block.data()) block = c.allocate_staging(opts.staging_size);
             s.windows.clear();
             std::vector<read_request> reqs;
             std::vector<copy_piece> pieces;
@@ -135,7 +141,7 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
             while (k < staged.size() && reqs.size() < max_windows && used < opts.staging_size) {
                 const std::size_t t = staged[k];
                 const std::uint64_t n = std::min<std::uint64_t>(info(t).size() - offset, opts.staging_size - used);
-                std::byte* at = s.memory.data() + used;
+                std::byte* at = block.data() + used;
                 reqs.push_back({info(t).name, {}, {at, n}, dim_range{offset, offset + n}});
                 pieces.push_back({static_cast<std::byte*>(dsts[t].data) + offset, at, n, &info(t).name, offset});
                 s.windows.push_back({t, n});

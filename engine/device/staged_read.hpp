@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "device/copier.hpp"
 #include "ringsafe/device.hpp"
@@ -11,15 +12,20 @@
 
 namespace ringsafe::device {
 
+// Checks the staging options (InvalidArgument naming the bad one).
+void check_options(const device_options& opts);
+
 // Checks the options and every destination as reader::plan() would
 // (selection, count, sizes, overlap) without any I/O. Throws ringsafe::error.
 void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,
                    const device_options& opts);
 
 // read_to_device() with the copier `c` (which must have opts.staging_count
-// slots). On return, also by exception, every submitted slot has been waited
-// for and every staging block allocated here is freed.
+// slots) and the staging buffers in `memory` (slot i uses memory[i]; missing
+// ones are allocated from `c` and kept there for the next call). On return,
+// also by exception, every submitted slot has been waited for.
 device_read_stats staged_read(reader& r, const selection& sel, std::span<const device_span> dsts,
-                              const device_options& opts, const read_control& ctl, copier& c);
+                              const device_options& opts, const read_control& ctl, copier& c,
+                              std::vector<staging_block>& memory);
 
 }  // namespace ringsafe::device

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,23 @@ void bind_device(py::module_& m) {
               return py::make_tuple(ok, why);
           },
           "(True, '') when the CUDA runtime can be loaded, else (False, the reason).");
+    py::class_<device_stager, std::shared_ptr<device_stager>>(
+        m, "DeviceStager",
+        "A staging ring and copier kept across device reads (Reader.read_to_device(..., stager=)): pinned "
+        "buffers made on first use and reused, freed by close().")
+        .def(py::init([](int device, bool stand_in, std::size_t staging_size, std::size_t staging_count) {
+                 return std::make_shared<device_stager>(
+                     device_request_of({}, device, staging_size, staging_count, stand_in).options);
+             }),
+             py::arg("device") = 0, py::arg("stand_in") = false, py::arg("staging_size") = std::size_t{16} << 20,
+             py::arg("staging_count") = 4)
+        .def_property_readonly("staging_buffers", &device_stager::staging_buffers,
+                               "Staging buffers held now (at most staging_count).")
+        .def_property_readonly("device", [](const device_stager& s) { return s.options().device; })
+        .def_property_readonly("stand_in", [](const device_stager& s) { return s.options().stand_in; })
+        .def("close", &device_stager::release, py::call_guard<py::gil_scoped_release>(),
+             "Frees the staging buffers and the copier now (waits for a read in progress); a later read makes "
+             "them again.");
     m.def("read_to_device",
           [](const std::string& spec, const std::vector<std::string>& names,
              const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, std::size_t staging_size,

@@ -287,23 +287,28 @@ void bind_reader(py::module_& m) {
         .def("read_to_device",
              [](const py_reader& self, const std::vector<std::string>& names,
                 const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, bool stand_in,
-                std::size_t staging_size, std::size_t staging_count, const py::object& progress) {
+                std::size_t staging_size, std::size_t staging_count, const py::object& progress,
+                std::shared_ptr<device_stager> stager) {
                  auto r = self.r;
                  self.get();
                  device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
                  // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
                  run_blocking(
-                     [r, names, q](pending_call& pc) {
-                         read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
+                     [r, names, q, stager](pending_call& pc) {
+                         if (stager)
+                             stager->read(*r, r->select(names), q.spans, pc.control());
+                         else
+                             read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
                      },
                      progress, false);
              },
              py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
              py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
-             py::arg("progress") = py::none(),
+             py::arg("progress") = py::none(), py::arg("stager") = py::none(),
              "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
              "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stand_in=True: the "
-             "destinations are host memory playing the device (no CUDA).");
+             "destinations are host memory playing the device (no CUDA). stager: a DeviceStager whose ring "
+             "and options are used instead (kept across calls).");
 }
 
 }  // namespace ringsafe::python

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,6 +77,33 @@ device_read_stats read_to_device(reader& r, const selection& sel, std::span<cons
 // Non-throwing form: false and `st` filled on failure.
 bool read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
                     const device_options& opts, const read_control& ctl, status& st) noexcept;
+
+// A staging ring and copier kept across device reads: the pinned buffers and
+// the CUDA stream are made on first use and reused by every read(), so a
+// caller reading one tensor at a time (safe_open's get_tensor, a streamed
+// load's batches) pays for them once. read()s run one at a time (a mutex).
+class device_stager {
+public:
+    // Checks `opts` (InvalidArgument as read_to_device()); loads nothing yet.
+    explicit device_stager(const device_options& opts = {});
+    ~device_stager();  // frees the staging buffers (no copy is in flight between reads)
+    device_stager(device_stager&&) noexcept;
+    device_stager& operator=(device_stager&&) noexcept;
+
+    // read_to_device() through this stager's ring: the same checks, errors and
+    // guarantees. After a failed copy the copier is made anew on the next read.
+    device_read_stats read(reader& r, const selection& sel, std::span<const device_span> dsts,
+                           const read_control& ctl = {});
+    // Staging buffers held now (at most the options' staging_count).
+    std::size_t staging_buffers() const;
+    // Frees the staging buffers and the copier now; the next read makes them again.
+    void release();
+    const device_options& options() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
 
 // True when the CUDA runtime can be loaded; otherwise false, with the reason in `why` when given.
 bool cuda_runtime_available(std::string* why = nullptr) noexcept;

@@ -75,6 +75,13 @@ device_options stand_in(std::size_t staging_size, std::size_t count) {
     return o;
 }
 
+// Staging buffers a caller-owned ring holds (staged_read keeps them there).
+std::size_t held(const std::vector<device::staging_block>& mem) {
+    std::size_t n = 0;
+    for (const auto& b : mem) n += b.data() != nullptr;
+    return n;
+}
+
 std::vector<tensor_spec> every_dtype() {
     std::vector<tensor_spec> specs;
     for (int i = 0; i < dtype_count; ++i) {
@@ -161,13 +168,16 @@ TEST_CASE("an injected copy failure names the tensor, does not hang and returns 
         device::stand_in_hooks hooks;
         hooks.fail_piece = 1;
         device::host_copier c(opts.staging_count, hooks);
-        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, opts, {}, c); });
+        std::vector<device::staging_block> mem;
+        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, opts, {}, c, mem); });
         CHECK(what.find("'first' bytes [4096, 8192)") != std::string::npos);
         CHECK(c.outstanding() == 0);
+        CHECK(device::host_copier::live_staging() == held(mem));  // nothing allocated outside the ring
+        mem.clear();
         CHECK(device::host_copier::live_staging() == 0);
-        // The copier is usable again: a clean read after the failure is exact.
+        // A new copier works: a clean read after the failure is exact.
         device::host_copier again(opts.staging_count);
-        device::staged_read(f.r, f.r.all(), t.spans, opts, {}, again);
+        device::staged_read(f.r, f.r.all(), t.spans, opts, {}, again, mem);
         CHECK(t.exact(specs));
         CHECK(again.outstanding() == 0);
     }
@@ -187,12 +197,14 @@ TEST_CASE("a read failure while copies are in flight drains them and returns eve
     f.src->fail_at = f.file.data_start + f.file.begin[1] + 50000;  // in "b"
     f.src->piece = 1024;
     device::host_copier c(3);
-    std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(8192, 3), {}, c); });
+    std::vector<device::staging_block> mem;
+    std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(8192, 3), {}, c, mem); });
     CHECK(what.find("IoError") == 0);
     CHECK(what.find("injected failure") != std::string::npos);
     CHECK(what.find("'b'") != std::string::npos);
     CHECK(c.outstanding() == 0);
-    CHECK(device::host_copier::live_staging() == 0);
+    CHECK(held(mem) <= 3);
+    CHECK(device::host_copier::live_staging() == held(mem));
 }
 
 TEST_CASE("cancellation stops the load between staging buffers") {
@@ -210,11 +222,12 @@ TEST_CASE("cancellation stops the load between staging buffers") {
             if (piece == 5) stop = true;
         };
         device::host_copier c(2, hooks);
-        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(4096, 2), ctl, c); });
+        std::vector<device::staging_block> mem;
+        std::string what = kind_of([&] { device::staged_read(f.r, f.r.all(), t.spans, stand_in(4096, 2), ctl, c, mem); });
         CHECK(what.find("Cancelled") == 0);
         CHECK(done == 0);
         CHECK(c.outstanding() == 0);
-        CHECK(device::host_copier::live_staging() == 0);
+        CHECK(device::host_copier::live_staging() == held(mem));
         // What did land is exact: the first 4096-byte pieces.
         auto want = tensor_bytes("w", 400000);
         CHECK(std::memcmp(t.mem[0].data(), want.data(), 5 * 4096) == 0);
@@ -229,6 +242,68 @@ TEST_CASE("cancellation stops the load between staging buffers") {
         CHECK(copies == 0);
         CHECK(f.src->executed.empty());
     }
+}
+
+TEST_CASE("a stager keeps one staging ring across reads and frees it on release") {
+    std::vector<tensor_spec> specs = {{"a", "F32", {3000}, 12000}, {"b", "U8", {777}, 777}, {"c", "BF16", {9000}, 18000}};
+    fixture f(specs);
+    targets t(specs);
+    device_stager s(stand_in(4096, 3));
+    CHECK(s.staging_buffers() == 0);  // nothing before the first read
+    CHECK(device::host_copier::live_staging() == 0);
+    // One tensor at a time, as safe_open's get_tensor reads.
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        auto stats = s.read(f.r, f.r.select({specs[i].name}), std::span(t.spans).subspan(i, 1));
+        CHECK(stats.staged_bytes == specs[i].bytes);
+        CHECK(s.staging_buffers() <= 3);
+        CHECK(device::host_copier::live_staging() == s.staging_buffers());
+    }
+    CHECK(t.exact(specs));
+    CHECK(s.staging_buffers() == 3);  // "a" alone filled all three, and later reads reused them
+    targets again(specs);
+    s.read(f.r, f.r.all(), again.spans);
+    CHECK(again.exact(specs));
+    CHECK(device::host_copier::live_staging() == 3);
+    s.release();
+    CHECK(s.staging_buffers() == 0);
+    CHECK(device::host_copier::live_staging() == 0);
+    targets third(specs);
+    s.read(f.r, f.r.all(), third.spans);  // made again on demand
+    CHECK(third.exact(specs));
+}
+
+TEST_CASE("a stager frees its ring after a failure and reads cleanly next time") {
+    std::vector<tensor_spec> specs = {{"a", "U8", {100000}, 100000}, {"b", "U8", {100000}, 100000}};
+    fixture f(specs);
+    f.src->piece = 1024;
+    device_stager s(stand_in(8192, 3));
+    SECTION("a read error") {
+        f.src->fail_at = f.file.data_start + f.file.begin[1] + 50000;  // in "b"
+        targets t(specs);
+        CHECK(kind_of([&] { s.read(f.r, f.r.all(), t.spans); }).find("'b'") != std::string::npos);
+        CHECK(s.staging_buffers() == 0);
+        CHECK(device::host_copier::live_staging() == 0);
+        f.src->fail_at.reset();
+    }
+    SECTION("a cancel") {
+        std::atomic<bool> stop{true};
+        read_control ctl;
+        ctl.cancel = &stop;
+        targets t(specs);
+        CHECK(kind_of([&] { s.read(f.r, f.r.all(), t.spans, ctl); }).find("Cancelled") == 0);
+        CHECK(device::host_copier::live_staging() == 0);
+    }
+    targets t(specs);
+    s.read(f.r, f.r.all(), t.spans);
+    CHECK(t.exact(specs));
+}
+
+TEST_CASE("a stager's options are checked when it is made") {
+    CHECK(kind_of([] { device_stager s(stand_in(4096, 1)); }).find("InvalidArgument") == 0);
+    CHECK(kind_of([] { device_stager s(stand_in(0, 2)); }).find("InvalidArgument") == 0);
+    auto o = stand_in(4096, 2);
+    o.device = -1;
+    CHECK(kind_of([&] { device_stager s(o); }).find("device index -1") != std::string::npos);
 }
 
 TEST_CASE("destinations and options are checked before any I/O") {

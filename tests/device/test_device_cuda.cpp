@@ -111,6 +111,28 @@ TEST_CASE("a tensor much larger than the staging ring, and host destinations rea
     api.free_host(pinned);
 }
 
+TEST_CASE("a stager reuses its pinned ring across one-tensor reads") {
+    const auto& api = need_cuda();
+    std::vector<tensor_spec> specs = {{"a", "F32", {300000}, 1200000}, {"b", "F16", {4097}, 8194}, {"c", "U8", {5}, 5}};
+    temp_dir dir;
+    reader r = open_built(dir, specs);
+    device_options o;
+    o.staging_size = 256u << 10;
+    o.staging_count = 3;
+    device_stager s(o);
+    for (int round = 0; round < 2; ++round)
+        for (std::size_t i = 0; i < specs.size(); ++i) {
+            device_memory m(api, specs[i].bytes);
+            std::vector<device_span> one = {{m.p, m.size}};
+            s.read(r, r.select({specs[i].name}), one);
+            CHECK(m.read_back() == tensor_bytes(specs[i].name, specs[i].bytes));
+            CHECK(s.staging_buffers() <= 3);
+        }
+    CHECK(s.staging_buffers() == 3);
+    s.release();
+    CHECK(s.staging_buffers() == 0);
+}
+
 TEST_CASE("a device index that does not exist fails naming CUDA's error") {
     const auto& api = need_cuda();
     temp_dir dir;

@@ -222,3 +222,52 @@ def test_a_device_load_reports_a_missing_tensor_and_a_bad_file(stand_in, tmp_pat
     with pytest.raises(ringsafe.SafetensorError) as e:
         rpt.load_file(str(bad), device="cuda:0")
     assert e.value.kind == "MetadataIncompleteBuffer"
+
+
+def _recording(monkeypatch):
+    calls = []
+    real = _ringsafe.Reader.read_to_device
+    monkeypatch.setattr(_ringsafe.Reader, "read_to_device",
+                        lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_safe_open_on_a_device_reads_through_one_staging_ring(stand_in, tmp_path, monkeypatch, backend):
+    torch = stand_in
+    path, data = _torch_checkpoint(torch, tmp_path)
+    calls = _recording(monkeypatch)
+    with ringsafe.safe_open(path, "pt", device="cuda:0", backend=backend) as f:
+        for k in f.keys():
+            got = f.get_tensor(k)
+            assert got.dtype == data[k].dtype and got.shape == data[k].shape and torch.equal(got, data[k]), k
+        both = f.get_tensors()
+        assert list(both) == sorted(data)
+        assert all(torch.equal(both[k], data[k]) for k in data)
+        stagers = {id(kw["stager"]) for _, kw in calls}
+        stager = calls[0][1]["stager"]
+    # One engine read per non-empty get_tensor, one for get_tensors, all through one ring.
+    assert len(calls) == len(data) + 1
+    assert len(stagers) == 1 and stager is not None and stager.stand_in and stager.device == 0
+    assert stager.staging_buffers == 0  # close() freed the ring
+
+
+def test_iter_tensors_on_a_device_keeps_one_ring_for_every_batch(stand_in, tmp_path, monkeypatch):
+    torch = stand_in
+    import ringsafe.torch as rpt
+    path, data = _torch_checkpoint(torch, tmp_path)
+    calls = _recording(monkeypatch)
+    got = dict(rpt.iter_tensors(path, device="cuda:0", memory_limit=96 << 10))
+    assert all(torch.equal(got[k], data[k]) for k in data)
+    assert len(calls) > 2
+    assert len({id(kw["stager"]) for _, kw in calls}) == 1
+    assert calls[0][1]["stager"].staging_buffers == 0  # freed when the stream ended
+
+
+def test_a_device_stager_checks_its_options():
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        _ringsafe.DeviceStager(staging_count=1, stand_in=True)
+    assert e.value.kind == "InvalidArgument" and "staging_count" in str(e.value)
+    s = _ringsafe.DeviceStager(stand_in=True)
+    assert s.staging_buffers == 0
+    s.close()

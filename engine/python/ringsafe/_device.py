@@ -44,20 +44,29 @@ def _index(device):
     return torch.cuda.current_device()
 
 
-def read_into(reader, device, targets, progress, description):
+def stager(device):
+    """A DeviceStager for ``device``: a staging ring kept across reads (what
+    a handle reading one tensor, or one batch, at a time reuses)."""
+    from ._ringsafe import DeviceStager
+    return DeviceStager(device=_index(device), stand_in=stand_in())
+
+
+def read_into(reader, device, targets, progress, description, staging=None):
     """Reads {name: tensor} (contiguous, on ``device``, or on the CPU with the
-    stand-in) straight from the file into the tensors' memory."""
+    stand-in) straight from the file into the tensors' memory, through
+    ``staging`` (a DeviceStager) when given, else a ring made for this call."""
     names = [n for n, t in targets.items() if t.numel()]
     dsts = [(targets[n].data_ptr(), targets[n].numel() * targets[n].element_size()) for n in names]
     with progress_callback(progress, description) as cb:
-        reader.read_to_device(names, dsts, device=_index(device), stand_in=stand_in(), progress=cb)
+        reader.read_to_device(names, dsts, device=_index(device), stand_in=stand_in(), progress=cb,
+                              stager=staging)
 
 
-def load(adapter, reader, names, by_name, device, progress, description):
+def load(adapter, reader, names, by_name, device, progress, description, staging=None):
     """{name: tensor} of ``names``, each a new tensor on ``device`` filled by the engine."""
     where = "cpu" if stand_in() else device
     out = {n: adapter.empty(by_name[n][1], by_name[n][2], where, n) for n in names}
-    read_into(reader, device, out, progress, description)
+    read_into(reader, device, out, progress, description, staging)
     return out
 
 

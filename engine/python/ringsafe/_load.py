@@ -136,16 +136,20 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
     # (the engine's staging ring is its own, a few pinned buffers).
     total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
     done = 0
+    staging = None
     try:
+        staging = _device.stager(device)  # one ring for every batch
         with progress_callback(progress, "streaming") as cb:
             for batch in batches:
-                out = _device.load(adapter, reader, batch, by_name, device, None, "streaming")
+                out = _device.load(adapter, reader, batch, by_name, device, None, "streaming", staging)
                 for n in batch:
                     done += by_name[n][4] - by_name[n][3]
                     if cb:
                         cb(done, total)
                     yield n, out.pop(n)
     finally:
+        if staging is not None:
+            staging.close()
         reader.close()
 
 

@@ -1,5 +1,6 @@
 """safe_open: the reference's lazy, per-tensor API on ringsafe's sources."""
 
+from . import _device
 from ._dtypes import error
 from ._frameworks import adapter_for
 from ._index import plan_index
@@ -13,6 +14,8 @@ class safe_open:
     ``safetensors.safe_open`` does: ``with safe_open(path, framework="pt") as f:
     f.get_tensor(name)``. ``filename`` may be a path, an http(s):// or s3://
     URL, a sharded ``*.index.json`` or an open binary file object.
+    ``device="cuda:N"``: get_tensor and get_tensors read straight into device
+    memory through one ring of pinned staging buffers kept until close().
     ``backend="mmap"`` (default): a local file's tensors are zero-copy views of
     a private mapping, made resident before they are handed out, and the file
     is read ahead in file order; ``"pread"`` (and every remote source): owned
@@ -32,6 +35,10 @@ class safe_open:
             self._source.close()
             raise
         self._selected = set(self._order)
+        # device="cuda:N" on an engine source: tensors are read straight into
+        # device memory through one staging ring kept for the handle's life.
+        self._direct = _device.applies(self._adapter, self._device) and hasattr(self._source, "reader")
+        self._staging = None
 
     def __enter__(self):
         return self
@@ -42,6 +49,9 @@ class safe_open:
 
     def close(self):
         """Releases the file (tensors handed out stay valid); later calls raise SafetensorError."""
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            staging.close()
         self._source.close()
 
     def _open_source(self):
@@ -75,7 +85,17 @@ class safe_open:
         """One whole tensor: a view of the mapping (mmap), or new memory."""
         info = self._info(name)
         self._adapter.check_dtype(info[1], info[2], name)
+        if self._direct:
+            return self._to_device([name], None)[name]
         return self._adapter.to_device(self._source.one(self._adapter, name), self._device)
+
+    def _to_device(self, names, progress):
+        # {name: tensor} read by the engine into new device tensors.
+        if self._staging is None:
+            self._staging = _device.stager(self._device)
+        source = self._open_source()
+        return _device.load(self._adapter, source.reader, names, source.by_name, self._device, progress,
+                            "loading", self._staging)
 
     def get_tensors(self, progress=None):
         """Every (selected) tensor, {name: tensor} sorted by name, made
@@ -83,6 +103,9 @@ class safe_open:
         source = self._open_source()
         for n in self._order:
             self._adapter.check_dtype(source.by_name[n][1], source.by_name[n][2], n)
+        if self._direct:
+            out = self._to_device(self._order, progress)
+            return {n: out[n] for n in sorted(out)}
         with progress_callback(progress, "loading") as cb:
             views = source.load(self._adapter, self._order, cb)
         return {n: self._adapter.to_device(views[n], self._device) for n in sorted(views)}
