@@ -41,9 +41,9 @@ make it noisy); the arms' checksums must agree. hot: the file is read once
 (read(2)) before each repetition; cold: fsync + POSIX_FADV_DONTNEED before each
 repetition ("guest-cold": the VM's host may still cache it), checked with
 mincore(2); a `dd iflag=direct bs=16M` row gives the disk's own rate in the
-same run, and two cold-only ceiling arms read the file on 8 threads into reused
-buffers: through the page cache (the most a mapped load can reach) and with
-O_DIRECT (the disk's parallel rate). peak RSS = VmHWM minus the RSS after imports. GB = 1e9 bytes.
+same run, and two cold-only baseline arms read the file on 8 threads into reused
+buffers, through the page cache (the cost of filling it, which a mapped load
+also pays) and with O_DIRECT. peak RSS = VmHWM minus the RSS after imports. GB = 1e9 bytes.
 """
 
 import argparse
@@ -67,14 +67,15 @@ MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the p
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
-# Ceilings, cold only: 8 threads read the file in 8 MiB pieces into buffers they
-# reuse, through the page cache (the fastest a mapped load can make it
-# resident) and with O_DIRECT (the disk's parallel rate; a streamer's bound).
-CEIL_CACHE, CEIL_DIRECT = "ceiling: page cache fill (8 threads)", "ceiling: O_DIRECT (8 threads)"
-COLD_ONLY = (CEIL_CACHE, CEIL_DIRECT)
+# Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
+# they reuse (no fresh memory, nothing kept), through the page cache (what
+# filling the page cache costs, which a mapped load must also pay) and with
+# O_DIRECT (plain parallel disk reads; a streamer may do better).
+BASE_CACHE, BASE_DIRECT = "baseline: 8 x pread 8 MiB, page cache", "baseline: 8 x pread 8 MiB, O_DIRECT"
+COLD_ONLY = (BASE_CACHE, BASE_DIRECT)
 ARMS = {
     "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, MINE_STREAM, RUNAI, RUNAI_BUF, FST, FST_BUF,
-                  CEIL_CACHE, CEIL_DIRECT],
+                  BASE_CACHE, BASE_DIRECT],
     "load_model": [REF, MINE, RUNAI_BUF, FST_BUF],
     "loop": [REF, MINE],
     "sharded": [REF, MINE],
@@ -232,7 +233,7 @@ def _fst_stream(path, torch, each):
         loader.close()
 
 
-def read_ceiling(path, direct, threads=8, piece=8 << 20):
+def read_baseline(path, direct, threads=8, piece=8 << 20):
     """Reads the whole file on `threads` threads, `piece` bytes per read, each
     thread into one page-aligned buffer it reuses (no fresh memory)."""
     import mmap
@@ -311,7 +312,7 @@ def child(op, arm, path, work):
 
     t0 = time.perf_counter()
     if arm in COLD_ONLY:
-        read_ceiling(path, arm == CEIL_DIRECT)
+        read_baseline(path, arm == BASE_DIRECT)
         acc[0] = None
     elif op in ("load_file", "pss"):
         if arm in (REF, REF_PREAD):
