@@ -9,7 +9,7 @@ from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
-from ._source import open_reader, open_source
+from ._source import open_reader, open_reader_for_caller_memory, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
@@ -62,7 +62,7 @@ def load_bytes(adapter, data, device):
 def read_into(adapter, filename, tensors, progress, options):
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
-    reader = filename if isinstance(filename, Reader) else open_reader(filename, options)
+    reader = filename if isinstance(filename, Reader) else open_reader_for_caller_memory(filename, options)
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
