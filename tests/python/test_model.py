@@ -1,7 +1,6 @@
 """ringsafe.torch.load_model / save_model against the reference's, on a small
 transformer-like stack (Embedding, LayerNorm, Linear, buffers, tied head)."""
 
-import os
 import pathlib
 import re
 import sys
@@ -273,74 +272,3 @@ def test_save_model_non_contiguous(tmp_path):
     spt.load_model(dst, str(path))
     _same_state(dst, m)
 
-
-def _drop_from_page_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _reader_opens(monkeypatch):
-    from ringsafe import _source
-    opened = []
-    real = _source.open_reader
-    monkeypatch.setattr(_source, "open_reader", lambda f, o: opened.append(dict(o)) or real(f, o))
-    return opened
-
-
-@pytest.fixture
-def big_model(tmp_path, monkeypatch):
-    """A model and its checkpoint, the checkpoint over DIRECT_MIN_BYTES (lowered
-    for the test); skipped where the filesystem refuses O_DIRECT."""
-    from ringsafe import _source
-    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
-    model = nn.Sequential(nn.Linear(512, 1024), nn.Linear(1024, 512))
-    path = tmp_path / "m.safetensors"
-    spt.save_model(model, str(path))
-    try:
-        ringsafe.Reader(str(path), direct=True).close()
-    except OSError as e:
-        pytest.skip(f"no O_DIRECT here: {e}")
-    want = {k: v.clone() for k, v in model.state_dict().items()}
-    for p in model.parameters():
-        p.data.zero_()
-    return model, str(path), want
-
-
-def test_load_model_of_a_cold_file_reads_with_o_direct(big_model, monkeypatch):
-    model, path, want = big_model
-    _drop_from_page_cache(path)
-    opened = _reader_opens(monkeypatch)
-    assert rpt.load_model(model, path) == (set(), [])
-    assert opened[-1].get("direct") is True
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, want[k]), k
-
-
-def test_load_model_of_a_cached_file_and_an_explicit_choice_stay_buffered(big_model, monkeypatch):
-    model, path, want = big_model
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
-    opened = _reader_opens(monkeypatch)
-    rpt.load_model(model, path)
-    assert [o.get("direct") for o in opened] == [None]
-    _drop_from_page_cache(path)
-    opened.clear()
-    rpt.load_model(model, path, direct=False)
-    assert [o.get("direct") for o in opened] == [False]
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, want[k]), k
-
-
-def test_read_into_a_cold_file_reads_with_o_direct(big_model, monkeypatch):
-    model, path, want = big_model
-    _drop_from_page_cache(path)
-    opened = _reader_opens(monkeypatch)
-    dst = {k: torch.empty_like(v) for k, v in want.items()}
-    rpt.read_into(path, dst)
-    assert opened[-1].get("direct") is True
-    assert all(torch.equal(dst[k], want[k]) for k in want)

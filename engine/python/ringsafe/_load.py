@@ -9,7 +9,7 @@ from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
-from ._source import open_reader, open_reader_for_caller_memory, open_source
+from ._source import open_engine_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
@@ -30,7 +30,7 @@ def load_file(adapter, filename, device, select, progress, backend, options):
 
 
 def _load_to_device(adapter, filename, device, select, progress, options):
-    reader = open_reader(filename, options)
+    reader = open_engine_reader(filename, options)
     try:
         by_name = {t[0]: t for t in reader.tensors()}
         names = resolve(reader, list(by_name), select)
@@ -62,7 +62,7 @@ def load_bytes(adapter, data, device):
 def read_into(adapter, filename, tensors, progress, options):
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
-    reader = filename if isinstance(filename, Reader) else open_reader_for_caller_memory(filename, options)
+    reader = filename if isinstance(filename, Reader) else open_engine_reader(filename, options)
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
@@ -108,7 +108,7 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
     device = adapter.check_device(device)
     if memory_limit <= 0:
         raise ValueError("memory_limit must be positive")
-    reader = open_reader(filename, options)
+    reader = open_engine_reader(filename, options)
     try:
         infos = reader.tensors()
         names = resolve(reader, [t[0] for t in infos], select)

@@ -8,7 +8,7 @@ from . import _device, _write
 from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
-from ._source import check_backend, open_reader_for_caller_memory
+from ._source import check_backend, open_engine_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -24,7 +24,7 @@ def _error_text(model, missing, unexpected):
 def load_model(model, filename, strict, device, progress, backend, options):
     check_backend(backend)  # either way the bytes land in the parameters' own memory
     device = ADAPTER.check_device(device)
-    reader = open_reader_for_caller_memory(filename, options)
+    reader = open_engine_reader(filename, options)
     try:
         infos = {t[0]: t for t in reader.tensors()}
         state = model.state_dict()

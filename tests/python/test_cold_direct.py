@@ -1,0 +1,115 @@
+"""Loads that the engine reads into memory (load_model, read_into,
+backend="pread", iter_tensors) read a cold local checkpoint with O_DIRECT,
+a cached one through the page cache, and an explicit direct= as given; the
+bytes are the file's either way (ringsafe._source.direct_when_cold)."""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+try:
+    import ringsafe
+except ImportError:  # run without PYTHONPATH: the build tree's package
+    sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
+    import ringsafe
+from ringsafe import _source
+import ringsafe.torch as rpt
+import safetensors.torch as spt
+import torch
+from torch import nn
+
+
+def drop_from_page_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def read_whole(path):
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """The options of every Reader the loads open, in order."""
+    out = []
+    real = _source.open_reader
+    monkeypatch.setattr(_source, "open_reader", lambda f, o: out.append(dict(o)) or real(f, o))
+    return out
+
+
+@pytest.fixture
+def ckpt(tmp_path, monkeypatch):
+    """A model and its 4 MiB checkpoint (DIRECT_MIN_BYTES lowered to 1 MiB for
+    the test); skipped where the filesystem refuses O_DIRECT."""
+    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.Linear(1024, 512))
+    path = tmp_path / "m.safetensors"
+    spt.save_model(model, str(path))
+    try:
+        ringsafe.Reader(str(path), direct=True).close()
+    except OSError as e:
+        pytest.skip(f"no O_DIRECT here: {e}")
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    for p in model.parameters():
+        p.data.zero_()
+    return model, str(path), want
+
+
+def same(got, want):
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+
+
+def test_load_model_of_a_cold_file_reads_with_o_direct(ckpt, opened):
+    model, path, want = ckpt
+    drop_from_page_cache(path)
+    assert rpt.load_model(model, path) == (set(), [])
+    assert [o.get("direct") for o in opened] == [None, True]  # looked, then reopened direct
+    same(model.state_dict(), want)
+
+
+def test_read_into_pread_and_iter_tensors_of_a_cold_file_read_with_o_direct(ckpt, opened):
+    _, path, want = ckpt
+    drop_from_page_cache(path)
+    dst = {k: torch.empty_like(v) for k, v in want.items()}
+    rpt.read_into(path, dst)
+    same(dst, want)
+    assert opened[-1].get("direct") is True
+    for load in (lambda: rpt.load_file(path, backend="pread"), lambda: dict(rpt.iter_tensors(path))):
+        drop_from_page_cache(path)  # O_DIRECT leaves it cold, but be sure
+        opened.clear()
+        same(load(), want)
+        assert opened[-1].get("direct") is True
+
+
+def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_buffered(ckpt, opened):
+    model, path, want = ckpt
+    read_whole(path)
+    rpt.load_model(model, path)
+    same(model.state_dict(), want)
+    same(rpt.load_file(path, backend="pread"), want)
+    assert [o.get("direct") for o in opened] == [None, None]  # one open each, no reopen
+    drop_from_page_cache(path)
+    opened.clear()
+    same(rpt.load_file(path), want)  # the mapped backend fills the page cache: it maps it
+    rpt.load_model(model, path, direct=False)
+    assert [o.get("direct") for o in opened] == [None, False]
+
+
+def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
+    model, path, want = ckpt
+    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 64 << 20)
+    drop_from_page_cache(path)
+    rpt.load_model(model, path)
+    assert [o.get("direct") for o in opened] == [None]
+    same(model.state_dict(), want)
