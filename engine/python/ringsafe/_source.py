@@ -46,9 +46,10 @@ def open_reader(filename, options):
 # straight into that memory, with no page-cache pages to fill first (fresh
 # memory, which on a VM with free page reporting also costs a host fault per
 # page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold:
-# load_model 0.70-0.73 s against 0.90-1.57 s buffered; load_file(backend=
+# load_model 0.66-0.78 s against 0.90-1.57 s buffered; load_file(backend=
 # "pread") + read 0.90-1.78 s against 2.54-2.89 s; iter_tensors 1.10-1.86 s
-# against 2.40-2.63 s (3-4 interleaved rounds each). Hot files stay buffered
+# against 2.40-2.63 s (3-4 interleaved rounds each; README, Performance, has
+# two later A/B sets). Hot files stay buffered
 # (copies from the page cache), and so does every load under DIRECT_MIN_BYTES.
 # The cost: processes loading one cold file at once each read it from the disk
 # (buffered, they share the page cache); direct=False keeps the page cache.
