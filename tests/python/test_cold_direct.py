@@ -3,7 +3,6 @@ backend="pread", iter_tensors) read a cold local checkpoint with O_DIRECT,
 a cached one through the page cache, and an explicit direct= as given; the
 bytes are the file's either way (ringsafe._source.direct_when_cold)."""
 
-import os
 import pathlib
 import sys
 
@@ -21,14 +20,7 @@ import safetensors.torch as spt
 import torch
 from torch import nn
 
-
-def drop_from_page_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+from conftest import evict
 
 
 def read_whole(path):
@@ -72,7 +64,7 @@ def same(got, want):
 
 def test_load_model_of_a_cold_file_reads_with_o_direct(ckpt, opened):
     model, path, want = ckpt
-    drop_from_page_cache(path)
+    evict(path)
     assert rpt.load_model(model, path) == (set(), [])
     assert [o.get("direct") for o in opened] == [None, True]  # looked, then reopened direct
     same(model.state_dict(), want)
@@ -80,13 +72,13 @@ def test_load_model_of_a_cold_file_reads_with_o_direct(ckpt, opened):
 
 def test_read_into_pread_and_iter_tensors_of_a_cold_file_read_with_o_direct(ckpt, opened):
     _, path, want = ckpt
-    drop_from_page_cache(path)
+    evict(path)
     dst = {k: torch.empty_like(v) for k, v in want.items()}
     rpt.read_into(path, dst)
     same(dst, want)
     assert opened[-1].get("direct") is True
     for load in (lambda: rpt.load_file(path, backend="pread"), lambda: dict(rpt.iter_tensors(path))):
-        drop_from_page_cache(path)  # O_DIRECT leaves it cold, but be sure
+        evict(path)  # O_DIRECT leaves it cold, but be sure
         opened.clear()
         same(load(), want)
         assert opened[-1].get("direct") is True
@@ -99,7 +91,7 @@ def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_buffered(ckpt, 
     same(model.state_dict(), want)
     same(rpt.load_file(path, backend="pread"), want)
     assert [o.get("direct") for o in opened] == [None, None]  # one open each, no reopen
-    drop_from_page_cache(path)
+    evict(path)
     opened.clear()
     same(rpt.load_file(path), want)  # the mapped backend fills the page cache: it maps it
     rpt.load_model(model, path, direct=False)
@@ -109,7 +101,7 @@ def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_buffered(ckpt, 
 def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
     model, path, want = ckpt
     monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 64 << 20)
-    drop_from_page_cache(path)
+    evict(path)
     rpt.load_model(model, path)
     assert [o.get("direct") for o in opened] == [None]
     same(model.state_dict(), want)
