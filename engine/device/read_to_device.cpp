@@ -80,8 +80,7 @@ const device_options& device_stager::options() const noexcept {
 
 device_read_stats read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
                                  const device_options& opts, const read_control& ctl) {
-    device::check_targets(r, sel, dsts, opts);  // before loading anything (and before any CUDA)
-    device_stager s(opts);
+    device_stager s(opts);  // checks the options; read() checks the targets before any CUDA
     return s.read(r, sel, dsts, ctl);
 }
 

@@ -251,9 +251,10 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
                     }
                 } else {
                     cold.fetch_add(n, std::memory_order_relaxed);
-                    // Then one read per page, here on the pool: see first_access above.
-                    if (populate_read(p, n, path_, c.begin)) first_access(p, n);
-                    else touch_pages(p, n, page);
+                    // Then one read per page, here on the pool (see first_access); a
+                    // kernel without MADV_POPULATE_READ faults them in by those reads.
+                    (void)populate_read(p, n, path_, c.begin);
+                    first_access(p, n);
                 }
                 const std::uint64_t d = done.fetch_add(c.payload) + c.payload;
                 if (ctl.on_progress) ctl.on_progress(d, total);

@@ -72,6 +72,7 @@ void bind_mapping(py::module_& m) {
              "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
         .def("resident",
              [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
+                 py::gil_scoped_release nogil;  // mincore of a large range takes a while
                  return self.file->resident_bytes({offset, length});
              },
              py::arg("offset"), py::arg("length"), "Bytes of the range the page cache holds now.")

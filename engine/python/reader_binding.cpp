@@ -291,6 +291,13 @@ void bind_reader(py::module_& m) {
                 std::shared_ptr<device_stager> stager) {
                  auto r = self.r;
                  self.get();
+                 if (stager && (stager->options().device != device || stager->options().stand_in != stand_in))
+                     raise(errc::InvalidArgument,
+                           "read_to_device: the stager is for " +
+                               (stager->options().stand_in ? std::string("the host stand-in")
+                                                           : "CUDA device " + std::to_string(stager->options().device)) +
+                               ", the call for " +
+                               (stand_in ? std::string("the host stand-in") : "CUDA device " + std::to_string(device)));
                  device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
                  // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
                  run_blocking(
@@ -307,8 +314,8 @@ void bind_reader(py::module_& m) {
              py::arg("progress") = py::none(), py::arg("stager") = py::none(),
              "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
              "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stand_in=True: the "
-             "destinations are host memory playing the device (no CUDA). stager: a DeviceStager whose ring "
-             "and options are used instead (kept across calls).");
+             "destinations are host memory playing the device (no CUDA). stager: a DeviceStager for the same "
+             "device and stand_in whose ring (and staging sizes) are used instead, kept across calls.");
 }
 
 }  // namespace ringsafe::python

@@ -91,7 +91,8 @@ public:
     device_stager& operator=(device_stager&&) noexcept;
 
     // read_to_device() through this stager's ring: the same checks, errors and
-    // guarantees. After a failed copy the copier is made anew on the next read.
+    // guarantees. After any failure (a copy, a read, a cancel) the ring and the
+    // copier are freed, and the next read makes them anew.
     device_read_stats read(reader& r, const selection& sel, std::span<const device_span> dsts,
                            const read_control& ctl = {});
     // Staging buffers held now (at most the options' staging_count).

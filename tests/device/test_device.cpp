@@ -285,12 +285,18 @@ TEST_CASE("a stager frees its ring after a failure and reads cleanly next time")
         CHECK(device::host_copier::live_staging() == 0);
         f.src->fail_at.reset();
     }
-    SECTION("a cancel") {
-        std::atomic<bool> stop{true};
+    SECTION("a cancel mid-read") {
+        std::atomic<bool> stop{false};
         read_control ctl;
         ctl.cancel = &stop;
+        std::size_t filled = 0;
+        ctl.on_progress = [&](std::uint64_t, std::uint64_t) {
+            if (++filled == 2) stop = true;  // two buffers copied: the ring is allocated
+        };
         targets t(specs);
         CHECK(kind_of([&] { s.read(f.r, f.r.all(), t.spans, ctl); }).find("Cancelled") == 0);
+        CHECK(filled >= 2);
+        CHECK(s.staging_buffers() == 0);
         CHECK(device::host_copier::live_staging() == 0);
     }
     targets t(specs);

@@ -33,23 +33,28 @@ def read_whole(path):
 def opened(monkeypatch):
     """The options of every Reader the loads open, in order."""
     out = []
-    real = _source.open_reader
-    monkeypatch.setattr(_source, "open_reader", lambda f, o: out.append(dict(o)) or real(f, o))
+    real = _source.Reader
+    monkeypatch.setattr(_source, "Reader", lambda spec, **o: out.append(dict(o)) or real(spec, **o))
     return out
 
 
 @pytest.fixture
 def ckpt(tmp_path, monkeypatch):
-    """A model and its 4 MiB checkpoint (DIRECT_MIN_BYTES lowered to 1 MiB for
-    the test); skipped where the filesystem refuses O_DIRECT."""
+    """A model and its 16 MiB checkpoint (DIRECT_MIN_BYTES lowered to 1 MiB for
+    the test; large enough that the header's read-ahead stays under 10 %);
+    skipped where the filesystem refuses O_DIRECT."""
     monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
-    model = nn.Sequential(nn.Linear(512, 1024), nn.Linear(1024, 512))
+    model = nn.Sequential(nn.Linear(1024, 2048), nn.Linear(2048, 1024))
     path = tmp_path / "m.safetensors"
     spt.save_model(model, str(path))
     try:
         ringsafe.Reader(str(path), direct=True).close()
-    except OSError as e:
+    except (OSError, ringsafe.SafetensorError) as e:
         pytest.skip(f"no O_DIRECT here: {e}")
+    evict(str(path))
+    m = ringsafe._ringsafe.MappedFile(str(path))
+    if m.resident(0, m.size) * 10 >= m.size:
+        pytest.skip("this filesystem keeps the file in memory (tmpfs): it cannot be made cold")
     want = {k: v.clone() for k, v in model.state_dict().items()}
     for p in model.parameters():
         p.data.zero_()
@@ -105,3 +110,57 @@ def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
     rpt.load_model(model, path)
     assert [o.get("direct") for o in opened] == [None]
     same(model.state_dict(), want)
+
+
+def test_a_sharded_index_and_an_os_file_object_read_with_o_direct_when_cold(ckpt, opened, tmp_path):
+    _, path, want = ckpt
+    import json
+    names = sorted(want)
+    shards = {}
+    for i, part in enumerate((names[:2], names[2:])):
+        f = f"model-0000{i + 1}-of-00002.safetensors"
+        spt.save_file({k: want[k] for k in part}, str(tmp_path / f))
+        evict(str(tmp_path / f))
+        shards.update({k: f for k in part})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": shards}))
+    same(rpt.load_file(str(index), backend="pread"), want)
+    assert opened[-1].get("direct") is True
+    evict(path)
+    opened.clear()
+    with open(path, "rb") as f:
+        same(rpt.load_file(f, backend="pread"), want)  # read by the engine through /proc/self/fd
+    assert opened[-1].get("direct") is True
+
+
+def test_a_selection_is_judged_by_its_own_bytes(ckpt, opened, monkeypatch):
+    _, path, want = ckpt
+    big = max(want, key=lambda k: want[k].numel())
+    small = min(want, key=lambda k: want[k].numel())
+    # A small selection of a cold file: under DIRECT_MIN_BYTES, buffered.
+    same(rpt.load_file(path, backend="pread", select=[small]), {small: want[small]})
+    assert [o.get("direct") for o in opened] == [None]
+    # The selected tensor cached, the rest of the file cold: buffered, it is in the page cache.
+    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 0)
+    evict(path)
+    rpt.load_file(path, select=[small])  # the mapped load leaves it cached
+    opened.clear()
+    got = dict(rpt.iter_tensors(path, select=[small]))
+    same(got, {small: want[small]})
+    assert [o.get("direct") for o in opened] == [None]
+    # The same selection cold: direct.
+    evict(path)
+    opened.clear()
+    same(dict(rpt.iter_tensors(path, select=[big])), {big: want[big]})
+    assert [o.get("direct") for o in opened] == [None, True]
+
+
+def test_safe_open_handles_and_an_explicit_direct_are_left_as_they_are(ckpt, opened):
+    _, path, want = ckpt
+    with ringsafe.safe_open(path, "pt", backend="pread") as f:
+        same({k: f.get_tensor(k) for k in f.keys()}, want)
+    assert [o.get("direct") for o in opened] == [None]  # many small, repeated reads: the page cache
+    evict(path)
+    opened.clear()
+    same(rpt.load_file(path, backend="pread", direct=True), want)
+    assert [o.get("direct") for o in opened] == [True]  # no second open

@@ -246,6 +246,7 @@ def test_safe_open_on_a_device_reads_through_one_staging_ring(stand_in, tmp_path
         assert all(torch.equal(both[k], data[k]) for k in data)
         stagers = {id(kw["stager"]) for _, kw in calls}
         stager = calls[0][1]["stager"]
+        assert stager.staging_buffers > 0  # the engine read through it, and kept it
     # One engine read per non-empty get_tensor, one for get_tensors, all through one ring.
     assert len(calls) == len(data) + 1
     assert len(stagers) == 1 and stager is not None and stager.stand_in and stager.device == 0
@@ -257,7 +258,10 @@ def test_iter_tensors_on_a_device_keeps_one_ring_for_every_batch(stand_in, tmp_p
     import ringsafe.torch as rpt
     path, data = _torch_checkpoint(torch, tmp_path)
     calls = _recording(monkeypatch)
-    got = dict(rpt.iter_tensors(path, device="cuda:0", memory_limit=96 << 10))
+    got = {}
+    for k, v in rpt.iter_tensors(path, device="cuda:0", memory_limit=96 << 10):
+        got[k] = v
+        assert calls[-1][1]["stager"].staging_buffers > 0  # in use while the stream runs
     assert all(torch.equal(got[k], data[k]) for k in data)
     assert len(calls) > 2
     assert len({id(kw["stager"]) for _, kw in calls}) == 1
@@ -271,3 +275,21 @@ def test_a_device_stager_checks_its_options():
     s = _ringsafe.DeviceStager(stand_in=True)
     assert s.staging_buffers == 0
     s.close()
+
+
+def test_a_stager_for_another_device_is_refused(stand_in, tmp_path):
+    torch = stand_in
+    path, data = _torch_checkpoint(torch, tmp_path)
+    r = _ringsafe.Reader(path)
+    dst = torch.empty_like(data["embed.weight"])
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=1, stand_in=True,
+                         stager=_ringsafe.DeviceStager(device=0, stand_in=True))
+    assert e.value.kind == "InvalidArgument" and "stager" in str(e.value)
+    with pytest.raises(ringsafe.SafetensorError):
+        r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0, stand_in=True,
+                         stager=_ringsafe.DeviceStager(device=0, stand_in=False))
+    s = _ringsafe.DeviceStager(device=0, stand_in=True)
+    r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0, stand_in=True, stager=s)
+    assert torch.equal(dst, data["embed.weight"])
+    r.close()

@@ -79,12 +79,17 @@ class MappedSource(EngineSource):
         self._populate(names, progress)
         return {n: self._view(adapter, self.by_name[n]) for n in names}
 
-    def one(self, adapter, name):
-        info = self.by_name[name]
-        if self._ahead is not None:  # the first whole tensor asked for: from it on, read ahead
+    def read_ahead_from(self, name):
+        """The first whole tensor asked for: from it on, the rest of the
+        handle's keys are read ahead in file order (once per source)."""
+        if self._ahead is not None:
             names, self._ahead = self._ahead, None
             if name in names:
                 self._start_read_ahead(names[names.index(name):])
+
+    def one(self, adapter, name):
+        info = self.by_name[name]
+        self.read_ahead_from(name)
         if info[4] - info[3] >= POPULATE_MIN:
             self._populate([name])
         return self._view(adapter, info)

@@ -8,7 +8,7 @@ from . import _device, _write
 from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
-from ._source import check_backend, open_engine_reader
+from ._source import check_backend, direct_when_cold, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -24,7 +24,7 @@ def _error_text(model, missing, unexpected):
 def load_model(model, filename, strict, device, progress, backend, options):
     check_backend(backend)  # either way the bytes land in the parameters' own memory
     device = ADAPTER.check_device(device)
-    reader = open_engine_reader(filename, options)
+    reader = open_reader(filename, options)
     try:
         infos = {t[0]: t for t in reader.tensors()}
         state = model.state_dict()
@@ -55,6 +55,8 @@ def load_model(model, filename, strict, device, progress, backend, options):
                 direct.append(k)
             else:
                 staged.append(k)
+        if not on_device:  # host memory only: O_DIRECT when cold (device staging stays buffered)
+            reader = direct_when_cold(reader, filename, options, targets)
         if on_device:
             by_device = {}
             for k in on_device:

@@ -1,5 +1,7 @@
 """safe_open: the reference's lazy, per-tensor API on ringsafe's sources."""
 
+import threading
+
 from . import _device
 from ._dtypes import error
 from ._frameworks import adapter_for
@@ -39,6 +41,7 @@ class safe_open:
         # device memory through one staging ring kept for the handle's life.
         self._direct = _device.applies(self._adapter, self._device) and hasattr(self._source, "reader")
         self._staging = None
+        self._lock = threading.Lock()
 
     def __enter__(self):
         return self
@@ -50,9 +53,11 @@ class safe_open:
     def close(self):
         """Releases the file (tensors handed out stay valid); later calls raise SafetensorError."""
         staging, self._staging = self._staging, None
-        if staging is not None:
-            staging.close()
-        self._source.close()
+        try:
+            if staging is not None:
+                staging.close()
+        finally:
+            self._source.close()
 
     def _open_source(self):
         source = self._source
@@ -86,16 +91,22 @@ class safe_open:
         info = self._info(name)
         self._adapter.check_dtype(info[1], info[2], name)
         if self._direct:
+            read_ahead = getattr(self._source, "read_ahead_from", None)
+            if read_ahead is not None:
+                read_ahead(name)  # a key loop: the file streams into the page cache ahead of it
             return self._to_device([name], None)[name]
         return self._adapter.to_device(self._source.one(self._adapter, name), self._device)
 
     def _to_device(self, names, progress):
-        # {name: tensor} read by the engine into new device tensors.
-        if self._staging is None:
-            self._staging = _device.stager(self._device)
+        # {name: tensor} read by the engine into new device tensors, through
+        # the handle's staging ring (its reads run one at a time).
         source = self._open_source()
+        with self._lock:
+            if self._staging is None:
+                self._staging = _device.stager(self._device)
+            staging = self._staging
         return _device.load(self._adapter, source.reader, names, source.by_name, self._device, progress,
-                            "loading", self._staging)
+                            "loading", staging)
 
     def get_tensors(self, progress=None):
         """Every (selected) tensor, {name: tensor} sorted by name, made

@@ -21,6 +21,7 @@ from ._engine_source import EngineSource
 from ._mapped import MappedSource
 from ._paths import is_url, spec_of
 from ._ringsafe import Reader
+from ._selection import resolve
 from ._stream import StreamSource
 
 BACKENDS = ("mmap", "pread")
@@ -40,9 +41,9 @@ def open_reader(filename, options):
     return Reader(spec_of(filename), **options)
 
 
-# Loads that the engine reads into memory (load_model and read_into into the
-# caller's, backend="pread" and iter_tensors into arenas, device loads into
-# staging) read a cold local checkpoint with O_DIRECT: the disk's bytes go
+# Whole loads that the engine reads into memory (load_model and read_into into
+# the caller's, load_file(backend="pread") and host iter_tensors into arenas)
+# read a cold local checkpoint with O_DIRECT: the disk's bytes go
 # straight into that memory, with no page-cache pages to fill first (fresh
 # memory, which on a VM with free page reporting also costs a host fault per
 # page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold:
@@ -53,47 +54,84 @@ def open_reader(filename, options):
 # (copies from the page cache), and so does every load under DIRECT_MIN_BYTES.
 # The cost: processes loading one cold file at once each read it from the disk
 # (buffered, they share the page cache); direct=False keeps the page cache.
+# Left buffered: safe_open handles (many small, repeated reads) and device
+# loads (staging windows are not placed at the file's alignment: O_DIRECT
+# would bounce them; not measured on a GPU).
 COLD_FRACTION = 0.1
 DIRECT_MIN_BYTES = 64 << 20
 
 
-def _cold_local(reader):
-    """Whether every shard of ``reader`` is a local file and less than
-    COLD_FRACTION of their data is in the page cache."""
+def _ranges(reader, names):
+    """{shard: [(offset, length), ...]} of the tensors ``names`` (all when
+    None) in the shards' files, adjacent tensors merged."""
+    infos = reader.tensors()
+    if names is not None:
+        wanted = set(names)
+        infos = [t for t in infos if t[0] in wanted]
+    starts = {i: s[2] for i, s in enumerate(reader.shards())}
+    out = {}
+    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
+        if end == begin:
+            continue
+        rs = out.setdefault(shard, [])
+        off = starts[shard] + begin
+        if rs and rs[-1][0] + rs[-1][1] == off:
+            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
+        else:
+            rs.append((off, end - begin))
+    return out
+
+
+def _cold_local(reader, names):
+    """Whether every shard of ``reader`` is a local file, the bytes of
+    ``names`` (every tensor when None) come to DIRECT_MIN_BYTES or more, and
+    less than COLD_FRACTION of them is in the page cache."""
     from ._ringsafe import MappedFile
-    resident = total = 0
-    for i, (spec, size, data_start) in enumerate(reader.shards()):
-        identity = reader.shard_identity(i)
-        if identity == (0, 0):
-            return False  # a URL
-        m = MappedFile(spec)
-        if m.identity != identity or m.size != size:
+    shards = reader.shards()
+    if any(reader.shard_identity(i) == (0, 0) for i in range(len(shards))):
+        return False  # a URL
+    ranges = _ranges(reader, names)
+    total = sum(n for rs in ranges.values() for _, n in rs)
+    if total < DIRECT_MIN_BYTES:
+        return False
+    resident = 0
+    for shard, rs in ranges.items():
+        m = MappedFile(shards[shard][0])
+        if m.identity != reader.shard_identity(shard) or m.size != shards[shard][1]:
             return False  # replaced since the reader opened it: leave it to the reader
-        resident += m.resident(data_start, size - data_start)
-        total += size - data_start
-    return total >= DIRECT_MIN_BYTES and resident < COLD_FRACTION * total
+        resident += sum(m.resident(off, n) for off, n in rs)
+    return resident < COLD_FRACTION * total
 
 
-def direct_when_cold(reader, filename, options):
+def direct_when_cold(reader, filename, options, names=None):
     """``reader``, or in its place (closing it) one opened with direct=True
-    when the checkpoint is local and cold (see above) and the caller did not
-    choose ``direct``."""
+    when the checkpoint is local and the bytes of ``names`` (all when None)
+    are cold (see above) and the caller did not choose ``direct``."""
     if "direct" in options:
         return reader
     try:
-        if not _cold_local(reader):
+        if not _cold_local(reader, names):
             return reader
         direct = open_reader(filename, dict(options, direct=True))
     except (OSError, SafetensorError):  # no O_DIRECT on this filesystem, or gone: stay buffered
         return reader
-    reader.close()
+    try:
+        reader.close()
+    except BaseException:
+        direct.close()
+        raise
     return direct
 
 
-def open_engine_reader(filename, options):
+def open_engine_reader(filename, options, names=None):
     """open_reader for a load the engine reads into memory: O_DIRECT when the
     checkpoint is local and cold, unless ``direct`` is given."""
-    return direct_when_cold(open_reader(filename, options), filename, options)
+    reader = open_reader(filename, options)
+    try:
+        return direct_when_cold(reader, filename, options, names)
+    except BaseException:
+        reader.close()
+        raise
 
 
 def _os_file(f):
@@ -105,8 +143,11 @@ def _os_file(f):
     return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def open_source(filename, backend, options):
-    """The source for ``filename`` (a path, URL, index or binary file object)."""
+def open_source(filename, backend, options, select=None, direct_if_cold=False):
+    """The source for ``filename`` (a path, URL, index or binary file object).
+    ``direct_if_cold`` (load_file): a pread source reads with O_DIRECT when the
+    tensors ``select`` picks are cold (see direct_when_cold); safe_open's
+    handles stay buffered (their reads are many, small and repeated)."""
     check_backend(backend)
     if not isinstance(filename, (str, os.PathLike)) and hasattr(filename, "read"):
         fd = _os_file(filename)
@@ -120,7 +161,9 @@ def open_source(filename, backend, options):
     try:
         if backend == "mmap" and all(not is_url(s[0]) for s in reader.shards()):
             return MappedSource(reader, options.get("threads"))
-        reader = direct_when_cold(reader, filename, options)
+        if direct_if_cold:
+            names = None if select is None else resolve(reader, [t[0] for t in reader.tensors()], select)
+            reader = direct_when_cold(reader, filename, options, names)
         return EngineSource(reader)
     except BaseException:
         reader.close()
