@@ -14,7 +14,8 @@ from ._serialize import TensorSpec, deserialize, serialize, serialize_file
 def load_file(filename, *, backend="mmap", select=None, progress=None, **options):
     """Loads a checkpoint (path, URL, s3://, index or binary file object) into
     {name: array}: views of a private mapping made resident in parallel
-    (backend="mmap", local files), or one parallel read into owned memory."""
+    (backend="mmap", local files), or one parallel read into owned memory
+    (O_DIRECT when the selected bytes of a local file are cold)."""
     return _load.load_file(ADAPTER, filename, "cpu", select, progress, backend, options)
 
 
@@ -24,8 +25,9 @@ def load(data):
 
 
 def read_into(filename, arrays, *, progress=None, **options):
-    """Fills existing C-contiguous arrays {name: array} in place; dtypes and
-    sizes checked for all of them before any I/O."""
+    """Fills existing C-contiguous arrays {name: array} in place (O_DIRECT when
+    their bytes are cold in a local file); dtypes and sizes checked for all of
+    them before any I/O."""
     return _load.read_into(ADAPTER, filename, arrays, progress, options)
 
 

@@ -28,7 +28,8 @@ def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=N
     private mapping, made resident in parallel before this returns (shared
     with other processes through the page cache; writes stay private).
     backend="pread", and every remote source: one parallel read into owned
-    memory. Each tensor has a storage of its own bytes; the memory goes with
+    memory (O_DIRECT when the selected bytes of a local file are cold;
+    ``direct=`` overrides). Each tensor has a storage of its own bytes; the memory goes with
     the last tensor. ``select`` takes names and globs; ``progress`` a
     callable(done, total) or True for tqdm; ``options`` the Reader's
     (threads, connections, token, ...)."""
@@ -42,7 +43,8 @@ def load(data, device="cpu"):
 
 def read_into(filename, tensors, *, progress=None, **options):
     """Fills existing CPU tensors {name: tensor} in place from the checkpoint,
-    with no intermediate copy. Dtypes and sizes are checked for all of them
+    with no intermediate copy (O_DIRECT when their bytes are cold in a local
+    file; ``direct=`` overrides). Dtypes and sizes are checked for all of them
     before any I/O (SafetensorError naming the tensor)."""
     return _load.read_into(ADAPTER, filename, tensors, progress, options)
 
@@ -51,7 +53,8 @@ def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", p
     """Yields (name, tensor) in data order as reads complete, reading ahead
     while the consumer works, with at most ``memory_limit`` bytes of staging
     (each tensor must fit in it). A yielded tensor is a view of its batch's
-    arena, freed once the consumer drops the batch's tensors."""
+    arena, freed once the consumer drops the batch's tensors. Host batches of
+    a cold local file are read with O_DIRECT (``direct=`` overrides)."""
     return _load.iter_tensors(ADAPTER, filename, select, memory_limit, device, progress, options)
 
 
@@ -70,7 +73,9 @@ def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
 def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", progress=None, **options):
     """Loads a checkpoint into a model's parameters and buffers in place: one
     parallel read straight into their memory (whatever ``backend``: it is
-    checked and accepted for the reference's signature). Returns (missing,
+    checked and accepted for the reference's signature; O_DIRECT when the
+    file is local and cold and the parameters are in host memory, ``direct=``
+    overrides). Returns (missing,
     unexpected) as the reference does; with strict=True a mismatch raises
     RuntimeError before any byte is read."""
     return _model.load_model(model, filename, strict, device, progress, backend, options)
