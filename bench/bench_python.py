@@ -19,9 +19,11 @@ http and s3: to the download + load arm). Operations (--only):
                    iter_tensors: streaming with bounded memory, as the peers stream), Run:ai
                    (O_DIRECT, its default, and io_uring_buffered), fastsafetensors CPU
                    (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); streamed tensors
-                   are read as they arrive
+                   are read as they arrive. Cold only: ringsafe pread and iter_tensors with
+                   direct=False (they choose O_DIRECT on a cold file otherwise)
   load_model       into an existing model's parameters (made with torch.empty, zeroed): the
-                   two load_model()s; the peers copy each streamed tensor into its parameter
+                   two load_model()s; the peers copy each streamed tensor into its parameter;
+                   cold only: ringsafe's with direct=False
   loop             with safe_open(path, "pt"): get_tensor(k) for every key, read as it comes
   sharded          the checkpoint split into 4 shards + model.safetensors.index.json:
                    ringsafe.torch.load_file(index) against the reference's load_file per shard
@@ -64,6 +66,10 @@ OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
+# Cold only: the loads that choose O_DIRECT on a cold file, made to stay buffered
+# (direct=False), so each run shows what that choice is worth.
+MINE_PREAD_BUF, MINE_STREAM_BUF = "ringsafe pread, direct=False", "ringsafe iter_tensors, direct=False"
+MINE_BUF = "ringsafe, direct=False"
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
@@ -72,11 +78,12 @@ DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
 # filling the page cache costs, which a mapped load must also pay) and with
 # O_DIRECT (plain parallel disk reads; a streamer may do better).
 BASE_CACHE, BASE_DIRECT = "baseline: 8 x pread 8 MiB, page cache", "baseline: 8 x pread 8 MiB, O_DIRECT"
-COLD_ONLY = (BASE_CACHE, BASE_DIRECT)
+BASELINES = (BASE_CACHE, BASE_DIRECT)
+COLD_ONLY = BASELINES + (MINE_PREAD_BUF, MINE_STREAM_BUF, MINE_BUF)
 ARMS = {
     "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, MINE_STREAM, RUNAI, RUNAI_BUF, FST, FST_BUF,
-                  BASE_CACHE, BASE_DIRECT],
-    "load_model": [REF, MINE, RUNAI_BUF, FST_BUF],
+                  BASE_CACHE, BASE_DIRECT, MINE_PREAD_BUF, MINE_STREAM_BUF],
+    "load_model": [REF, MINE, RUNAI_BUF, FST_BUF, MINE_BUF],
     "loop": [REF, MINE],
     "sharded": [REF, MINE],
     "from_pretrained": [REF, MINE],
@@ -304,24 +311,25 @@ def child(op, arm, path, work):
     elif op == "save_file":
         prep = {k: v.clone() for k, v in st.load_file(path).items()}
         target = work / f"saved-{os.getpid()}.safetensors"
-    backend = "pread" if arm in (REF_PREAD, MINE_PREAD) else "mmap"
+    backend = "pread" if arm in (REF_PREAD, MINE_PREAD, MINE_PREAD_BUF) else "mmap"
+    kw = {"direct": False} if arm in (MINE_PREAD_BUF, MINE_STREAM_BUF, MINE_BUF) else {}
     acc = [0]
 
     def each(_name, t):
         acc[0] += touch(t, torch)
 
     t0 = time.perf_counter()
-    if arm in COLD_ONLY:
+    if arm in BASELINES:
         read_baseline(path, arm == BASE_DIRECT)
         acc[0] = None
     elif op in ("load_file", "pss"):
         if arm in (REF, REF_PREAD):
             d = st.load_file(path, backend=backend)
-        elif arm in (MINE, MINE_PREAD):
-            d = rt.load_file(path, backend=backend)
-        elif arm == MINE_STREAM:
+        elif arm in (MINE, MINE_PREAD, MINE_PREAD_BUF):
+            d = rt.load_file(path, backend=backend, **kw)
+        elif arm in (MINE_STREAM, MINE_STREAM_BUF):
             d = None
-            for name, t in rt.iter_tensors(path):
+            for name, t in rt.iter_tensors(path, **kw):
                 each(name, t)
         elif arm in (RUNAI, RUNAI_BUF):
             d = None
@@ -334,8 +342,8 @@ def child(op, arm, path, work):
                 acc[0] += touch(t, torch)
     elif op == "load_model":
         params = prep.state_dict()
-        if arm in (REF, MINE):
-            (st if arm == REF else rt).load_model(prep, path)
+        if arm in (REF, MINE, MINE_BUF):
+            (st if arm == REF else rt).load_model(prep, path, **kw)
         else:
             with torch.no_grad():
                 (_runai_stream if arm == RUNAI_BUF else (lambda p, tr, e: _fst_stream(p[0], tr, e)))(
