@@ -20,7 +20,7 @@ http and s3: to the download + load arm). Operations (--only):
                    (O_DIRECT, its default, and io_uring_buffered), fastsafetensors CPU
                    (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); streamed tensors
                    are read as they arrive. Cold only: ringsafe pread and iter_tensors with
-                   direct=False (they choose O_DIRECT on a cold file otherwise)
+                   direct=True (they stay buffered otherwise)
   load_model       into an existing model's parameters (made with torch.empty, zeroed): the
                    two load_model()s; the peers copy each streamed tensor into its parameter;
                    cold only: ringsafe's with direct=False
@@ -66,9 +66,10 @@ OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
-# Cold only: the loads that choose O_DIRECT on a cold file, made to stay buffered
-# (direct=False), so each run shows what that choice is worth.
-MINE_PREAD_BUF, MINE_STREAM_BUF = "ringsafe pread, direct=False", "ringsafe iter_tensors, direct=False"
+# Cold only: the other choice of O_DIRECT, so each run shows what the default is
+# worth: load_model reads a cold file with O_DIRECT (here direct=False), pread
+# and iter_tensors stay buffered (here direct=True).
+MINE_PREAD_DIRECT, MINE_STREAM_DIRECT = "ringsafe pread, direct=True", "ringsafe iter_tensors, direct=True"
 MINE_BUF = "ringsafe, direct=False"
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
@@ -79,10 +80,10 @@ DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
 # O_DIRECT (plain parallel disk reads; a streamer may do better).
 BASE_CACHE, BASE_DIRECT = "baseline: 8 x pread 8 MiB, page cache", "baseline: 8 x pread 8 MiB, O_DIRECT"
 BASELINES = (BASE_CACHE, BASE_DIRECT)
-COLD_ONLY = BASELINES + (MINE_PREAD_BUF, MINE_STREAM_BUF, MINE_BUF)
+COLD_ONLY = BASELINES + (MINE_PREAD_DIRECT, MINE_STREAM_DIRECT, MINE_BUF)
 ARMS = {
     "load_file": [REF, REF_PREAD, MINE, MINE_PREAD, MINE_STREAM, RUNAI, RUNAI_BUF, FST, FST_BUF,
-                  BASE_CACHE, BASE_DIRECT, MINE_PREAD_BUF, MINE_STREAM_BUF],
+                  BASE_CACHE, BASE_DIRECT, MINE_PREAD_DIRECT, MINE_STREAM_DIRECT],
     "load_model": [REF, MINE, RUNAI_BUF, FST_BUF, MINE_BUF],
     "loop": [REF, MINE],
     "sharded": [REF, MINE],
@@ -311,8 +312,8 @@ def child(op, arm, path, work):
     elif op == "save_file":
         prep = {k: v.clone() for k, v in st.load_file(path).items()}
         target = work / f"saved-{os.getpid()}.safetensors"
-    backend = "pread" if arm in (REF_PREAD, MINE_PREAD, MINE_PREAD_BUF) else "mmap"
-    kw = {"direct": False} if arm in (MINE_PREAD_BUF, MINE_STREAM_BUF, MINE_BUF) else {}
+    backend = "pread" if arm in (REF_PREAD, MINE_PREAD, MINE_PREAD_DIRECT) else "mmap"
+    kw = {"direct": arm != MINE_BUF} if arm in (MINE_PREAD_DIRECT, MINE_STREAM_DIRECT, MINE_BUF) else {}
     acc = [0]
 
     def each(_name, t):
@@ -325,9 +326,9 @@ def child(op, arm, path, work):
     elif op in ("load_file", "pss"):
         if arm in (REF, REF_PREAD):
             d = st.load_file(path, backend=backend)
-        elif arm in (MINE, MINE_PREAD, MINE_PREAD_BUF):
+        elif arm in (MINE, MINE_PREAD, MINE_PREAD_DIRECT):
             d = rt.load_file(path, backend=backend, **kw)
-        elif arm in (MINE_STREAM, MINE_STREAM_BUF):
+        elif arm in (MINE_STREAM, MINE_STREAM_DIRECT):
             d = None
             for name, t in rt.iter_tensors(path, **kw):
                 each(name, t)

@@ -1,7 +1,7 @@
-"""Loads that the engine reads into memory (load_model, read_into,
-backend="pread", iter_tensors) read a cold local checkpoint with O_DIRECT,
-a cached one through the page cache, and an explicit direct= as given; the
-bytes are the file's either way (ringsafe._source.direct_when_cold)."""
+"""Loads into memory the caller holds (load_model, read_into) read a cold
+local checkpoint with O_DIRECT, a cached one through the page cache, and an
+explicit direct= as given; loads into fresh memory stay buffered; the bytes
+are the file's either way (ringsafe._source.direct_when_cold)."""
 
 import pathlib
 import sys
@@ -75,32 +75,41 @@ def test_load_model_of_a_cold_file_reads_with_o_direct(ckpt, opened):
     same(model.state_dict(), want)
 
 
-def test_read_into_pread_and_iter_tensors_of_a_cold_file_read_with_o_direct(ckpt, opened):
+def test_read_into_a_cold_file_reads_with_o_direct(ckpt, opened):
     _, path, want = ckpt
     evict(path)
     dst = {k: torch.empty_like(v) for k, v in want.items()}
     rpt.read_into(path, dst)
     same(dst, want)
-    assert opened[-1].get("direct") is True
-    for load in (lambda: rpt.load_file(path, backend="pread"), lambda: dict(rpt.iter_tensors(path))):
-        evict(path)  # O_DIRECT leaves it cold, but be sure
-        opened.clear()
-        same(load(), want)
-        assert opened[-1].get("direct") is True
+    assert [o.get("direct") for o in opened] == [None, True]
 
 
-def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_buffered(ckpt, opened):
+def test_loads_into_fresh_memory_stay_buffered(ckpt, opened):
+    _, path, want = ckpt
+    evict(path)
+    same(rpt.load_file(path, backend="pread"), want)
+    evict(path)
+    same(dict(rpt.iter_tensors(path)), want)
+    evict(path)
+    with ringsafe.safe_open(path, "pt", backend="pread") as f:
+        same({k: f.get_tensor(k) for k in f.keys()}, want)
+    assert [o.get("direct") for o in opened] == [None, None, None]
+
+
+def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_as_they_are(ckpt, opened):
     model, path, want = ckpt
     read_whole(path)
     rpt.load_model(model, path)
     same(model.state_dict(), want)
-    same(rpt.load_file(path, backend="pread"), want)
-    assert [o.get("direct") for o in opened] == [None, None]  # one open each, no reopen
+    assert [o.get("direct") for o in opened] == [None]  # one open, no reopen
     evict(path)
     opened.clear()
     same(rpt.load_file(path), want)  # the mapped backend fills the page cache: it maps it
+    evict(path)
     rpt.load_model(model, path, direct=False)
-    assert [o.get("direct") for o in opened] == [None, False]
+    evict(path)
+    same(rpt.load_file(path, backend="pread", direct=True), want)
+    assert [o.get("direct") for o in opened] == [None, False, True]
 
 
 def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
@@ -112,8 +121,8 @@ def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
     same(model.state_dict(), want)
 
 
-def test_a_sharded_index_and_an_os_file_object_read_with_o_direct_when_cold(ckpt, opened, tmp_path):
-    _, path, want = ckpt
+def test_a_sharded_index_reads_with_o_direct_when_cold(ckpt, opened, tmp_path):
+    model, path, want = ckpt
     import json
     names = sorted(want)
     shards = {}
@@ -124,13 +133,9 @@ def test_a_sharded_index_and_an_os_file_object_read_with_o_direct_when_cold(ckpt
         shards.update({k: f for k in part})
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {}, "weight_map": shards}))
-    same(rpt.load_file(str(index), backend="pread"), want)
-    assert opened[-1].get("direct") is True
-    evict(path)
-    opened.clear()
-    with open(path, "rb") as f:
-        same(rpt.load_file(f, backend="pread"), want)  # read by the engine through /proc/self/fd
-    assert opened[-1].get("direct") is True
+    assert rpt.load_model(model, str(index)) == (set(), [])
+    same(model.state_dict(), want)
+    assert [o.get("direct") for o in opened] == [None, True]
 
 
 def test_a_selection_is_judged_by_its_own_bytes(ckpt, opened, monkeypatch):
@@ -138,29 +143,22 @@ def test_a_selection_is_judged_by_its_own_bytes(ckpt, opened, monkeypatch):
     big = max(want, key=lambda k: want[k].numel())
     small = min(want, key=lambda k: want[k].numel())
     # A small selection of a cold file: under DIRECT_MIN_BYTES, buffered.
-    same(rpt.load_file(path, backend="pread", select=[small]), {small: want[small]})
+    dst = {small: torch.empty_like(want[small])}
+    rpt.read_into(path, dst)
+    same(dst, {small: want[small]})
     assert [o.get("direct") for o in opened] == [None]
     # The selected tensor cached, the rest of the file cold: buffered, it is in the page cache.
     monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 0)
     evict(path)
     rpt.load_file(path, select=[small])  # the mapped load leaves it cached
     opened.clear()
-    got = dict(rpt.iter_tensors(path, select=[small]))
-    same(got, {small: want[small]})
+    rpt.read_into(path, dst)
+    same(dst, {small: want[small]})
     assert [o.get("direct") for o in opened] == [None]
-    # The same selection cold: direct.
+    # A cold selection: direct.
     evict(path)
     opened.clear()
-    same(dict(rpt.iter_tensors(path, select=[big])), {big: want[big]})
+    dst = {big: torch.empty_like(want[big])}
+    rpt.read_into(path, dst)
+    same(dst, {big: want[big]})
     assert [o.get("direct") for o in opened] == [None, True]
-
-
-def test_safe_open_handles_and_an_explicit_direct_are_left_as_they_are(ckpt, opened):
-    _, path, want = ckpt
-    with ringsafe.safe_open(path, "pt", backend="pread") as f:
-        same({k: f.get_tensor(k) for k in f.keys()}, want)
-    assert [o.get("direct") for o in opened] == [None]  # many small, repeated reads: the page cache
-    evict(path)
-    opened.clear()
-    same(rpt.load_file(path, backend="pread", direct=True), want)
-    assert [o.get("direct") for o in opened] == [True]  # no second open

@@ -9,14 +9,14 @@ from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
-from ._source import direct_when_cold, open_engine_reader, open_reader, open_source
+from ._source import open_engine_reader, open_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
     device = adapter.check_device(device)
     if _device.applies(adapter, device) and isinstance(filename, (str, os.PathLike)):
         return _load_to_device(adapter, filename, device, select, progress, options)
-    source = open_source(filename, backend, options, select, direct_if_cold=True)
+    source = open_source(filename, backend, options)
     try:
         names = source.resolve(select)
         for n in names:
@@ -114,9 +114,6 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
     try:
         infos = reader.tensors()
         names = resolve(reader, [t[0] for t in infos], select)
-        if not _device.applies(adapter, device):  # host batches: O_DIRECT when cold (device: see above)
-            reader = direct_when_cold(reader, filename, options, names)
-            infos = reader.tensors()
         by_name = {t[0]: t for t in infos}
         sizes = {n: by_name[n][4] - by_name[n][3] for n in names}
         for n in names:

@@ -21,7 +21,6 @@ from ._engine_source import EngineSource
 from ._mapped import MappedSource
 from ._paths import is_url, spec_of
 from ._ringsafe import Reader
-from ._selection import resolve
 from ._stream import StreamSource
 
 BACKENDS = ("mmap", "pread")
@@ -41,22 +40,24 @@ def open_reader(filename, options):
     return Reader(spec_of(filename), **options)
 
 
-# Whole loads that the engine reads into memory (load_model and read_into into
-# the caller's, load_file(backend="pread") and host iter_tensors into arenas)
-# read a cold local checkpoint with O_DIRECT: the disk's bytes go
+# Loads into memory the caller already holds (load_model into host parameters,
+# read_into) read a cold local checkpoint with O_DIRECT: the disk's bytes go
 # straight into that memory, with no page-cache pages to fill first (fresh
 # memory, which on a VM with free page reporting also costs a host fault per
-# page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold:
-# load_model 0.66-0.78 s against 0.90-1.57 s buffered; load_file(backend=
-# "pread") + read 0.90-1.78 s against 2.54-2.89 s; iter_tensors 1.10-1.86 s
-# against 2.40-2.63 s (3-4 interleaved rounds each; README, Performance, has
-# two later A/B sets). Hot files stay buffered
-# (copies from the page cache), and so does every load under DIRECT_MIN_BYTES.
-# The cost: processes loading one cold file at once each read it from the disk
-# (buffered, they share the page cache); direct=False keeps the page cache.
-# Left buffered: safe_open handles (many small, repeated reads) and device
-# loads (staging windows are not placed at the file's alignment: O_DIRECT
-# would bounce them; not measured on a GPU).
+# page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold,
+# interleaved against direct=False: load_model 0.70-0.76 s against 0.86-1.22 s
+# with only the file dropped from the page cache (4 of 4 rounds), medians 0.74
+# and 0.77 s against 1.84 and 1.35 s after a global drop_caches (8 of 10).
+# Loads into fresh memory (load_file(backend="pread"), iter_tensors) stay
+# buffered: O_DIRECT faults the fresh pages in on the submitting thread, and
+# with only the file dropped it lost (iter_tensors 1.69-1.78 s against
+# 0.93-1.05 s; pread 3 of 4 rounds; two benchmark runs alike), though it won
+# after a global drop_caches. So do safe_open handles (many small, repeated
+# reads) and device loads (staging windows are not placed at the file's
+# alignment: O_DIRECT would bounce them; not measured on a GPU), and every
+# load under DIRECT_MIN_BYTES. The cost: processes loading one cold file at
+# once each read it from the disk (buffered, they share the page cache);
+# direct=False keeps the page cache.
 COLD_FRACTION = 0.1
 DIRECT_MIN_BYTES = 64 << 20
 
@@ -124,8 +125,8 @@ def direct_when_cold(reader, filename, options, names=None):
 
 
 def open_engine_reader(filename, options, names=None):
-    """open_reader for a load the engine reads into memory: O_DIRECT when the
-    checkpoint is local and cold, unless ``direct`` is given."""
+    """open_reader for a load into memory the caller holds (read_into): O_DIRECT
+    when the bytes of ``names`` are local and cold, unless ``direct`` is given."""
     reader = open_reader(filename, options)
     try:
         return direct_when_cold(reader, filename, options, names)
@@ -143,11 +144,8 @@ def _os_file(f):
     return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def open_source(filename, backend, options, select=None, direct_if_cold=False):
-    """The source for ``filename`` (a path, URL, index or binary file object).
-    ``direct_if_cold`` (load_file): a pread source reads with O_DIRECT when the
-    tensors ``select`` picks are cold (see direct_when_cold); safe_open's
-    handles stay buffered (their reads are many, small and repeated)."""
+def open_source(filename, backend, options):
+    """The source for ``filename`` (a path, URL, index or binary file object)."""
     check_backend(backend)
     if not isinstance(filename, (str, os.PathLike)) and hasattr(filename, "read"):
         fd = _os_file(filename)
@@ -161,9 +159,6 @@ def open_source(filename, backend, options, select=None, direct_if_cold=False):
     try:
         if backend == "mmap" and all(not is_url(s[0]) for s in reader.shards()):
             return MappedSource(reader, options.get("threads"))
-        if direct_if_cold:
-            names = None if select is None else resolve(reader, [t[0] for t in reader.tensors()], select)
-            reader = direct_when_cold(reader, filename, options, names)
         return EngineSource(reader)
     except BaseException:
         reader.close()

@@ -28,8 +28,7 @@ def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=N
     private mapping, made resident in parallel before this returns (shared
     with other processes through the page cache; writes stay private).
     backend="pread", and every remote source: one parallel read into owned
-    memory (O_DIRECT when the selected bytes of a local file are cold;
-    ``direct=`` overrides). Each tensor has a storage of its own bytes; the memory goes with
+    memory. Each tensor has a storage of its own bytes; the memory goes with
     the last tensor. ``select`` takes names and globs; ``progress`` a
     callable(done, total) or True for tqdm; ``options`` the Reader's
     (threads, connections, token, ...)."""
@@ -53,8 +52,7 @@ def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", p
     """Yields (name, tensor) in data order as reads complete, reading ahead
     while the consumer works, with at most ``memory_limit`` bytes of staging
     (each tensor must fit in it). A yielded tensor is a view of its batch's
-    arena, freed once the consumer drops the batch's tensors. Host batches of
-    a cold local file are read with O_DIRECT (``direct=`` overrides)."""
+    arena, freed once the consumer drops the batch's tensors."""
     return _load.iter_tensors(ADAPTER, filename, select, memory_limit, device, progress, options)
 
 
