@@ -59,7 +59,6 @@ void check_targets(const reader& r, const selection& sel, std::span<const device
 device_read_stats staged_read(reader& r, const selection& sel, std::span<const device_span> dsts,
                               const device_options& opts, const read_control& ctl, copier& c,
                               std::vector<staging_block>& memory) {
-    check_targets(r, sel, dsts, opts);
     const auto tensors = r.tensors();
     const auto idx = sel.indices();
     const auto info = [&](std::size_t target) -> const tensor_info& { return tensors[idx[target]]; };

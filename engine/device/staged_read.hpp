@@ -21,7 +21,8 @@ void check_targets(const reader& r, const selection& sel, std::span<const device
                    const device_options& opts);
 
 // read_to_device() with the copier `c` (which must have opts.staging_count
-// slots) and the staging buffers in `memory` (slot i uses memory[i]; missing
+// slots), for targets the caller checked with check_targets(), and the
+// staging buffers in `memory` (slot i uses memory[i]; missing
 // ones are allocated from `c` and kept there for the next call). On return,
 // also by exception, every submitted slot has been waited for.
 device_read_stats staged_read(reader& r, const selection& sel, std::span<const device_span> dsts,

@@ -9,7 +9,7 @@ from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
-from ._source import open_engine_reader, open_reader, open_source
+from ._source import direct_when_cold, open_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
@@ -64,11 +64,13 @@ def load_bytes(adapter, data, device):
 def read_into(adapter, filename, tensors, progress, options):
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
-    reader = filename if isinstance(filename, Reader) else open_engine_reader(filename, options, list(tensors))
+    reader = filename if isinstance(filename, Reader) else open_reader(filename, options)
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
         by_name = {t[0]: t for t in reader.tensors()}
+        if reader is not filename:  # caller memory: O_DIRECT when these tensors are cold
+            reader = direct_when_cold(reader, filename, options, [by_name[n] for n in names])
         dsts, owners = [], []
         for name in names:
             dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)

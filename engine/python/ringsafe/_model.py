@@ -56,7 +56,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
             else:
                 staged.append(k)
         if not on_device:  # host memory only: O_DIRECT when cold (device staging stays buffered)
-            reader = direct_when_cold(reader, filename, options, targets)
+            reader = direct_when_cold(reader, filename, options, [infos[k] for k in targets])
         if on_device:
             by_device = {}
             for k in on_device:

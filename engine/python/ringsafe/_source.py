@@ -62,36 +62,22 @@ COLD_FRACTION = 0.1
 DIRECT_MIN_BYTES = 64 << 20
 
 
-def _ranges(reader, names):
-    """{shard: [(offset, length), ...]} of the tensors ``names`` (all when
-    None) in the shards' files, adjacent tensors merged."""
-    infos = reader.tensors()
-    if names is not None:
-        wanted = set(names)
-        infos = [t for t in infos if t[0] in wanted]
-    starts = {i: s[2] for i, s in enumerate(reader.shards())}
-    out = {}
-    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
-        if end == begin:
-            continue
-        rs = out.setdefault(shard, [])
-        off = starts[shard] + begin
-        if rs and rs[-1][0] + rs[-1][1] == off:
-            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
-        else:
-            rs.append((off, end - begin))
-    return out
-
-
-def _cold_local(reader, names):
-    """Whether every shard of ``reader`` is a local file, the bytes of
-    ``names`` (every tensor when None) come to DIRECT_MIN_BYTES or more, and
-    less than COLD_FRACTION of them is in the page cache."""
+def _cold_local(reader, infos):
+    """Whether every shard of ``reader`` is a local file, the tensors
+    ``infos`` (reader.tensors() tuples) come to DIRECT_MIN_BYTES or more, and
+    less than COLD_FRACTION of their bytes is in the page cache."""
     from ._ringsafe import MappedFile
     shards = reader.shards()
     if any(reader.shard_identity(i) == (0, 0) for i in range(len(shards))):
         return False  # a URL
-    ranges = _ranges(reader, names)
+    ranges = {}  # shard -> [(offset, length)], adjacent tensors merged (one mincore each)
+    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
+        rs = ranges.setdefault(shard, [])
+        off = shards[shard][2] + begin
+        if rs and rs[-1][0] + rs[-1][1] == off:
+            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
+        elif end > begin:
+            rs.append((off, end - begin))
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < DIRECT_MIN_BYTES:
         return False
@@ -104,35 +90,20 @@ def _cold_local(reader, names):
     return resident < COLD_FRACTION * total
 
 
-def direct_when_cold(reader, filename, options, names=None):
+def direct_when_cold(reader, filename, options, infos):
     """``reader``, or in its place (closing it) one opened with direct=True
-    when the checkpoint is local and the bytes of ``names`` (all when None)
-    are cold (see above) and the caller did not choose ``direct``."""
+    when the checkpoint is local, the tensors ``infos`` (reader.tensors()
+    tuples) are cold (see above) and the caller did not choose ``direct``."""
     if "direct" in options:
         return reader
     try:
-        if not _cold_local(reader, names):
+        if not _cold_local(reader, infos):
             return reader
         direct = open_reader(filename, dict(options, direct=True))
     except (OSError, SafetensorError):  # no O_DIRECT on this filesystem, or gone: stay buffered
         return reader
-    try:
-        reader.close()
-    except BaseException:
-        direct.close()
-        raise
+    reader.close()
     return direct
-
-
-def open_engine_reader(filename, options, names=None):
-    """open_reader for a load into memory the caller holds (read_into): O_DIRECT
-    when the bytes of ``names`` are local and cold, unless ``direct`` is given."""
-    reader = open_reader(filename, options)
-    try:
-        return direct_when_cold(reader, filename, options, names)
-    except BaseException:
-        reader.close()
-        raise
 
 
 def _os_file(f):
