@@ -78,7 +78,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
     req.set(http::field::host, rq.target.authority());
     req.set(http::field::user_agent, "ringsafe/0.1");
-    req.set(http::field::range, "bytes=" + std::to_string(rq.first) + "-" + std::to_string(rq.first + rq.length - 1));
+    req.set(http::field::range, range_value(rq.first, rq.length));
     for (auto& [k, v] : rq.fields) req.set(k, v);
     req.keep_alive(true);
     ++c.requests;
@@ -194,6 +194,10 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
 }
 
 }  // namespace
+
+std::string range_value(std::uint64_t first, std::uint64_t length) {
+    return "bytes=" + std::to_string(first) + "-" + std::to_string(first + length - 1);
+}
 
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length) {
     return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();

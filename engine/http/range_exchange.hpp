@@ -55,6 +55,9 @@ struct range_response {
 // for an invalid 206, transport_failure for resets, early closes and timeouts.
 net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs);
 
+// The Range field's value for [first, first+length): "bytes=A-B".
+std::string range_value(std::uint64_t first, std::uint64_t length);
+
 // "bytes=A-B of URL" for messages.
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length);
 

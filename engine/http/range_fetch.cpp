@@ -31,7 +31,7 @@ bool crosses_origins(const http_options& o, std::string_view name) {
 
 // The header fields of a request to obj.location: the caller's fields only for
 // the origin they were given for, unless opted in for others.
-header_fields request_fields(const remote_object& obj, const http_options& o) {
+header_fields request_fields(const remote_object& obj, const http_options& o, std::string_view range) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
     for (auto& h : o.headers)
@@ -39,7 +39,7 @@ header_fields request_fields(const remote_object& obj, const http_options& o) {
     if (!o.bearer_token.empty() && (same_origin || crosses_origins(o, "Authorization")))
         f.emplace_back("Authorization", "Bearer " + o.bearer_token);
     if (same_origin && obj.sign)
-        for (auto& h : obj.sign(obj.location)) f.push_back(std::move(h));
+        for (auto& h : obj.sign(obj.location, range)) f.push_back(std::move(h));
     if (obj.size) {
         const bool strong_etag = !obj.etag.empty() && !obj.etag.starts_with("W/");
         if (strong_etag) {
@@ -78,9 +78,9 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         if (stop && stop()) co_return done;
         range_request rq;
         rq.target = obj.location;
-        rq.fields = request_fields(obj, o);
         rq.first = first + done;
         rq.length = length - done;
+        rq.fields = request_fields(obj, o, range_value(rq.first, rq.length));
         rq.total = obj.size;
         rq.expect_etag = obj.size ? obj.etag : std::string();
         rq.dst = dst + done;

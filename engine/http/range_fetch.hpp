@@ -25,8 +25,10 @@ struct remote_object {
     std::string etag;                  // ETag of the first response ("" when none)
     std::string last_modified;         // Last-Modified of the first response
     std::optional<std::uint64_t> size; // known after the first response
-    // Extra signed fields for a request to `target` (S3 SigV4); empty when not S3.
-    std::function<header_fields(const url& target)> sign;
+    // Extra fields for a request to `target` asking for `range` (the Range
+    // value, "bytes=A-B"): the store's signature or token (S3 SigV4, ...);
+    // called only for requests to the origin of `requested`. Empty: none.
+    std::function<header_fields(const url& target, std::string_view range)> sign;
 };
 
 // Everything a fetch needs besides the range.

@@ -1,4 +1,4 @@
-#include "http/s3_object.hpp"
+#include "stores/s3_object.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
+#include "stores/locate.hpp"
 
 namespace ringsafe::http_engine {
 namespace {
@@ -163,12 +165,33 @@ remote_object make_s3_object(const url& s3url, const s3_options& opts) {
     if (!s.access_key_id.empty()) {
         if (s.secret_access_key.empty())
             raise(errc::InvalidArgument, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not, for s3://" + s3url.host + "/" + s3url.target);
-        obj.sign = [s](const url& target) { return sigv4_get_fields(target, s, std::time(nullptr)); };
+        obj.sign = [s](const url& target, std::string_view) { return sigv4_get_fields(target, s, std::time(nullptr)); };
     }
     return obj;
 }
 
 }  // namespace ringsafe::http_engine
+
+namespace ringsafe::stores {
+
+http_engine::remote_object locate_s3(const std::string& spec, const http_options& opts) {
+    using namespace http_engine;
+    const url u = parse_url(spec);
+    const s3_options s3 = resolve_s3_options(opts.s3);
+    check_field_value(s3.access_key_id, "the S3 access key id", spec);
+    check_field_value(s3.secret_access_key, "the S3 secret access key", spec);
+    check_field_value(s3.session_token, "the S3 session token", spec);
+    check_field_value(s3.region, "the S3 region", spec);
+    return make_s3_object(u, opts.s3);
+}
+
+http_engine::remote_object locate_http(const std::string& spec, const http_options&) {
+    http_engine::remote_object obj;
+    obj.requested = obj.location = http_engine::parse_url(spec);
+    return obj;
+}
+
+}  // namespace ringsafe::stores
 
 namespace ringsafe {
 
