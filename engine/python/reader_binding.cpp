@@ -146,6 +146,9 @@ struct py_plan {
 }  // namespace
 
 void bind_reader(py::module_& m) {
+    m.def("is_url", [](std::string_view spec) { return is_url(spec); }, py::arg("spec"),
+          "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
+          "not as a local path.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
@@ -179,8 +182,7 @@ void bind_reader(py::module_& m) {
                  })->wait_or_abandon();
                  py_reader out{std::move(*opened)};
                  for (const auto& sh : out.r->shards())
-                     out.remote = out.remote || sh.spec.rfind("http://", 0) == 0 || sh.spec.rfind("https://", 0) == 0 ||
-                                  sh.spec.rfind("s3://", 0) == 0;
+                     out.remote = out.remote || is_url(sh.spec);
                  return out;
              }),
              py::arg("spec"),

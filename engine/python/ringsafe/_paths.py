@@ -1,7 +1,10 @@
-"""What a path argument may be: a local path (str or os.PathLike), an
-http(s):// or s3:// URL, or a sharded ``*.index.json``, local or remote."""
+"""What a path argument may be: a local path (str or os.PathLike), a URL
+of a scheme the engine knows (http(s)://, s3://, ...), or a sharded
+``*.index.json``, local or remote."""
 
 import os
+
+from ._ringsafe import is_url  # noqa: F401 - the engine's rule, the one home of URL detection
 
 
 def spec_of(path):
@@ -9,8 +12,3 @@ def spec_of(path):
     if isinstance(path, (str, os.PathLike)):
         return os.fspath(path)
     raise TypeError(f"expected a path or URL (str or os.PathLike), got {type(path).__name__}")
-
-
-def is_url(spec):
-    """Whether the engine reads ``spec`` over the network (http, https, s3)."""
-    return spec.startswith(("http://", "https://", "s3://"))
