@@ -18,8 +18,8 @@
 # Everything printed also goes to $OUT/gpu_check.txt (OUT unset: a new temp folder).
 # Exit 0 when no step failed. A CUDA step that is skipped (exit 77, "skipped:")
 # fails the check when nvidia-smi lists a GPU (RINGSAFE_EXPECT_GPU=0/1 overrides).
-# Env: PYTHON (default python3), RUNNER_BUDGET_S (default 270: the benchmark gets
-# what is left of it, at most BENCH_BUDGET_S, default 150), BENCH_ARGS (extra
+# Env: PYTHON (default python3), RUNNER_BUDGET_S (default 210: the benchmark gets
+# what is left of it, at most BENCH_BUDGET_S, default 120), BENCH_ARGS (extra
 # arguments for bench_gpu.py).
 #
 #   bash tests/device/gpu_check.sh --tree-hash ROOT   # prints the hash of the sources the
@@ -56,7 +56,7 @@ if [ -z "${GPU_CHECK_LOGGED:-}" ]; then  # everything below also goes to $LOG
     exit "${PIPESTATUS[0]}"
 fi
 PY=${PYTHON:-python3}
-BUDGET=${RUNNER_BUDGET_S:-270}  # the whole run, benchmark included, stays under this (seconds)
+BUDGET=${RUNNER_BUDGET_S:-210}  # the whole run, benchmark included, stays under this (seconds)
 T0=$SECONDS
 results=()
 failed=0
@@ -194,7 +194,7 @@ if $gpu_expected and not (gpu and ok):
 "
 step python_tests 150 "$PY" -m pytest "$BUNDLE/tests/python/test_device.py" -q -rs -p no:cacheprovider
 remaining=$((BUDGET - (SECONDS - T0)))
-budget=${BENCH_BUDGET_S:-150}
+budget=${BENCH_BUDGET_S:-120}
 ((budget > remaining - 30)) && budget=$((remaining - 30))
 if ((budget < 20)); then
     results+=("$(printf '%-14s %-20s' gpu_bench 'NOT RUN (no time)')")
