@@ -7,6 +7,8 @@
 #                               (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, tools/scripts/ci_suites.sh)
 #   bash tools/dev.sh setup   install dependencies and build only
 #   bash tools/dev.sh bench   run every benchmark in bench/ (C++ and Python)
+#   bash tools/dev.sh bundle  build build-bundle/, the GPU check a bare GPU machine runs (tools/device_bundle.sh;
+#                               --rehearse: then run it here as that machine would, tests/device/README.md)
 # The Python side lives in a virtual environment, .venv (made here with python3 -m venv):
 # torch 2.13.0 (CPU), numpy, the reference safetensors, pytest, hypothesis, tqdm, and the
 # build tools (meson, ninja, pybind11, meson-python; `demo` installs what it needs only).
@@ -146,5 +148,9 @@ case "${1:-}" in
             if [ -f "$b" ] && [ -x "$b" ]; then "$b"; fi
         done
         for py in bench/bench_*.py; do run_python "$py"; done ;;
-    *) sed -n '2,9p' "$0"; exit 2 ;;
+    bundle)
+        # Catch2 and the static libraries of DEPS (their -dev packages hold them); pybind11, meson, ninja.
+        install_deps "${DEPS[@]}" catch2; setup_venv "${PY_DEPS[@]}"
+        shift; bash tools/device_bundle.sh "$@" ;;
+    *) sed -n '2,11p' "$0"; exit 2 ;;
 esac
