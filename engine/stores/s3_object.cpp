@@ -4,6 +4,7 @@
 
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
+#include "stores/azure_object.hpp"
 #include "stores/locate.hpp"
 #include "stores/sigv4.hpp"
 
@@ -117,9 +118,10 @@ http_engine::remote_object locate_s3(const std::string& spec, const http_options
     return make_s3_object(u, opts.s3);
 }
 
-http_engine::remote_object locate_http(const std::string& spec, const http_options&) {
+http_engine::remote_object locate_http(const std::string& spec, const http_options& opts) {
     http_engine::remote_object obj;
     obj.requested = obj.location = http_engine::parse_url(spec);
+    if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, opts);
     return obj;
 }
 
