@@ -128,6 +128,7 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
         if (account.empty()) raise(errc::InvalidArgument, "an Azure storage key is set but no account name, for " + spec);
         if (!base64_decode(o.key, key))
             raise(errc::InvalidArgument, "the Azure storage key is not base64 (as the portal shows it), for " + spec);
+        key = o.key;
     } else if (!o.anonymous && !url_has_sas && !o.sas_token.empty()) {
         const std::string sas = sas_query(o.sas_token, "the Azure SAS token", spec);
         u.target += (u.target.find('?') == std::string::npos ? "?" : "&") + sas;
@@ -245,7 +246,9 @@ std::string azure_string_to_sign(const http_engine::url& target, std::string_vie
     return s;
 }
 
-std::string azure_shared_key_authorization(std::string_view account, std::string_view key, std::string_view string_to_sign) {
+std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64, std::string_view string_to_sign) {
+    std::string key;
+    if (!base64_decode(key_base64, key)) raise(errc::InvalidArgument, "the Azure storage key is not base64");
     unsigned char md[32];
     unsigned int n = 0;
     HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(string_to_sign.data()),

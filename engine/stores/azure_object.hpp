@@ -38,9 +38,11 @@ bool is_azure_blob_host(std::string_view host);
 std::string azure_string_to_sign(const http_engine::url& target, std::string_view account, std::string_view range,
                                  const http_engine::header_fields& fields);
 
-// "SharedKey ACCOUNT:base64(HMAC-SHA256(base64decode(key), string_to_sign))";
-// `key` must be valid base64 (resolve checks it).
-std::string azure_shared_key_authorization(std::string_view account, std::string_view key, std::string_view string_to_sign);
+// "SharedKey ACCOUNT:base64(HMAC-SHA256(base64decode(key), string_to_sign))",
+// `key_base64` as the portal shows it. Throws InvalidArgument (never naming
+// the key) when it is not base64.
+std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64,
+                                           std::string_view string_to_sign);
 
 // The x-ms-date value of `now` (RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT").
 std::string azure_date(std::time_t now);

@@ -9,8 +9,9 @@ protocol for the calls a reader and azure-storage-blob's upload/download make:
   HEAD /ACCOUNT/CONTAINER/BLOB                  Get Blob Properties
 
 on 127.0.0.1 with the emulator's path-style URLs, blobs being files under
---data (DATA/CONTAINER/BLOB). Every request must carry x-ms-version (a
-YYYY-MM-DD date) and be authorized as the service would authorize it:
+--data (DATA/CONTAINER/BLOB). Every authorized request must carry
+x-ms-version (a YYYY-MM-DD date; optional for anonymous ones, as Azure has it),
+and each is authorized as the service would authorize it:
 Shared Key (the string to sign rebuilt from the request, Range included, the
 account named twice for path-style URLs; x-ms-date within 15 minutes), an
 account SAS in the query (signature, expiry, read permission), or nothing at
@@ -20,7 +21,7 @@ If-Match / If-None-Match are honoured (412 ConditionNotMet).
 
 Prints "PORT <n>" once listening (--port 0: any free port). Options model an
 object store (--rate bytes/s per response, --delay-ms before each response
-header) and hostile answers (--fault, after --fault-after good GETs):
+header) and hostile answers (--fault, after --fault-after good GETs, for --fault-count GETs):
   badrange   Content-Range shifted by one byte     size     another total in Content-Range
   short      half the body, then the connection closes
   etag       206 with another ETag (If-Match ignored)
@@ -188,7 +189,8 @@ class Handler(BaseHTTPRequestHandler):
         raw_path, query, segs = self.parse()
         store = self.server.store
         version = self.headers.get("x-ms-version", "")
-        if not re.fullmatch(r"20\d\d-\d\d-\d\d", version):
+        # Required for authorized requests, optional for anonymous ones (Azure's rule).
+        if (version or self.headers.get("Authorization")) and not re.fullmatch(r"20\d\d-\d\d-\d\d", version):
             self.reply(400, "MissingRequiredHeader" if not version else "InvalidHeaderValue", "x-ms-version")
             return None
         if len(segs) < 2 or segs[0] != store.account or not segs[1]:
@@ -292,7 +294,7 @@ class Handler(BaseHTTPRequestHandler):
         with store.lock:
             store.gets += 1
             n = store.gets
-        fault = a.fault if a.fault and n > a.fault_after else ""
+        fault = a.fault if a.fault and a.fault_after < n <= a.fault_after + a.fault_count else ""
         if fault.startswith("redirect:"):
             raw_path, _, query = self.path.partition("?")
             return self.reply(307, headers={"Location": fault[len("redirect:"):] + raw_path + ("?" + query if query else "")})
@@ -372,6 +374,7 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
     ap.add_argument("--fault", default="", help="badrange, size, short, etag, change or redirect:URL")
     ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
+    ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
     ap.add_argument("--log", help="append one JSON line per request here")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)

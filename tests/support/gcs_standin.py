@@ -18,7 +18,7 @@ openssl CLI), on 127.0.0.1, in front of a real fake-gcs-server (--upstream):
                     without a Bearer token this server issued is 401. Options
                     model an object store (--rate bytes/s per response,
                     --delay-ms before each response header) and hostile answers
-                    (--fault, after --fault-after good GETs):
+                    (--fault, after --fault-after good GETs, for --fault-count GETs):
                       badrange   Content-Range shifted by one byte
                       short      half the body, then the connection closes
                       generation another x-goog-generation (the object was replaced)
@@ -172,7 +172,7 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             st.gets += 1
             n = st.gets
-        fault = a.fault if a.fault and n > a.fault_after else ""
+        fault = a.fault if a.fault and a.fault_after < n <= a.fault_after + a.fault_count else ""
         if fault.startswith("redirect:"):
             self.send_response(307)
             self.send_header("Location", fault[len("redirect:"):] + self.path)
@@ -262,6 +262,7 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
     ap.add_argument("--fault", default="", help="badrange, short, generation or redirect:URL")
     ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
+    ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
     ap.add_argument("--log", help="append one JSON line per request here")
     a = ap.parse_args()
     srv = Server(("127.0.0.1", a.port), Handler)
