@@ -142,8 +142,8 @@ http_options resolved_http_options(const http_options& o);
 // URL or options, a header name or value, token or S3 credential holding CR,
 // LF or NUL), HttpError (status such as 401/403/404, TLS or connection
 // failure after retries, a token endpoint's refusal), RangeNotSupported (the
-// server ignores Range). gs:// and az:// fetch their credentials (an OAuth
-// token) inside the first request, never before it.
+// server ignores Range). A gs:// object that needs an OAuth token fetches it
+// inside its first request (and again before it expires), never before it.
 // The source's execute() runs its own event loop on the calling thread, and
 // threads-1 more on threads it starts and joins before returning.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
