@@ -17,7 +17,7 @@
 namespace ringsafe::stores {
 namespace {
 
-std::string env(const char* name) {
+std::string azure_env(const char* name) {
     const char* v = std::getenv(name);
     return v ? v : "";
 }
@@ -151,7 +151,7 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
 
 azure_options resolve_azure_options(const azure_options& given, const std::string& spec) {
     azure_options o = given;
-    std::string conn = o.connection_string.empty() ? env("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
+    std::string conn = o.connection_string.empty() ? azure_env("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
@@ -169,10 +169,10 @@ azure_options resolve_azure_options(const azure_options& given, const std::strin
                                          "AccountName, AccountKey and BlobEndpoint instead (opening " + spec + ")");
     }
     for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (o.account.empty()) o.account = env(var);
+        if (o.account.empty()) o.account = azure_env(var);
     for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty()) o.key = env(var);
-    if (o.sas_token.empty()) o.sas_token = env("AZURE_STORAGE_SAS_TOKEN");
+        if (o.key.empty()) o.key = azure_env(var);
+    if (o.sas_token.empty()) o.sas_token = azure_env("AZURE_STORAGE_SAS_TOKEN");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");

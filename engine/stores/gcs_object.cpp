@@ -11,7 +11,7 @@
 namespace ringsafe::stores {
 namespace {
 
-std::string env(const char* name) {
+std::string gcs_env(const char* name) {
     const char* v = std::getenv(name);
     return v ? v : "";
 }
@@ -24,7 +24,7 @@ http_engine::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::s
     from_env = false;
     for (const char* var : {"STORAGE_EMULATOR_HOST", "CLOUD_STORAGE_EMULATOR_ENDPOINT"}) {
         if (!text.empty()) break;
-        text = env(var);
+        text = gcs_env(var);
         named = var;
         from_env = !text.empty();
     }
