@@ -135,7 +135,13 @@ std::string printable(std::string_view s) {
 
 }  // namespace
 
-void check_request_fields(const http_options& o, const s3_options* s3, const std::string& url) {
+void check_field_value(std::string_view value, const char* what, const std::string& url) {
+    if (has_control(value))
+        raise(errc::InvalidArgument, std::string(what) + " for " + url +
+                                         " holds CR, LF or NUL (refused: it would split the request)");
+}
+
+void check_request_fields(const http_options& o, const std::string& url) {
     for (const auto& [name, value] : o.headers) {
         if (!is_token(name))
             raise(errc::InvalidArgument, "header name '" + printable(name) + "' for " + url +
@@ -145,18 +151,7 @@ void check_request_fields(const http_options& o, const s3_options* s3, const std
             raise(errc::InvalidArgument, "the value of header '" + name + "' for " + url +
                                              " holds CR, LF or NUL (refused: it would split the request)");
     }
-    auto check = [&](std::string_view v, const char* what) {
-        if (has_control(v))
-            raise(errc::InvalidArgument, std::string(what) + " for " + url +
-                                             " holds CR, LF or NUL (refused: it would split the request)");
-    };
-    check(o.bearer_token, "the bearer token");
-    if (s3) {
-        check(s3->access_key_id, "the S3 access key id");
-        check(s3->secret_access_key, "the S3 secret access key");
-        check(s3->session_token, "the S3 session token");
-        check(s3->region, "the S3 region");
-    }
+    check_field_value(o.bearer_token, "the bearer token", url);
 }
 
 }  // namespace http_engine

@@ -1,4 +1,6 @@
-// ringsafe::open_url: a remote object as a ringsafe::source.
+// A remote object as a ringsafe::source, whatever store named it: requests go
+// to the object's URL (signed by its store's hook), with Range, over the
+// connection pools and event loops of engine/http.
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -15,7 +17,6 @@
 #include "http/range_fetch.hpp"
 #include "source/deferred_open.hpp"
 #include "source/kinds.hpp"
-#include "http/s3_object.hpp"
 #include "ringsafe/http.hpp"
 #include "source/fork_generation.hpp"
 
@@ -34,18 +35,10 @@ tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; 
 class http_source final : public source, public detail::async_source, public detail::deferred_open {
 public:
     struct without_request {};
-    // Everything before the first request: options, URL, S3 signing, TLS.
-    http_source(const std::string& spec, const http_options& opts, without_request)
-        : name_(spec), opts_(resolved(opts, spec)), rng_(std::random_device{}()) {
-        url u = parse_url(spec);
-        if (u.scheme == "s3") {
-            const s3_options s3 = resolve_s3_options(opts_.s3);
-            check_request_fields(opts_, &s3, spec);
-            object_ = make_s3_object(u, opts_.s3);
-        } else {
-            check_request_fields(opts_, nullptr, spec);
-            object_.requested = object_.location = u;
-        }
+    // Everything before the first request: options, the object (URL, signing), TLS.
+    http_source(const std::string& name, remote_object object, const http_options& opts, without_request)
+        : name_(name), opts_(resolved(opts, name)), rng_(std::random_device{}()), object_(std::move(object)) {
+        check_request_fields(opts_, name);
     }
     // resolved_http_options, with the URL in its errors.
     static http_options resolved(const http_options& o, const std::string& spec) {
@@ -56,7 +49,8 @@ public:
         }
     }
     // The blocking open: the first request on the source's own event loop.
-    http_source(const std::string& spec, const http_options& opts) : http_source(spec, opts, without_request{}) {
+    http_source(const std::string& name, remote_object object, const http_options& opts)
+        : http_source(name, std::move(object), opts, without_request{}) {
         loops_.run_first([this]() -> net::awaitable<void> { co_await first_request_on(loops_.first_pool(), nullptr); });
     }
 
@@ -156,12 +150,13 @@ private:
 
 }  // namespace
 
-std::unique_ptr<source> open_url(const std::string& url, const http_options& opts) {
-    return std::make_unique<http_source>(url, opts);
+std::unique_ptr<source> http_engine::open_remote(const std::string& name, remote_object object, const http_options& opts) {
+    return std::make_unique<http_source>(name, std::move(object), opts);
 }
 
-std::unique_ptr<source> http_engine::prepare_url(const std::string& url, const http_options& opts) {
-    return std::make_unique<http_source>(url, opts, http_source::without_request{});
+std::unique_ptr<source> http_engine::prepare_remote(const std::string& name, remote_object object,
+                                                    const http_options& opts) {
+    return std::make_unique<http_source>(name, std::move(object), opts, http_source::without_request{});
 }
 
 }  // namespace ringsafe

@@ -78,7 +78,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
     req.set(http::field::host, rq.target.authority());
     req.set(http::field::user_agent, "ringsafe/0.1");
-    req.set(http::field::range, "bytes=" + std::to_string(rq.first) + "-" + std::to_string(rq.first + rq.length - 1));
+    req.set(http::field::range, range_value(rq.first, rq.length));
     for (auto& [k, v] : rq.fields) req.set(k, v);
     req.keep_alive(true);
     ++c.requests;
@@ -104,11 +104,15 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     auto cr = parse_content_range(res[http::field::content_range]);
     if (cr) rs.total = cr->total;
     if (parser.content_length()) rs.content_length = *parser.content_length();
+    if (!rq.pin_field.empty()) rs.pinned = std::string(res[rq.pin_field]);
     if (rs.status != 206) co_return;  // the caller decides; the body is never read
 
     const std::string what = describe_range(rq.target, rq.first, rq.length);
     if (!rq.expect_etag.empty() && !rs.etag.empty() && rs.etag != rq.expect_etag)
         raise(errc::ObjectChanged, "object changed while being read (ETag " + rq.expect_etag + " became " + rs.etag + "): " + what);
+    if (!rq.expect_pin.empty() && !rs.pinned.empty() && rs.pinned != rq.expect_pin)
+        raise(errc::ObjectChanged, "object changed while being read (" + rq.pin_field + " " + rq.expect_pin + " became " +
+                                       rs.pinned + "): " + what);
     if (!cr || cr->unsatisfied)
         raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
                                            std::string(res[http::field::content_range]) + "') for " + what);
@@ -194,6 +198,10 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
 }
 
 }  // namespace
+
+std::string range_value(std::uint64_t first, std::uint64_t length) {
+    return "bytes=" + std::to_string(first) + "-" + std::to_string(first + length - 1);
+}
 
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length) {
     return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();

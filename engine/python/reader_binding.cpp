@@ -80,6 +80,15 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
+        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az the URL names
+            const std::string ep = option_str(v, key);
+            o.source.http.s3.endpoint = o.source.http.gcs.endpoint = o.source.http.azure.endpoint = ep;
+        } else if (key == "anonymous") o.source.http.gcs.anonymous = o.source.http.azure.anonymous = option_bool(v, key);
+        else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
+        else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
+        else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);
+        else if (key == "azure_sas_token") o.source.http.azure.sas_token = option_str(v, key);
+        else if (key == "azure_connection_string") o.source.http.azure.connection_string = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
@@ -170,6 +179,9 @@ std::vector<py::object> kept(const py::list& keep) {
 }  // namespace
 
 void bind_reader(py::module_& m) {
+    m.def("is_url", [](const py::object& spec) { return is_url(path_arg(spec, "spec")); }, py::arg("spec"),
+          "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
+          "not as a local path.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
@@ -192,7 +204,7 @@ void bind_reader(py::module_& m) {
         .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.")
         .def_property_readonly("finished", [](const py_pending& p) { return p.call->finished(); });
 
-    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
+    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3/gs/az URL or a sharded index.")
         .def(py::init([](const py::object& spec_arg, const py::kwargs& kw) {
                  const std::string spec = path_arg(spec_arg, "spec");
                  reader_options o = make_options(kw);
@@ -204,8 +216,7 @@ void bind_reader(py::module_& m) {
                  })->wait_or_abandon();
                  py_reader out{std::move(*opened)};
                  for (const auto& sh : out.r->shards())
-                     out.remote = out.remote || sh.spec.rfind("http://", 0) == 0 || sh.spec.rfind("https://", 0) == 0 ||
-                                  sh.spec.rfind("s3://", 0) == 0;
+                     out.remote = out.remote || is_url(sh.spec);
                  return out;
              }),
              py::arg("spec"),
@@ -213,7 +224,9 @@ void bind_reader(py::module_& m) {
              "Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
              "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards.")
+             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://), anonymous "
+             "(gs://, az://), gcs_credentials (a service-account or authorized-user JSON file), azure_account, "
+             "azure_key, azure_sas_token, azure_connection_string, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })

@@ -1,17 +1,23 @@
 // The entry points of each source kind that the dispatcher
 // (source/open_source.cpp) picks from; each kind defines its own in its
-// folder (engine/uring: files, engine/http: URLs). The blocking ones are
-// public (open_file, open_url).
+// folder (engine/uring: files; engine/http: remote objects, whichever store
+// (engine/stores) named them). The blocking ones for files are public (open_file).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "http/range_fetch.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::http_engine {
 
-// The source open_url() makes, before its first request (a deferred_open).
-std::unique_ptr<source> prepare_url(const std::string& url, const http_options& opts);
+// A remote object as a source, named `name` in messages (the URL as given),
+// with its first request made (size, validators, prefix()). Requests go to
+// object.requested, signed by object.sign.
+std::unique_ptr<source> open_remote(const std::string& name, remote_object object, const http_options& opts);
+
+// The same source before its first request (a deferred_open).
+std::unique_ptr<source> prepare_remote(const std::string& name, remote_object object, const http_options& opts);
 
 }  // namespace ringsafe::http_engine

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "http/s3_object.hpp"
+#include "stores/s3_object.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "http/s3_object.hpp"
+#include "stores/s3_object.hpp"
 #include "http/url.hpp"
 #include "radosgw_cluster.hpp"
 #include "ringsafe/error.hpp"

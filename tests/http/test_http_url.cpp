@@ -1,11 +1,11 @@
-// URL parsing, redirect resolution, S3 addressing and SigV4 (engine/http/url.hpp, s3_object.hpp).
+// URL parsing, redirect resolution, S3 addressing and SigV4 (engine/http/url.hpp, engine/stores/s3_object.hpp).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "http/s3_object.hpp"
+#include "stores/s3_object.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"

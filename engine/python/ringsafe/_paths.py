@@ -1,9 +1,11 @@
 """What a path argument may be: a local path (str, bytes or os.PathLike, as
 the operating system takes it: a str from os.fsdecode of bytes that are not
-UTF-8 names those bytes), an http(s):// or s3:// URL, or a sharded
-``*.index.json``, local or remote."""
+UTF-8 names those bytes), a URL of a scheme the engine knows (http(s)://,
+s3://, ...), or a sharded ``*.index.json``, local or remote."""
 
 import os
+
+from ._ringsafe import is_url  # noqa: F401 - the engine's rule, the one home of URL detection
 
 
 def is_path(path):
@@ -17,8 +19,3 @@ def spec_of(path):
     if is_path(path):
         return os.fsdecode(path)
     raise TypeError(f"expected a path or URL (str, bytes or os.PathLike), got {type(path).__name__}")
-
-
-def is_url(spec):
-    """Whether the engine reads ``spec`` over the network (http, https, s3)."""
-    return spec.startswith(("http://", "https://", "s3://"))

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "http/range_fetch.hpp"
+#include "http/url.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::http_engine {
