@@ -150,8 +150,17 @@ class MappedSource(EngineSource):
                             return
                         m.will_need(o, min(READ_AHEAD_STEP, off + length - o))
 
-        threading.Thread(target=run, name="ringsafe-read-ahead", daemon=True).start()
+        # Not a daemon: a daemon thread inside will_need (GIL released) when the
+        # interpreter finalizes is ended by a forced unwind through the binding,
+        # which aborts the process ("terminate called without an active
+        # exception"). The interpreter waits for this one at exit instead; it
+        # stops at the next step once the handle is closed.
+        self._ahead_thread = threading.Thread(target=run, name="ringsafe-read-ahead")
+        self._ahead_thread.start()
 
     def close(self):
         self._stop.set()
+        ahead = getattr(self, "_ahead_thread", None)
+        if ahead is not None and ahead is not threading.current_thread():
+            ahead.join()
         super().close()
