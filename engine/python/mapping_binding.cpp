@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "blocking_call.hpp"
 #include "ringsafe/mapped_file.hpp"
@@ -35,18 +36,25 @@ void bind_mapping(py::module_& m) {
     py::class_<py_mapping>(m, "MappedFile", py::buffer_protocol(),
                            "A local file mapped private (copy-on-write) into memory; unmapped when the last "
                            "view of it is gone. The mapping keeps the file's pages if the path is replaced.")
-        .def(py::init([](const std::string& path) {
+        .def(py::init([](const py::object& path_arg_) {
+                 const std::string path = path_arg(path_arg_, "path");
                  py::gil_scoped_release nogil;
                  return py_mapping{std::make_shared<const mapped_file>(mapped_file::open(path))};
              }),
-             py::arg("path"), "Maps the whole file at `path` (OSError naming it when it cannot).")
+             py::arg("path"), "Maps the whole file at `path` (str, bytes or os.PathLike; OSError naming it when it cannot).")
         .def_property_readonly("size", [](const py_mapping& self) { return self.file->size(); }, "The file's size.")
-        .def_property_readonly("path", [](const py_mapping& self) { return self.file->path(); })
+        .def_property_readonly("path", [](const py_mapping& self) { return path_str(self.file->path()); })
         .def_property_readonly("identity",
                                [](const py_mapping& self) {
                                    return py::make_tuple(self.file->device(), self.file->inode());
                                },
                                "(st_dev, st_ino) of the file as mapped.")
+        .def_property_readonly("stat",
+                               [](const py_mapping& self) {
+                                   return py::make_tuple(self.file->device(), self.file->inode(), self.file->size(),
+                                                         self.file->mtime_ns());
+                               },
+                               "(st_dev, st_ino, st_size, st_mtime_ns) of the file when it was mapped.")
         .def_property_readonly("address",
                                [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
                                "Address of the first byte (0 for an empty file).")

@@ -64,7 +64,11 @@ def save(tensors, metadata=None):
 def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     """Writes {name: tensor} to ``filename``, byte-identical to the reference's
     save_file, straight from the tensors' memory with parallel writes. The file
-    appears whole or not at all (temporary + rename); sync=True also fsyncs."""
+    appears whole or not at all (temporary + rename); sync=True also fsyncs.
+    Conjugate and negative views (``t.conj()``, ``t._neg_view()``) are saved
+    with the values they show (the reference saves the bytes under them). A
+    failure of the system (a directory as the target, a missing parent, no
+    permission) raises the OSError subclass that is also a SafetensorError."""
     _write.save_file(ADAPTER, tensors, filename, metadata, sync, progress)
 
 
@@ -73,9 +77,12 @@ def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", pr
     parallel read straight into their memory (whatever ``backend``: it is
     checked and accepted for the reference's signature; O_DIRECT when the
     file is local and cold and the parameters are in host memory, ``direct=``
-    overrides). Returns (missing,
-    unexpected) as the reference does; with strict=True a mismatch raises
-    RuntimeError before any byte is read."""
+    overrides). The parameters are filled where they are, as the reference's
+    load_state_dict copies into them: ``device`` does not move the model
+    (call ``model.to(device)`` yourself); CUDA parameters are read straight
+    into device memory, ordered against PyTorch's current stream. Returns
+    (missing, unexpected) as the reference does; with strict=True a mismatch
+    raises RuntimeError before any byte is read."""
     return _model.load_model(model, filename, strict, device, progress, backend, options)
 
 
