@@ -13,6 +13,7 @@
 #include "device_request.hpp"
 #include "header_objects.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace py = pybind11;
@@ -103,12 +104,19 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
+        else if (key == "cache") o.source.http.hub.cache = option_bool(v, key);
+        else if (key == "cache_dir") o.source.http.hub.cache_dir = option_str(v, key);
+        else if (key == "local_files_only") o.source.http.hub.offline = option_bool(v, key);
+        else if (key == "endpoint") o.source.http.hub.endpoint = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
     }
     return o;
 }
+
+// The largest file fetch_file reads whole (a config.json, a tokenizer).
+constexpr std::uint64_t max_fetched_file = 64u << 20;
 
 // A reader shared with the jobs that run on it: close() drops the Python
 // side's reference; a job still running keeps the reader until it ends.
@@ -149,6 +157,26 @@ void bind_reader(py::module_& m) {
     m.def("is_url", [](std::string_view spec) { return is_url(spec); }, py::arg("spec"),
           "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
           "not as a local path.");
+    m.def("fetch_file",
+          [](const std::string& spec, const py::kwargs& kw) {
+              const reader_options o = make_options(kw);
+              // On a call thread, as Reader's open: Ctrl-C ends the wait at once.
+              auto got = std::make_shared<std::pair<std::string, std::string>>();
+              start_call([spec, o, got](pending_call&) {
+                  auto src = open_source(spec, o.source);
+                  if (src->size() > max_fetched_file)
+                      raise(errc::InvalidArgument, src->name() + " is " + std::to_string(src->size()) +
+                                                       " bytes, more than fetch_file reads (" +
+                                                       std::to_string(max_fetched_file) + ")");
+                  got->first.resize(src->size());
+                  if (!got->first.empty()) src->read_exact(0, std::as_writable_bytes(std::span(got->first)));
+                  got->second = src->name();
+              })->wait_or_abandon();
+              return py::make_tuple(py::bytes(got->first), got->second);
+          },
+          py::arg("spec"),
+          "(bytes, name) of a small file (a config.json) at a path or URL, with Reader's keyword options: "
+          "name is what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
@@ -182,14 +210,16 @@ void bind_reader(py::module_& m) {
                  })->wait_or_abandon();
                  py_reader out{std::move(*opened)};
                  for (const auto& sh : out.r->shards())
-                     out.remote = out.remote || is_url(sh.spec);
+                     out.remote = out.remote || sh.file.empty();
                  return out;
              }),
              py::arg("spec"),
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
              "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards.")
+             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards; for hf:// "
+             "URLs: cache (write what is read into the Hub cache), cache_dir, local_files_only (the cache "
+             "alone, as HF_HUB_OFFLINE), endpoint (as HF_ENDPOINT).")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })
@@ -211,6 +241,14 @@ void bind_reader(py::module_& m) {
                  return out;
              },
              "(spec, size, data_start) of each shard.")
+        .def("shard_file", [](const py_reader& self, std::size_t i) -> py::object {
+                 const auto shards = self.get().shards();
+                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 if (shards[i].file.empty()) return py::none();
+                 return py::str(shards[i].file);
+             },
+             "The local file shard i is read from (its path, or for an hf:// shard the Hub cache's file); "
+             "None when it is read over the network.")
         .def("shard_identity", [](const py_reader& self, std::size_t i) {
                  const auto shards = self.get().shards();
                  if (i >= shards.size()) throw py::index_error("shard index out of range");

@@ -1,4 +1,4 @@
-// HTTP(S) and S3 objects as byte sources, read with parallel Range requests.
+// HTTP(S), S3 and Hugging Face Hub objects as byte sources, read with parallel Range requests.
 //
 //   auto src = ringsafe::open_url("https://host/model.safetensors");  // one request: size, ETag, header
 //   src->execute(ops, ctl);   // ranges split into chunk_size requests over keep-alive connections
@@ -33,6 +33,27 @@ struct s3_options {
     std::string endpoint;           // e.g. "http://127.0.0.1:7480"; default https://s3.<region>.amazonaws.com
     enum class addressing { automatic, path, virtual_host };
     addressing style = addressing::automatic;  // automatic: virtual host on AWS, path style on custom endpoints
+};
+
+// Hugging Face Hub (hf:// URLs, engine/stores/README.md). Empty fields are taken from
+// the environment when an hf:// URL is opened, as huggingface_hub reads it.
+struct hub_options {
+    std::string endpoint;   // HF_ENDPOINT, else https://huggingface.co
+    // Sent as "Authorization: Bearer" to the endpoint's origin only (never to the CDN a
+    // redirect leads to). Empty: http_options::bearer_token, else HF_TOKEN, else
+    // HUGGING_FACE_HUB_TOKEN, else the file HF_TOKEN_PATH (default $HF_HOME/token); none
+    // of those three with HF_HUB_DISABLE_IMPLICIT_TOKEN set.
+    std::string token;
+    // The Hub cache (models--ORG--NAME/{blobs,refs,snapshots}): HF_HUB_CACHE, else
+    // HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub (HF_HOME: $XDG_CACHE_HOME/huggingface, else
+    // ~/.cache/huggingface). A file there is read as a local file, with no request.
+    std::string cache_dir;
+    // Read the cache only; a file not there is an error naming it. Also set by
+    // HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (1, ON, YES, TRUE).
+    bool offline = false;
+    // Write the bytes read into the cache, in huggingface_hub's layout; a file is published
+    // (atomically) only once every one of its bytes was read, never in part.
+    bool cache = false;
 };
 
 // Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
@@ -83,6 +104,7 @@ struct http_options {
     bool verify_peer = true;                   // TLS certificate and host-name verification
     std::string ca_file;                       // extra CA bundle (PEM) trusted besides the system's; empty = system only
     s3_options s3;                             // for s3:// URLs
+    hub_options hub;                           // for hf:// URLs
 };
 
 // `o` with connections_per_origin, threads and chunk_size resolved (0 takes the
@@ -91,7 +113,7 @@ struct http_options {
 // of range or malformed.
 http_options resolved_http_options(const http_options& o);
 
-// Opens an http://, https:// or s3://bucket/key URL with one Range request of
+// Opens an http://, https://, s3://bucket/key or hf://ORG/NAME[@REV]/PATH URL with one Range request of
 // `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
 // and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
 // URL or options, a header name or value, token or S3 credential holding CR,
@@ -101,9 +123,11 @@ http_options resolved_http_options(const http_options& o);
 // threads-1 more on threads it starts and joins before returning.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
 
-// Fills credentials the environment provides for `url` into `opts` when the
-// caller gave none: HF_TOKEN as the bearer token when the host is the Hugging
-// Face Hub (huggingface.co, hf.co and their subdomains). The CLI calls it.
+// Fills credentials the environment provides for an http(s) `url` into `opts`
+// when the caller gave none: the Hub's token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN,
+// the token file; see hub_options::token) as the bearer token when the host is
+// the Hugging Face Hub (huggingface.co, hf.co, their subdomains, the host of
+// HF_ENDPOINT). The CLI calls it. hf:// URLs find their token themselves.
 void apply_environment_credentials(const std::string& url, http_options& opts);
 
 // A presigned GET URL (SigV4 query signing) for `s3_url` (s3://bucket/key) that any

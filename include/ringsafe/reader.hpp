@@ -48,13 +48,16 @@ struct reader_options {
 
 // One shard of the checkpoint (a single file is one shard).
 struct shard_info {
-    std::string spec;                       // resolved path or URL
+    std::string spec;                       // resolved path or URL (hf://: pinned to the commit read)
     std::uint64_t size = 0;                 // object size in bytes
     std::uint64_t data_start = 0;           // 8 + N: source offset of the data section
     std::optional<metadata_map> metadata;   // the shard header's __metadata__
     std::uint32_t first_tensor = 0;         // its tensors are tensors()[first_tensor, +tensor_count)
     std::uint32_t tensor_count = 0;
     std::uint64_t device = 0, inode = 0;    // a local shard's identity as opened (st_dev, st_ino); else 0
+    // The local file a shard is read from: the path, or for an hf:// shard found in
+    // the Hub cache that cache's file; empty for a shard read over the network.
+    std::string file;
 };
 
 // An open checkpoint. Movable, not copyable. Listing and planning are const

@@ -31,7 +31,7 @@ class MappedSource(EngineSource):
 
     def _map(self, shard):
         spec, size, data_start = self._shards[shard]
-        m = MappedFile(spec)
+        m = MappedFile(self.reader.shard_file(shard))  # spec's local file (an hf:// spec's: the Hub cache's)
         n = int.from_bytes(memoryview(m)[:8], "little") if m.size >= 8 else -1
         if m.identity != self.reader.shard_identity(shard):
             raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
