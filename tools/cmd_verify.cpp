@@ -11,7 +11,7 @@ constexpr std::string_view help =
     "                       [--http-threads N] [--chunk SIZE] SOURCE\n"
     "Validates a safetensors file and reads every tensor's bytes (front to back,\n"
     "8 MiB at a time), printing each tensor with the SHA-256 of its bytes.\n"
-    "SOURCE is a path, an http(s):// or s3:// URL, or a sharded *.index.json.\n"
+    "SOURCE is a path, an http(s)://, s3:// or hf:// URL, or a sharded *.index.json.\n"
     "\n"
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
     "                          with \"sha256\" (lowercase hex) added to each tensor\n"

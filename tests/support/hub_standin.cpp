@@ -25,7 +25,8 @@
 //   ROOT/models/ORG/NAME/ttl                    seconds a CDN URL stays valid (default 3600)
 //   ROOT/models/ORG/NAME/gone                   an expired CDN URL answers 410 (default 403)
 //   ROOT/models/ORG/NAME/cdn                    the Location instead of the CDN's: {file} is replaced by the
-//                                               file's absolute path, {rel} by its path under ROOT
+//                                               file's absolute path, {rel} by its path under ROOT, {query}
+//                                               by the presigned query the CDN checks
 //   ROOT/models/ORG/NAME/size_delta             added to X-Linked-Size (a lying Hub)
 // (datasets/, spaces/, kernels/ likewise). The CDN is an nginx serving ROOT
 // that checks the signature and expiry with secure_link (cdn_nginx_conf()).
@@ -322,20 +323,20 @@ response resolve(const repo_ref& r, const std::string& rev_raw, const std::strin
         long ttl = 3600;
         if (fs::exists(r.dir / "ttl")) ttl = std::stol(read_text(r.dir / "ttl"));
         const std::string rel = "/" + r.type_dir + "/" + r.id + "/commits/" + commit + "/" + path;
-        std::string location;
+        const std::string expires = std::to_string(std::time(nullptr) + ttl);
+        // A credential-like parameter with escapes that a client must send back as they are.
+        const std::string cred = "STANDIN%2F20260101%2Fus-east-1%2Fs3%2Faws4_request";
+        const std::string query = "Expires=" + expires +
+                                  "&Signature=" + secure_link_md5(expires + rel + cred + " " + ringsafe::test::hub_cdn_secret) +
+                                  "&cred=" + cred + (fs::exists(r.dir / "gone") ? "&gone=1" : "") + "&Key-Pair-Id=K2STANDIN";
+        std::string location = g_cdn + rel + "?" + query;
         if (fs::exists(r.dir / "cdn")) {
             location = read_text(r.dir / "cdn");
             for (auto [key, value] : {std::pair<std::string, std::string>{"{file}", fs::absolute(file).string()},
-                                      std::pair<std::string, std::string>{"{rel}", rel}})
+                                      std::pair<std::string, std::string>{"{rel}", rel},
+                                      std::pair<std::string, std::string>{"{query}", query}})
                 for (auto at = location.find(key); at != std::string::npos; at = location.find(key))
                     location.replace(at, key.size(), value);
-        } else {
-            const std::string expires = std::to_string(std::time(nullptr) + ttl);
-            // A credential-like parameter with escapes that a client must send back as they are.
-            const std::string cred = "STANDIN%2F20260101%2Fus-east-1%2Fs3%2Faws4_request";
-            location = g_cdn + rel + "?Expires=" + expires +
-                       "&Signature=" + secure_link_md5(expires + rel + cred + " " + ringsafe::test::hub_cdn_secret) +
-                       "&cred=" + cred + (fs::exists(r.dir / "gone") ? "&gone=1" : "") + "&Key-Pair-Id=K2STANDIN";
         }
         out.status = 302;
         out.reason = "Found";

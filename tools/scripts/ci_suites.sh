@@ -111,15 +111,17 @@ for s in $STAGES; do
         # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
         # asio_writer_threads tests. asio_teardown destroys io_contexts while the blocking pool
         # still works for them; asio_resolve abandons a resolver thread's getaddrinfo and
-        # asio_resolve_shared has eight opens wait on one.
+        # asio_resolve_shared has eight opens wait on one. stores/test_hub: the Hub's answers
+        # hook and cache entries shared by event loops and sources.
         tsan_programs=(uring/test_file_source uring/test_ring_pool read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
-            asio/test_asio_teardown asio/test_asio_resolve)
+            asio/test_asio_teardown asio/test_asio_resolve stores/test_hub)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
                 build_and_test build-tsan "${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server \
+                tests/support/hub_standin \
                 -- "${tsan_programs[@]##*/test_}" asio_http_threads asio_open_threads asio_writer_threads \
                 asio_resolve_shared
         else
