@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,7 +170,12 @@ void bind_reader(py::module_& m) {
                                                        " bytes, more than fetch_file reads (" +
                                                        std::to_string(max_fetched_file) + ")");
                   got->first.resize(src->size());
-                  if (!got->first.empty()) src->read_exact(0, std::as_writable_bytes(std::span(got->first)));
+                  // The open's first request brought the first bytes (usually the whole file).
+                  const auto prefix = src->prefix();
+                  const std::size_t have = std::min<std::size_t>(prefix.size(), got->first.size());
+                  std::memcpy(got->first.data(), prefix.data(), have);
+                  if (have < got->first.size())
+                      src->read_exact(have, std::as_writable_bytes(std::span(got->first)).subspan(have));
                   got->second = src->name();
               })->wait_or_abandon();
               return py::make_tuple(py::bytes(got->first), got->second);

@@ -10,7 +10,9 @@
 //     401/403/404 with X-Error-Code RepoNotFound, GatedRepo, RevisionNotFound,
 //     EntryNotFound.
 //   GET /api/{models,datasets,spaces}/ORG/NAME[/revision/REVISION]
-//     {"id", "sha", "siblings": [{"rfilename"}]} (snapshot_download's listing).
+//     {"id", "sha", "siblings": [{"rfilename"}]} (repo_info, for snapshot_download).
+//   GET /api/{models,datasets,spaces}/ORG/NAME/tree/REVISION[/PATH]
+//     [{"type", "oid", "size", "path", "lfs"}] (list_repo_tree, recursive, one page).
 //   GET /_standin/stats  {"requests": N, "log": ["HEAD /org/name/resolve/main/x auth", ...]}
 //     (every request but this one; "auth" when it carried Authorization).
 //
@@ -392,6 +394,36 @@ response listing(const repo_ref& r, const std::string& rev, const std::string& h
     return out;
 }
 
+// GET /api/models/ORG/NAME/tree/REVISION[/PATH]: every file under PATH (recursive), as list_repo_tree reads it.
+response tree(const repo_ref& r, const std::string& rev, const std::string& under, const std::string& head) {
+    if (!fs::is_directory(r.dir)) return error_response(404, "Not Found", "RepoNotFound", "Repository Not Found for url.");
+    if (auto denied = check_access(r, head)) return *denied;
+    const std::string commit = resolve_revision(r, rev, false);
+    if (commit.empty()) return error_response(404, "Not Found", "RevisionNotFound", "Invalid rev id: " + rev);
+    const fs::path base = r.dir / "commits" / commit;
+    std::string entries;
+    for (auto& e : fs::recursive_directory_iterator(base / under)) {
+        const std::string path = fs::relative(e.path(), base).string();
+        if (!entries.empty()) entries += ",";
+        if (e.is_directory()) {
+            entries += "{\"type\":\"directory\",\"oid\":\"" + std::string(40, '0') + "\",\"size\":0,\"path\":\"" +
+                       json_escape(path) + "\"}";
+            continue;
+        }
+        const std::uint64_t size = fs::file_size(e.path());
+        entries += "{\"type\":\"file\",\"oid\":\"" + file_digest(e.path(), true) + "\",\"size\":" + std::to_string(size) +
+                   ",\"path\":\"" + json_escape(path) + "\"";
+        if (is_lfs(e.path(), size))
+            entries += ",\"lfs\":{\"oid\":\"" + file_digest(e.path(), false) + "\",\"size\":" + std::to_string(size) +
+                       ",\"pointerSize\":134}";
+        entries += "}";
+    }
+    response out;
+    out.fields.push_back({"Content-Type", "application/json"});
+    out.body = "[" + entries + "]";
+    return out;
+}
+
 response route(const std::string& method, const std::string& target, const std::string& head) {
     const std::string path = target.substr(0, target.find('?'));
     if (path == "/_standin/stats") {
@@ -417,6 +449,11 @@ response route(const std::string& method, const std::string& target, const std::
         auto r = repo_of(rest, j);
         if (!r) return error_response(404, "Not Found", "", "Not Found");
         std::string rev = "main";
+        if (j + 1 < rest.size() && rest[j] == "tree") {
+            std::string under;
+            for (std::size_t k = j + 2; k < rest.size(); ++k) under += (under.empty() ? "" : "/") + decode(rest[k]);
+            return tree(*r, decode(rest[j + 1]), under, head);
+        }
         if (j + 1 < rest.size() && rest[j] == "revision") rev = decode(rest[j + 1]);
         return listing(*r, rev, head);
     }
