@@ -7,7 +7,7 @@ with safetensors.torch.save_file.
 
   PYTHONPATH=build/engine/python .venv/bin/python bench/bench_python.py
       [--size-gib 2] [--reps 3] [--only load_file,load_model,...] [--hot | --cold]
-      [--dir DIR] [--quick]
+      [--dir DIR] [--quick] [--hub-rate RATE] [--hub-delay-ms MS]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
 page-cache state and peak RSS); arms are interleaved (A B C A B C ...); the
@@ -35,6 +35,16 @@ http and s3: to the download + load arm). Operations (--only):
                    requests.get(url).content + safetensors.torch.load
   s3               the file from a local radosgw: ringsafe (s3://), Run:ai's S3 streamer,
                    boto3 get_object + safetensors.torch.load
+  hf               the file from the Hub stand-in (tests/support/hub_standin.cpp: resolve 302 to an
+                   nginx CDN, --hub-rate / --hub-delay-ms model its links), an empty Hub cache
+                   each repetition: hf_hub_download + the reference's load_file (the first arm),
+                   HfFileSystem().open() + safe_open, ringsafe load_file("hf://...") and with
+                   cache=True (it writes the Hub cache as hf_hub_download does)
+  hf_cached        the file already in the Hub cache: ringsafe load_file of the local file (the
+                   first arm) against load_file("hf://...") (found in the cache, no request)
+  hf_pretrained    LlamaForCausalLM.from_pretrained("bench/model") of transformers through the
+                   stand-in against ringsafe.transformers.from_pretrained("hf://bench/model"),
+                   dtype=bf16, an empty Hub cache each repetition
   save_file        X.save_file(dict in memory, fresh path) (ringsafe with sync=False)
 
 "One read of every byte" = the int64 sum of every tensor's bytes (torch with
@@ -62,7 +72,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "save_file")
+OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "save_file", "hf",
+       "hf_cached", "hf_pretrained")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
@@ -74,6 +85,12 @@ MINE_BUF = "ringsafe, direct=False"
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
+# The Hub (hf, hf_cached, hf_pretrained): the stand-in's repo bench/model.
+HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE = ("hf_hub_download + load_file", "HfFileSystem + safe_open", "ringsafe hf://",
+                                         "ringsafe hf://, cache=True")
+LOCAL, MINE_HF_CACHED = "ringsafe local file", "ringsafe hf:// (in the Hub cache)"
+TF_REF, MINE_TF = "transformers from_pretrained", "ringsafe.transformers.from_pretrained"
+HF_REPO = "bench/model"
 # Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
 # they reuse (no fresh memory, nothing kept), through the page cache (what
 # filling the page cache costs, which a mapped load must also pay) and with
@@ -92,8 +109,12 @@ ARMS = {
     "http": [DOWNLOAD, MINE],
     "s3": [BOTO, RUNAI_S3, MINE],
     "save_file": [REF, MINE],
+    "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE],
+    "hf_cached": [LOCAL, MINE_HF_CACHED],
+    "hf_pretrained": [TF_REF, MINE_TF],
 }
-NO_CACHE_STATE = ("save_file", "http", "s3", "pss")  # remote or in-memory sources: one state
+NO_CACHE_STATE = ("save_file", "http", "s3", "pss", "hf", "hf_pretrained")  # remote or in-memory sources: one state
+HUB_OPS = ("hf", "hf_cached", "hf_pretrained")
 
 # TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
 HIDDEN, INTER, KV, VOCAB = 2048, 5632, 256, 32000
@@ -290,16 +311,19 @@ def child(op, arm, path, work):
     import ringsafe
     import ringsafe.torch as rt
     work = Path(work)
-    if op == "from_pretrained":
+    if op in ("from_pretrained", "hf_pretrained"):
         if arm == MINE:
             ringsafe.install()
         import transformers
+        import ringsafe.transformers as rtf
         transformers.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
     if op == "s3" and arm == BOTO:
         import boto3
     if op == "http":
         import requests
+    if op == "hf":
+        import huggingface_hub
     with open("/proc/self/clear_refs", "w") as f:  # the imports' peak must not count
         f.write("5")
     base = status_kib("VmRSS")
@@ -386,6 +410,11 @@ def child(op, arm, path, work):
         if d is not None:
             for t in d.values():
                 acc[0] += touch(t, torch)
+    elif op in HUB_OPS:
+        d = hub_child(op, arm, path, torch, st, rt, each)
+        if d is not None:
+            for t in d.values():
+                acc[0] += touch(t, torch)
     elif op == "save_file":
         if arm == REF:
             st.save_file(prep, target)
@@ -404,6 +433,32 @@ def child(op, arm, path, work):
         sys.stdin.readline()
         return
     print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}))
+
+
+def hub_child(op, arm, path, torch, st, rt, each):
+    """The timed part of one Hub arm (HF_ENDPOINT and HF_HUB_CACHE are set by the parent):
+    the loaded tensors, or None when `each` saw them."""
+    if op == "hf":
+        if arm == HF_REF:
+            from huggingface_hub import hf_hub_download
+            return st.load_file(hf_hub_download(HF_REPO, "model.safetensors"))
+        if arm == HF_FS:
+            import ringsafe
+            from huggingface_hub import HfFileSystem
+            with HfFileSystem().open(f"{HF_REPO}/model.safetensors", "rb") as f, ringsafe.safe_open(f, "pt") as g:
+                for k in g.keys():
+                    each(k, g.get_tensor(k))
+            return None
+        return rt.load_file(f"hf://{HF_REPO}", cache=arm == MINE_HF_CACHE)
+    if op == "hf_cached":
+        return rt.load_file(path if arm == LOCAL else f"hf://{HF_REPO}")
+    import transformers
+    if arm == TF_REF:
+        model = transformers.LlamaForCausalLM.from_pretrained(HF_REPO, dtype=torch.bfloat16)
+    else:
+        import ringsafe.transformers as rtf
+        model = rtf.from_pretrained(f"hf://{HF_REPO}", dtype=torch.bfloat16)
+    return dict(sorted(model.state_dict().items()))
 
 
 # --------------------------------------------------------------- parent side
@@ -512,13 +567,34 @@ def machine_facts():
 
 
 class Servers:
-    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations."""
+    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations, the
+    Hub stand-in for hf, hf_cached and hf_pretrained."""
 
-    def __init__(self, work, path, ops):
+    def __init__(self, work, path, ops, hub_rate=None, hub_delay_ms=0):
         sys.path.insert(0, str(REPO / "tests" / "python"))
         import servers
-        self.nginx = self.rgw = None
+        self.nginx = self.rgw = self.hub = None
         self.env = None
+        self.work = work
+        if any(op in HUB_OPS for op in ops):
+            self.hub = servers.HubStandin(work / "hub-root", work / "hub-run",
+                                          cdn_extra=f"    limit_rate {hub_rate};\n" if hub_rate else "")
+            files = {"model.safetensors": path}
+            for name in ("config.json", "generation_config.json"):
+                if (work / "hf" / name).exists():
+                    files[name] = work / "hf" / name
+            commit = self.hub.add_repo(HF_REPO, files)
+            if hub_delay_ms:
+                self.hub.control(HF_REPO, "delay_ms", hub_delay_ms)
+            # hf_cached: the file in a Hub cache of its own (the blob a hard link of the checkpoint).
+            repo = work / "hub-cache" / "models--bench--model"
+            shutil.rmtree(work / "hub-cache", ignore_errors=True)
+            (repo / "blobs").mkdir(parents=True)
+            (repo / "snapshots" / commit).mkdir(parents=True)
+            (repo / "refs").mkdir()
+            os.link(path, repo / "blobs" / "bench-blob")
+            os.symlink("../../blobs/bench-blob", repo / "snapshots" / commit / "model.safetensors")
+            (repo / "refs" / "main").write_text(commit)
         if "http" in ops:
             self.nginx = servers.Nginx(work, work / "nginx")
             (work / "http_url").write_text(self.nginx.url(path.name))
@@ -531,10 +607,26 @@ class Servers:
             self.env = dict(child_env(), **self.rgw.env(), AWS_EC2_METADATA_DISABLED="true",
                             RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0", AWS_S3_ADDRESSING_STYLE="path")
 
+    def env_for(self, op):
+        """The environment of one repetition's child (None: the default): for the Hub
+        operations the stand-in as HF_ENDPOINT and a Hub cache, empty but for hf_cached."""
+        if op == "s3":
+            return self.env
+        if op not in HUB_OPS:
+            return None
+        cache = self.work / "hub-cache"
+        if op != "hf_cached":
+            cache = self.work / "hub-cache-cold"
+            shutil.rmtree(cache, ignore_errors=True)
+        return dict(child_env(), HF_ENDPOINT=self.hub.endpoint, HF_HUB_CACHE=str(cache),
+                    HF_HOME=str(self.work / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
+                    HF_HUB_DISABLE_PROGRESS_BARS="1")
+
     def close(self):
-        for s in (self.nginx, self.rgw):
+        for s in (self.nginx, self.rgw, self.hub):
             if s is not None:
                 s.close()
+        shutil.rmtree(self.work / "hub-cache-cold", ignore_errors=True)
 
 
 def main():
@@ -547,6 +639,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
+    ap.add_argument("--hub-rate", help="hf operations: nginx limit_rate per CDN connection (e.g. 50m; default none)")
+    ap.add_argument("--hub-delay-ms", type=int, default=0,
+                    help="hf operations: milliseconds before each answer of the Hub's resolve endpoint (default 0)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -578,7 +673,7 @@ def main():
         print(machine_facts())
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} tensors; median of {a.reps}, "
               f"every repetition a fresh process, arms interleaved\n", flush=True)
-        servers = Servers(work, path, ops)
+        servers = Servers(work, path, ops, a.hub_rate, a.hub_delay_ms)
         run_all(ops, states, a.reps, path, work, size, servers)
     finally:
         if servers is not None:
@@ -605,8 +700,7 @@ def run_all(ops, states, reps, path, work, size, servers):
                         warm(path)
                         runs[arm].append(run_pss(arm, path, work))
                     else:
-                        env = servers.env if op == "s3" else None
-                        runs[arm].append(run_child(op, arm, path, work, env))
+                        runs[arm].append(run_child(op, arm, path, work, servers.env_for(op)))
             if state == "cold":
                 drop_cache(path)
                 res = resident_fraction(path)
@@ -617,7 +711,7 @@ def run_all(ops, states, reps, path, work, size, servers):
                     notes.append(f"{op} cold: dd iflag=direct bs=16M reads the file at {rate:.2f} GB/s "
                                  f"(the disk's own sequential rate in this run)")
             checks = {r["check"] for arm in arms for r in runs[arm] if r["check"] is not None}
-            if len(checks) > 1 and op not in ("from_pretrained",):
+            if len(checks) > 1 and op not in ("from_pretrained", "hf_pretrained"):
                 raise SystemExit(f"{op} {state}: the arms disagree (checksums {sorted(checks)})")
             med = {arm: statistics.median(r["seconds"] for r in runs[arm]) for arm in arms}
             for arm in arms:
@@ -629,7 +723,8 @@ def run_all(ops, states, reps, path, work, size, servers):
                     extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
                 print(f"| {op} | {state} | {arm}{extra} | {med[arm]:.3f} | {rate:.2f} | {rss:.0f} | {ratio:.2f}x |",
                       flush=True)
-    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3: the download + load)")
+    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3: the download + load; "
+          f"hf: {HF_REF}; hf_cached: {LOCAL}; hf_pretrained: {TF_REF})")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:
         print(n)

@@ -100,7 +100,6 @@ hub_settings hub_settings_of(const http_options& o) {
     } else if (!o.bearer_token.empty()) {
         s.token = o.bearer_token;
         s.token_origin = "the bearer token option";
-        s.token_from_bearer = true;
     } else if (!env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
         s.token = environment_hub_token(&s.token_origin);
     }

@@ -13,7 +13,6 @@ struct hub_settings {
     std::string endpoint;      // no trailing '/'
     std::string token;         // sent to the endpoint's origin only; empty: none
     std::string token_origin;  // where the token came from, for messages ("HF_TOKEN", "the token file /x", ...)
-    bool token_from_bearer = false;  // the token is http_options::bearer_token, which engine/http sends itself
     std::string cache_dir;
     bool offline = false;
     bool write_cache = false;

@@ -161,6 +161,9 @@ public:
     hub_source(std::string spec, hub_path p, hub_settings s, const http_options& opts, bool deferred)
         : spec_(std::move(spec)), name_(spec_), path_(std::move(p)), settings_(std::move(s)), opts_(opts),
           fallback_(path_.path.empty()) {
+        // The token goes by the sign hook alone, to the Hub's origin only: a bearer token given
+        // in the options is the Hub's token, which cross_origin_headers must not let follow a redirect.
+        opts_.bearer_token.clear();
         if (fallback_) path_.path = std::string(hub_index_file);
         if (deferred) {
             inner_ = http_engine::prepare_remote(spec_, object(), opts_);
@@ -248,7 +251,7 @@ private:
         obj.on_origin_response = [a = answers_](remote_object& o, const url& t, unsigned status, const header_fields& f) {
             a->on_response(o, t, status, f);
         };
-        if (!settings_.token.empty() && !settings_.token_from_bearer)
+        if (!settings_.token.empty())
             obj.sign = [token = settings_.token](const url&, std::string_view) {
                 return header_fields{{"Authorization", "Bearer " + token}};
             };

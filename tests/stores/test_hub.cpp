@@ -240,6 +240,9 @@ TEST_CASE("a gated or private repo without a token names the repo and asks for o
     reader_options right = s.options();
     right.source.http.bearer_token = "hf_the_right_token";  // Python's token=: the Hub's token too
     CHECK(reader::open("hf://org/private", right).tensors().size() == 2);
+    // Not even when the caller lets Authorization follow redirects: the Hub's token stays at the Hub.
+    right.source.http.cross_origin_headers = {"Authorization"};
+    CHECK(read_all(*std::make_unique<reader>(reader::open("hf://org/private", right))).at("x").size() == 400);
     CHECK(s.hub.cdn_auth_refused() == 0);
 
     // What is not there, each named.

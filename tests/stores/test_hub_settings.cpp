@@ -78,13 +78,14 @@ TEST_CASE("the token: HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the token file
     http_options given;
     given.hub.token = "hf_given";
     CHECK(settings({{"HF_TOKEN", "hf_a"}, {"HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"}}, given).token == "hf_given");
-    // The options first: hub_options::token, then the bearer token (which engine/http sends itself).
+    // The options first: hub_options::token, then the bearer token (Python's token=).
     http_options bearer;
     bearer.bearer_token = "hf_bearer";
     const hub_settings b = settings({{"HF_TOKEN", "hf_a"}}, bearer);
     CHECK(b.token == "hf_bearer");
-    CHECK(b.token_from_bearer);
-    CHECK_FALSE(settings({{"HF_TOKEN", "hf_a"}}).token_from_bearer);
+    CHECK(b.token_origin == "the bearer token option");
+    bearer.hub.token = "hf_hub";
+    CHECK(settings({}, bearer).token == "hf_hub");
 }
 
 TEST_CASE("a token holding a control character is refused without showing it") {

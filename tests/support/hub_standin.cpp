@@ -30,6 +30,7 @@
 //                                               file's absolute path, {rel} by its path under ROOT, {query}
 //                                               by the presigned query the CDN checks
 //   ROOT/models/ORG/NAME/size_delta             added to X-Linked-Size (a lying Hub)
+//   ROOT/models/ORG/NAME/delay_ms               each resolve answers after this many milliseconds
 // (datasets/, spaces/, kernels/ likewise). The CDN is an nginx serving ROOT
 // that checks the signature and expiry with secure_link (cdn_nginx_conf()).
 #include <openssl/evp.h>
@@ -309,6 +310,8 @@ response resolve(const repo_ref& r, const std::string& rev_raw, const std::strin
                    ? error_response(401, "Unauthorized", "RepoNotFound", "Repository Not Found for url.")
                    : error_response(404, "Not Found", "RepoNotFound", "Repository Not Found for url.");
     if (auto denied = check_access(r, head)) return *denied;
+    if (fs::exists(r.dir / "delay_ms"))  // the Hub's own latency, for the benchmarks
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::stol(read_text(r.dir / "delay_ms"))));
     const std::string rev = decode(rev_raw), path = decode(path_raw);
     const std::string commit = resolve_revision(r, rev, method == "GET" || method == "HEAD");
     if (commit.empty()) return error_response(404, "Not Found", "RevisionNotFound", "Invalid rev id: " + rev);
