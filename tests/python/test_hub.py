@@ -160,6 +160,8 @@ def test_every_loading_call_reads_hf_urls(hub, tmp_path):
 
 
 def _rank(rank, port, url, env, out):
+    """One rank of a gloo group of 2: rd.load_file(url) saved to ``out`` (torch.save), or
+    its error's (kind, message) in ``out``.json."""
     os.environ.update(env)
     import torch.distributed as dist
     import ringsafe.distributed as rd
@@ -167,29 +169,50 @@ def _rank(rank, port, url, env, out):
     try:
         got = rd.load_file(url)
         torch.save({k: v.clone() for k, v in got.items()}, out)
+    except ringsafe.SafetensorError as e:
+        pathlib.Path(out + ".json").write_text(json.dumps([e.kind, str(e)]))
     finally:
         dist.destroy_process_group()
 
 
-def test_ringsafe_distributed_reads_hf_urls(hub, tmp_path):
+def _two_ranks(tmp_path, url):
+    """Runs _rank on 2 processes; each rank's result: a state dict, or (kind, message)."""
     import multiprocessing as mp
     import socket
-    t, files = sharded(tmp_path, seed=2)
-    hub.add_repo("org/dist", files)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: os.environ[k] for k in ("HF_ENDPOINT", "HF_HUB_CACHE", "HF_HOME")}
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_rank, args=(r, port, "hf://org/dist", env, str(tmp_path / f"rank{r}.pt")))
-             for r in range(2)]
+    outs = [str(tmp_path / f"rank{r}-{port}.pt") for r in range(2)]
+    procs = [ctx.Process(target=_rank, args=(r, port, url, env, outs[r])) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    for r in range(2):
-        same(torch.load(tmp_path / f"rank{r}.pt"), t)
+    return [json.loads(pathlib.Path(o + ".json").read_text()) if os.path.exists(o + ".json") else torch.load(o)
+            for o in outs]
+
+
+def test_ringsafe_distributed_reads_hf_urls(hub, tmp_path):
+    t, files = sharded(tmp_path, seed=2)
+    hub.add_repo("org/dist", files)
+    for got in _two_ranks(tmp_path, "hf://org/dist"):
+        same(got, t)
+
+
+def test_ringsafe_distributed_refuses_ranks_that_read_two_commits(hub, tmp_path):
+    _, f1 = sharded(tmp_path, seed=6)
+    _, f2 = sharded(tmp_path, seed=7)  # the same names and shapes, other bytes
+    c1 = hub.add_repo("org/dist-moving", f1)
+    c2 = hub.add_repo("org/dist-moving", f2, branch="")
+    hub.control("org/dist-moving", "move", f"1 main {c2}")  # the second rank's resolve of main gets c2
+    results = _two_ranks(tmp_path, "hf://org/dist-moving")
+    for kind, message in results:
+        assert kind == "DistributedError" and "different checkpoints" in message
+    log = hub.stats()["log"]
+    assert any(f"/resolve/{c1}/" in line for line in log) and any(f"/resolve/{c2}/" in line for line in log)
 
 
 def test_a_cache_ringsafe_wrote_is_read_by_huggingface_hub_offline(hub, tmp_path):
