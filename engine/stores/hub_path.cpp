@@ -181,16 +181,17 @@ hub_path parse_hub_url(std::string_view url) {
 
 std::string hub_url(const hub_path& p, const std::string& revision) {
     std::string out(scheme);
-    if (p.type != "model") out += std::string(type_prefix(p.type)) + "/";
+    // A model's URL goes without "models/" unless its ORG would read as a type prefix.
+    const std::string_view org = std::string_view(p.repo).substr(0, p.repo.find('/'));
+    bool org_is_type = org == "buckets";
+    for (auto& [prefix, name] : types) org_is_type = org_is_type || org == prefix || org == name;
+    if (p.type != "model" || org_is_type) out += std::string(type_prefix(p.type)) + "/";
     out += p.repo;
     if (!revision.empty()) {
-        std::string rev = revision;
-        if (rev.find('/') != std::string::npos && special_ref_length(rev) != rev.size()) {
-            std::string quoted;
-            for (char c : rev) quoted += c == '/' ? std::string("%2F") : std::string(1, c);
-            rev = quoted;
-        }
-        out += "@" + rev;
+        // What parse_hub_url decodes is encoded: '%' always, '/' unless the revision is a special ref.
+        const bool keep_slash = special_ref_length(revision) == revision.size();
+        out += "@";
+        for (char c : revision) out += c == '%' ? std::string("%25") : c == '/' && !keep_slash ? std::string("%2F") : std::string(1, c);
     }
     if (!p.path.empty()) out += "/" + p.path;
     return out;

@@ -28,7 +28,9 @@ struct hub_path {
 hub_path parse_hub_url(std::string_view url);
 
 // The URL of `p` at revision `revision` (a commit when pinned):
-// hf://[datasets/|spaces/|kernels/]ORG/NAME@REVISION[/PATH] (models without a type prefix).
+// hf://[datasets/|spaces/|kernels/]ORG/NAME@REVISION[/PATH] (models without a type prefix
+// unless ORG is a type's name, as in hf://models/datasets/NAME;
+// '%' in the revision written %25, and '/' %2F unless it is refs/pr/N or refs/convert/NAME).
 std::string hub_url(const hub_path& p, const std::string& revision);
 
 // {endpoint}/[datasets/|spaces/|kernels/]ORG/NAME/resolve/{revision, quoted}/{path, quoted but '/'}.

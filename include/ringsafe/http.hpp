@@ -120,7 +120,10 @@ http_options resolved_http_options(const http_options& o);
 // LF or NUL), HttpError (status such as 401/403/404, TLS or connection
 // failure after retries), RangeNotSupported (the server ignores Range).
 // The source's execute() runs its own event loop on the calling thread, and
-// threads-1 more on threads it starts and joins before returning.
+// threads-1 more on threads it starts and joins before returning. An hf://
+// URL is resolved at the Hub (opts.hub) and named by its pinned commit
+// (hf://ORG/NAME@COMMIT/PATH); one found in the Hub cache opens as that
+// local file with no request (engine/stores/README.md).
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
 
 // Fills credentials the environment provides for an http(s) `url` into `opts`

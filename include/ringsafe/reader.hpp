@@ -66,13 +66,14 @@ struct shard_info {
 // made them.
 class reader {
 public:
-    // Opens `spec`: a path, an http(s):// or s3:// URL, or a sharded index
+    // Opens `spec`: a path, an http(s)://, s3:// or hf:// URL, or a sharded index
     // (see looks_like_index()). Reads each header with the source's first read
     // (a second read only when the header is larger than that prefix), and
     // validates it like parse_header(). For an index, opens the shards in
     // parallel and checks that the weight_map is exactly the set of tensors
     // found in the shards (InvalidIndex naming the tensor and shards
-    // otherwise). Throws ringsafe::error naming the path/URL (and shard).
+    // otherwise); an hf:// index's shards are read at the commit the index
+    // came from. Throws ringsafe::error naming the path/URL (and shard).
     static reader open(const std::string& spec, const reader_options& opts = {});
     // Non-throwing form: nullopt and `st` filled on failure.
     static std::optional<reader> open(const std::string& spec, const reader_options& opts,

@@ -116,6 +116,16 @@ TEST_CASE("a pinned hf:// URL names the commit, and parses back to the same file
     CHECK(hub_url(branch, branch.revision) == "hf://org/name@feature%2Ffoo/a.json");
     CHECK(parse_hub_url(hub_url(branch, branch.revision)).revision == "feature/foo");
     CHECK(hub_url(branch, "refs/pr/3") == "hf://org/name@refs/pr/3/a.json");
+    // '%' too (found by fuzz_hub_url): "%66" in a revision must not come back as "f".
+    const hub_path pct = parse_hub_url("hf://org/name@a%2566/x");
+    CHECK(pct.revision == "a%66");
+    CHECK(hub_url(pct, pct.revision) == "hf://org/name@a%2566/x");
+    CHECK(parse_hub_url(hub_url(pct, pct.revision)).revision == "a%66");
+    // A model whose ORG is a type's name keeps "models/" (found by fuzz_hub_url).
+    const hub_path org = parse_hub_url("hf://models/model/s/f");
+    CHECK(org.repo == "model/s");
+    CHECK(hub_url(org, commit) == "hf://models/model/s@" + commit + "/f");
+    CHECK(parse_hub_url(hub_url(parse_hub_url("hf://models/datasets/x"), commit)).type == "model");
 }
 
 TEST_CASE("cache folder names and commit ids as huggingface_hub writes them") {

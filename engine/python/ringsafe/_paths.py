@@ -1,5 +1,5 @@
 """What a path argument may be: a local path (str or os.PathLike), a URL
-of a scheme the engine knows (http(s)://, s3://, ...), or a sharded
+of a scheme the engine knows (http(s)://, s3://, hf://, ...), or a sharded
 ``*.index.json``, local or remote."""
 
 import os
