@@ -227,6 +227,65 @@ void hub_cache_entry::write(std::uint64_t offset, std::span<const std::byte> byt
     if (whole) publish_locked();
 }
 
+hub_cache_tee::hub_cache_tee(std::shared_ptr<hub_cache_entry> entry, std::span<const read_op> ops)
+    : entry_(std::move(entry)), ops_(ops), landed_(new std::atomic<std::uint64_t>[ops.size()]), written_(ops.size(), 0) {
+    for (std::size_t i = 0; i < ops.size(); ++i) landed_[i].store(0, std::memory_order_relaxed);
+    thread_ = std::thread([this] { run(); });
+}
+
+hub_cache_tee::~hub_cache_tee() {
+    {
+        std::lock_guard lock(mutex_);
+        abandoned_ = true;
+        ready_.clear();
+    }
+    stop();
+}
+
+void hub_cache_tee::landed(std::size_t op, std::uint64_t bytes) {
+    if (landed_[op].fetch_add(bytes, std::memory_order_acq_rel) + bytes != ops_[op].length) return;
+    std::lock_guard lock(mutex_);
+    ready_.push_back(op);
+    wake_.notify_one();
+}
+
+void hub_cache_tee::run() {
+    for (;;) {
+        std::size_t op;
+        {
+            std::unique_lock lock(mutex_);
+            wake_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+            if (ready_.empty() || abandoned_) return;
+            op = ready_.front();
+            ready_.pop_front();
+            if (failed_) continue;
+        }
+        try {
+            entry_->write(ops_[op].offset, {ops_[op].dst, static_cast<std::size_t>(ops_[op].length)});
+            written_[op] = 1;
+        } catch (...) {
+            std::lock_guard lock(mutex_);
+            failed_ = std::current_exception();
+        }
+    }
+}
+
+void hub_cache_tee::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+}
+
+void hub_cache_tee::finish() {
+    stop();  // the thread drains what is ready, then joins
+    if (failed_) std::rethrow_exception(failed_);
+    for (std::size_t i = 0; i < ops_.size(); ++i)
+        if (!written_[i]) entry_->write(ops_[i].offset, {ops_[i].dst, static_cast<std::size_t>(ops_[i].length)});
+}
+
 void hub_cache_entry::publish_locked() {
     tmp_->publish(true, true);
     published_ = true;

@@ -6,14 +6,21 @@
 // is read (hub_options::cache).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "ringsafe/source.hpp"
 #include "stores/hub_path.hpp"
 
 namespace ringsafe::write_engine {
@@ -82,6 +89,39 @@ private:
     std::map<std::uint64_t, std::uint64_t> have_;  // landed ranges [first, end), merged
     std::uint64_t size_ = 0;
     bool published_ = false;
+};
+
+// One execute()'s ops written into a cache entry as each completes (every one
+// of its bytes landed, as on_bytes reports), on a thread of its own, so that
+// the cache's writes overlap the rest of the download.
+class hub_cache_tee {
+public:
+    hub_cache_tee(std::shared_ptr<hub_cache_entry> entry, std::span<const read_op> ops);
+    // Without finish(): stops the thread, writing nothing more (a failed read).
+    ~hub_cache_tee();
+    hub_cache_tee(const hub_cache_tee&) = delete;
+    hub_cache_tee& operator=(const hub_cache_tee&) = delete;
+
+    // `bytes` more of ops[op] landed (io_control::on_bytes; any thread).
+    void landed(std::size_t op, std::uint64_t bytes);
+    // After the ops all completed: writes those the thread has not, joins it;
+    // throws the first write's error.
+    void finish();
+
+private:
+    void run();
+    void stop();
+
+    std::shared_ptr<hub_cache_entry> entry_;
+    std::span<const read_op> ops_;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> landed_;
+    std::vector<char> written_;  // by the thread, read after it joined
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::size_t> ready_;
+    bool stopping_ = false, abandoned_ = false;
+    std::exception_ptr failed_;
+    std::thread thread_;
 };
 
 // Links snapshots/COMMIT/FILE to blobs/BLOB (relative) and writes refs/REVISION

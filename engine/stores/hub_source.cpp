@@ -205,9 +205,16 @@ public:
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
-        inner_->execute(ops, ctl);
-        if (cache_)
-            for (const read_op& op : ops) cache_->write(op.offset, {op.dst, static_cast<std::size_t>(op.length)});
+        if (!cache_) return inner_->execute(ops, ctl);
+        // Each op goes into the cache as soon as all of it landed, beside the rest of the download.
+        hub_cache_tee tee(cache_, ops);
+        io_control counted = ctl;
+        counted.on_bytes = [&tee, &ctl](std::size_t op, std::uint64_t n) {
+            if (ctl.on_bytes) ctl.on_bytes(op, n);
+            tee.landed(op, n);
+        };
+        inner_->execute(ops, counted);
+        tee.finish();
     }
 
     bool can_start_async() const noexcept override { return async_side().can_start_async(); }

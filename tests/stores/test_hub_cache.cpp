@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -153,4 +154,36 @@ TEST_CASE("a file read in part is never published; a nested path links back up i
     REQUIRE(empty);
     CHECK(empty->published());
     CHECK(fs::file_size(repo / "snapshots" / c1 / "empty.txt") == 0);
+}
+
+TEST_CASE("an execute()'s ops go into the cache as each completes; what a failed read left is never published") {
+    temp_dir cache;
+    const hub_path p = parse_hub_url("hf://org/tee");
+    std::vector<std::byte> data(200'000);
+    fill_pattern(data, 9);
+    std::vector<std::byte> got(data.size());
+    std::memcpy(got.data(), data.data(), got.size());
+    const std::vector<read_op> ops = {{0, 120'000, got.data(), 0}, {120'000, 80'000, got.data() + 120'000, 1}};
+    {
+        auto e = hub_cache_entry::open(cache.path().string(), p, "m.bin", "main", c1, "teeblob", data.size());
+        REQUIRE(e);
+        hub_cache_tee tee(e, ops);
+        tee.landed(0, 100'000);
+        tee.landed(0, 20'000);  // op 0 complete: written by the tee's thread
+        tee.landed(1, 79'999);  // op 1 one byte short: left to finish()
+        tee.finish();
+        CHECK(e->published());
+        CHECK(read_file(cache / "models--org--tee" / "snapshots" / c1 / "m.bin") == data);
+    }
+    {
+        auto e = hub_cache_entry::open(cache.path().string(), p, "n.bin", "main", c2, "teeblob2", data.size());
+        REQUIRE(e);
+        {
+            hub_cache_tee tee(e, ops);
+            tee.landed(0, 120'000);
+        }  // the read failed: no finish()
+        CHECK_FALSE(e->published());
+    }
+    CHECK_FALSE(fs::exists(cache / "models--org--tee" / "blobs" / "teeblob2"));
+    CHECK_FALSE(fs::exists(cache / "models--org--tee" / "snapshots" / c2));
 }
