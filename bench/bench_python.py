@@ -7,7 +7,7 @@ with safetensors.torch.save_file.
 
   PYTHONPATH=build/engine/python .venv/bin/python bench/bench_python.py
       [--size-gib 2] [--reps 3] [--only load_file,load_model,...] [--hot | --cold]
-      [--dir DIR] [--quick] [--hub-rate RATE] [--hub-delay-ms MS]
+      [--dir DIR] [--quick]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
 page-cache state and peak RSS); arms are interleaved (A B C A B C ...); the
@@ -35,11 +35,21 @@ http and s3: to the download + load arm). Operations (--only):
                    requests.get(url).content + safetensors.torch.load
   s3               the file from a local radosgw: ringsafe (s3://), Run:ai's S3 streamer,
                    boto3 get_object + safetensors.torch.load
+  gs               the file from a local fake-gcs-server (STORAGE_EMULATOR_HOST): ringsafe (gs://),
+                   google-cloud-storage download_as_bytes + load, Run:ai's GCS streamer
+                   (CLOUD_STORAGE_EMULATOR_ENDPOINT)
+  az               the file from the Azure Blob stand-in (tests/support/azure_blob_standin.py,
+                   Shared Key via AZURE_STORAGE_CONNECTION_STRING): ringsafe (az://),
+                   azure-storage-blob download_blob(max_concurrency=4) + load (no Run:ai arm: its
+                   Azure backend has no endpoint setting that reaches a local server)
+                   (--store-rate / --store-delay-ms model an object store's per-connection
+                   rate and first byte for gs and az: the GCS stand-in proxies fake-gcs-server then)
   hf               the file from the Hub stand-in (tests/support/hub_standin.cpp: resolve 302 to an
-                   nginx CDN, --hub-rate / --hub-delay-ms model its links), an empty Hub cache
-                   each repetition: hf_hub_download + the reference's load_file (the first arm),
-                   HfFileSystem().open() + safe_open, ringsafe load_file("hf://...") and with
-                   cache=True (it writes the Hub cache as hf_hub_download does)
+                   nginx CDN; --store-rate is the CDN's limit_rate per connection, --store-delay-ms
+                   the resolve endpoint's first byte), an empty Hub cache each repetition:
+                   hf_hub_download + the reference's load_file (the first arm), HfFileSystem().open()
+                   + safe_open, ringsafe load_file("hf://...") and with cache=True (it writes the
+                   Hub cache as hf_hub_download does)
   hf_cached        the file already in the Hub cache: ringsafe load_file of the local file (the
                    first arm) against load_file("hf://...") (found in the cache, no request)
   hf_pretrained    LlamaForCausalLM.from_pretrained("bench/model") of transformers through the
@@ -72,8 +82,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "save_file", "hf",
-       "hf_cached", "hf_pretrained")
+OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs", "az", "save_file",
+       "hf", "hf_cached", "hf_pretrained")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
@@ -85,6 +95,8 @@ MINE_BUF = "ringsafe, direct=False"
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
+GCS_DL, RUNAI_GS = "google-cloud-storage + load", "runai gs"
+AZ_DL = "azure-storage-blob + load"
 # The Hub (hf, hf_cached, hf_pretrained): the stand-in's repo bench/model.
 HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE = ("hf_hub_download + load_file", "HfFileSystem + safe_open", "ringsafe hf://",
                                          "ringsafe hf://, cache=True")
@@ -108,13 +120,19 @@ ARMS = {
     "pss": [REF, MINE, MINE_PREAD],
     "http": [DOWNLOAD, MINE],
     "s3": [BOTO, RUNAI_S3, MINE],
+    "gs": [GCS_DL, RUNAI_GS, MINE],
+    # No Run:ai arm: its Azure backend (libstreamerazure.so) names no endpoint setting besides
+    # AZURE_STORAGE_ACCOUNT_NAME/_KEY/_SAS_TOKEN (AZURE_STORAGE_ENDPOINT did not reach the
+    # stand-in: "File access error"), so it would go to ACCOUNT.blob.core.windows.net.
+    "az": [AZ_DL, MINE],
     "save_file": [REF, MINE],
     "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE],
     "hf_cached": [LOCAL, MINE_HF_CACHED],
     "hf_pretrained": [TF_REF, MINE_TF],
 }
-NO_CACHE_STATE = ("save_file", "http", "s3", "pss", "hf", "hf_pretrained")  # remote or in-memory sources: one state
+NO_CACHE_STATE = ("save_file", "http", "s3", "gs", "az", "pss", "hf", "hf_pretrained")
 HUB_OPS = ("hf", "hf_cached", "hf_pretrained")
+OPTIONAL_ARMS = (RUNAI_GS,)  # left out (with a note) when they cannot reach the local server  # remote or in-memory sources: one state
 
 # TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
 HIDDEN, INTER, KV, VOCAB = 2048, 5632, 256, 32000
@@ -315,15 +333,12 @@ def child(op, arm, path, work):
         if arm == MINE:
             ringsafe.install()
         import transformers
-        import ringsafe.transformers as rtf
         transformers.logging.set_verbosity_error()
         transformers.utils.logging.disable_progress_bar()
     if op == "s3" and arm == BOTO:
         import boto3
     if op == "http":
         import requests
-    if op == "hf":
-        import huggingface_hub
     with open("/proc/self/clear_refs", "w") as f:  # the imports' peak must not count
         f.write("5")
     base = status_kib("VmRSS")
@@ -412,6 +427,25 @@ def child(op, arm, path, work):
                 acc[0] += touch(t, torch)
     elif op in HUB_OPS:
         d = hub_child(op, arm, path, torch, st, rt, each)
+        if d is not None:
+            for t in d.values():
+                acc[0] += touch(t, torch)
+    elif op in ("gs", "az"):
+        bucket, key = "bench", "model.safetensors"
+        d = None
+        if arm == GCS_DL:
+            from google.auth.credentials import AnonymousCredentials
+            from google.cloud import storage
+            client = storage.Client(project="bench", credentials=AnonymousCredentials())
+            d = st.load(client.bucket(bucket).blob(key).download_as_bytes())
+        elif arm == AZ_DL:
+            from azure.storage.blob import BlobServiceClient
+            svc = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+            d = st.load(svc.get_blob_client(bucket, key).download_blob(max_concurrency=4).readall())
+        elif arm == RUNAI_GS:
+            _runai_stream([f"gs://{bucket}/{key}"], torch, each)
+        else:
+            d = rt.load_file(f"{op}://{bucket}/{key}")
         if d is not None:
             for t in d.values():
                 acc[0] += touch(t, torch)
@@ -567,25 +601,28 @@ def machine_facts():
 
 
 class Servers:
-    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations, the
-    Hub stand-in for hf, hf_cached and hf_pretrained."""
+    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations;
+    fake-gcs-server (+ the GCS stand-in as a throttling proxy) and the Azure Blob
+    stand-in for gs and az; the Hub stand-in (its nginx CDN throttled) for hf,
+    hf_cached and hf_pretrained."""
 
-    def __init__(self, work, path, ops, hub_rate=None, hub_delay_ms=0):
+    def __init__(self, work, path, ops, rate=0, delay_ms=0):
         sys.path.insert(0, str(REPO / "tests" / "python"))
         import servers
-        self.nginx = self.rgw = self.hub = None
+        self.nginx = self.rgw = self.gcs = self.gcs_front = self.az = self.hub = None
         self.env = None
+        self.store_env = {}
         self.work = work
         if any(op in HUB_OPS for op in ops):
             self.hub = servers.HubStandin(work / "hub-root", work / "hub-run",
-                                          cdn_extra=f"    limit_rate {hub_rate};\n" if hub_rate else "")
+                                          cdn_extra=f"    limit_rate {rate};\n" if rate else "")
             files = {"model.safetensors": path}
             for name in ("config.json", "generation_config.json"):
                 if (work / "hf" / name).exists():
                     files[name] = work / "hf" / name
             commit = self.hub.add_repo(HF_REPO, files)
-            if hub_delay_ms:
-                self.hub.control(HF_REPO, "delay_ms", hub_delay_ms)
+            if delay_ms:
+                self.hub.control(HF_REPO, "delay_ms", delay_ms)
             # hf_cached: the file in a Hub cache of its own (the blob a hard link of the checkpoint).
             repo = work / "hub-cache" / "models--bench--model"
             shutil.rmtree(work / "hub-cache", ignore_errors=True)
@@ -595,6 +632,32 @@ class Servers:
             os.link(path, repo / "blobs" / "bench-blob")
             os.symlink("../../blobs/bench-blob", repo / "snapshots" / commit / "model.safetensors")
             (repo / "refs" / "main").write_text(commit)
+        throttle = ["--rate", str(rate), "--delay-ms", str(delay_ms)]
+        if "gs" in ops:
+            data = work / "gcs-data"
+            (data / "bench").mkdir(parents=True, exist_ok=True)
+            if not (data / "bench" / path.name).exists():
+                os.link(path, data / "bench" / path.name)
+            self.gcs = servers.FakeGcs(data, work)
+            endpoint = self.gcs.endpoint
+            if rate or delay_ms:
+                self.gcs_front = servers.Standin("gcs_standin.py", ["--upstream", endpoint, *throttle], work)
+                endpoint = self.gcs_front.url
+            self.store_env["gs"] = dict(child_env(), STORAGE_EMULATOR_HOST=endpoint,
+                                        CLOUD_STORAGE_EMULATOR_ENDPOINT=endpoint,
+                                        RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS="1")
+        if "az" in ops:
+            data = work / "az-data"
+            (data / "bench").mkdir(parents=True, exist_ok=True)
+            if not (data / "bench" / path.name).exists():
+                os.link(path, data / "bench" / path.name)
+            self.az = servers.Standin("azure_blob_standin.py", ["--data", data, "--key", servers.AZURE_DEV_KEY, *throttle],
+                                      work)
+            conn = (f"DefaultEndpointsProtocol=http;AccountName={servers.AZURE_DEV_ACCOUNT};"
+                    f"AccountKey={servers.AZURE_DEV_KEY};BlobEndpoint={self.az.url}/{servers.AZURE_DEV_ACCOUNT};")
+            self.store_env["az"] = dict(child_env(), AZURE_STORAGE_CONNECTION_STRING=conn,
+                                        AZURE_STORAGE_ACCOUNT_NAME=servers.AZURE_DEV_ACCOUNT,
+                                        AZURE_STORAGE_ACCOUNT_KEY=servers.AZURE_DEV_KEY)
         if "http" in ops:
             self.nginx = servers.Nginx(work, work / "nginx")
             (work / "http_url").write_text(self.nginx.url(path.name))
@@ -613,7 +676,7 @@ class Servers:
         if op == "s3":
             return self.env
         if op not in HUB_OPS:
-            return None
+            return self.store_env.get(op)
         cache = self.work / "hub-cache"
         if op != "hf_cached":
             cache = self.work / "hub-cache-cold"
@@ -623,7 +686,7 @@ class Servers:
                     HF_HUB_DISABLE_PROGRESS_BARS="1")
 
     def close(self):
-        for s in (self.nginx, self.rgw, self.hub):
+        for s in (self.nginx, self.rgw, self.gcs_front, self.gcs, self.az, self.hub):
             if s is not None:
                 s.close()
         shutil.rmtree(self.work / "hub-cache-cold", ignore_errors=True)
@@ -637,11 +700,14 @@ def main():
     ap.add_argument("--hot", action="store_true", help="page cache hot only")
     ap.add_argument("--cold", action="store_true", help="page cache cold only")
     ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition")
+    ap.add_argument("--store-rate", type=int, default=0,
+                    help="gs/az/hf: bytes/s per response of the servers (hf: per CDN connection; default "
+                         "0: unlimited)")
+    ap.add_argument("--store-delay-ms", type=int, default=0,
+                    help="gs/az: delay before each response header; hf: before each answer of the Hub's resolve "
+                         "endpoint")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
-    ap.add_argument("--hub-rate", help="hf operations: nginx limit_rate per CDN connection (e.g. 50m; default none)")
-    ap.add_argument("--hub-delay-ms", type=int, default=0,
-                    help="hf operations: milliseconds before each answer of the Hub's resolve endpoint (default 0)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -673,7 +739,7 @@ def main():
         print(machine_facts())
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} tensors; median of {a.reps}, "
               f"every repetition a fresh process, arms interleaved\n", flush=True)
-        servers = Servers(work, path, ops, a.hub_rate, a.hub_delay_ms)
+        servers = Servers(work, path, ops, a.store_rate, a.store_delay_ms)
         run_all(ops, states, a.reps, path, work, size, servers)
     finally:
         if servers is not None:
@@ -692,6 +758,7 @@ def run_all(ops, states, reps, path, work, size, servers):
         for state in (["-"] if op in NO_CACHE_STATE else states):
             arms = [a for a in ARMS[op] if state == "cold" or a not in COLD_ONLY]
             runs = {arm: [] for arm in arms}
+            failed = {}
             for _ in range(reps):
                 for arm in arms:
                     for f in files:
@@ -699,8 +766,18 @@ def run_all(ops, states, reps, path, work, size, servers):
                     if op == "pss":
                         warm(path)
                         runs[arm].append(run_pss(arm, path, work))
+                    elif arm in failed:
+                        continue
                     else:
-                        runs[arm].append(run_child(op, arm, path, work, servers.env_for(op)))
+                        env = servers.env_for(op)
+                        try:
+                            runs[arm].append(run_child(op, arm, path, work, env))
+                        except SystemExit as e:
+                            if arm not in OPTIONAL_ARMS:
+                                raise
+                            failed[arm] = str(e).strip().splitlines()[-1][:300]  # a peer that cannot reach the server
+                            notes.append(f"{op}: {arm} did not run: {failed[arm]}")
+            arms = [a for a in arms if a not in failed]
             if state == "cold":
                 drop_cache(path)
                 res = resident_fraction(path)
@@ -723,7 +800,7 @@ def run_all(ops, states, reps, path, work, size, servers):
                     extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
                 print(f"| {op} | {state} | {arm}{extra} | {med[arm]:.3f} | {rate:.2f} | {rss:.0f} | {ratio:.2f}x |",
                       flush=True)
-    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3: the download + load; "
+    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load; "
           f"hf: {HF_REF}; hf_cached: {LOCAL}; hf_pretrained: {TF_REF})")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:

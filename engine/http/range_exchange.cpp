@@ -104,6 +104,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     auto cr = parse_content_range(res[http::field::content_range]);
     if (cr) rs.total = cr->total;
     if (parser.content_length()) rs.content_length = *parser.content_length();
+    if (!rq.pin_field.empty()) rs.pinned = std::string(res[rq.pin_field]);
     if (rq.keep_fields)
         for (const auto& f : res) rs.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
     if (rs.status != 206) co_return;  // the caller decides; the body is never read
@@ -111,6 +112,9 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     const std::string what = describe_range(rq.target, rq.first, rq.length);
     if (!rq.expect_etag.empty() && !rs.etag.empty() && rs.etag != rq.expect_etag)
         raise(errc::ObjectChanged, "object changed while being read (ETag " + rq.expect_etag + " became " + rs.etag + "): " + what);
+    if (!rq.expect_pin.empty() && !rs.pinned.empty() && rs.pinned != rq.expect_pin)
+        raise(errc::ObjectChanged, "object changed while being read (" + rq.pin_field + " " + rq.expect_pin + " became " +
+                                       rs.pinned + "): " + what);
     if (!cr || cr->unsatisfied)
         raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
                                            std::string(res[http::field::content_range]) + "') for " + what);

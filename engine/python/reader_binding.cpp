@@ -105,10 +105,19 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
+        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az/hf the URL names
+            const std::string ep = option_str(v, key);
+            o.source.http.s3.endpoint = o.source.http.gcs.endpoint = o.source.http.azure.endpoint = ep;
+            o.source.http.hub.endpoint = ep;
+        } else if (key == "anonymous") o.source.http.gcs.anonymous = o.source.http.azure.anonymous = option_bool(v, key);
+        else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
+        else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
+        else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);
+        else if (key == "azure_sas_token") o.source.http.azure.sas_token = option_str(v, key);
+        else if (key == "azure_connection_string") o.source.http.azure.connection_string = option_str(v, key);
         else if (key == "cache") o.source.http.hub.cache = option_bool(v, key);
         else if (key == "cache_dir") o.source.http.hub.cache_dir = option_str(v, key);
         else if (key == "local_files_only") o.source.http.hub.offline = option_bool(v, key);
-        else if (key == "endpoint") o.source.http.hub.endpoint = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
@@ -205,7 +214,7 @@ void bind_reader(py::module_& m) {
         .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.")
         .def_property_readonly("finished", [](const py_pending& p) { return p.call->finished(); });
 
-    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
+    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3/gs/az URL or a sharded index.")
         .def(py::init([](const std::string& spec, const py::kwargs& kw) {
                  reader_options o = make_options(kw);
                  // On a call thread, so that Ctrl-C ends the wait for a slow header
@@ -223,9 +232,11 @@ void bind_reader(py::module_& m) {
              "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
              "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards; for hf:// "
-             "URLs: cache (write what is read into the Hub cache), cache_dir, local_files_only (the cache "
-             "alone, as HF_HUB_OFFLINE), endpoint (as HF_ENDPOINT).")
+             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://, hf://: as "
+             "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
+             "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
+             "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
+             "HF_HUB_OFFLINE), max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })

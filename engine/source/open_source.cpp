@@ -23,10 +23,12 @@ struct url_scheme {
     stores::store_answer (*open)(const std::string& url, const http_options& opts, bool deferred) = nullptr;
 };
 
-constexpr std::array<url_scheme, 4> url_schemes{{
+constexpr std::array<url_scheme, 6> url_schemes{{
     {"http://", stores::locate_http},
     {"https://", stores::locate_http},
     {"s3://", stores::locate_s3},
+    {"gs://", stores::locate_gcs},
+    {"az://", stores::locate_azure},
     {"hf://", nullptr, stores::open_hub},
 }};
 

@@ -259,7 +259,7 @@ private:
             a->on_response(o, t, status, f);
         };
         if (!settings_.token.empty())
-            obj.sign = [token = settings_.token](const url&, std::string_view) {
+            obj.sign = [token = settings_.token](const url&, std::string_view, const header_fields&) {
                 return header_fields{{"Authorization", "Bearer " + token}};
             };
         return obj;

@@ -424,7 +424,9 @@ def test_row_slice_reads_only_those_rows(tmp_path, framework):
         part = s[2000:2002]
         grown = _resident_bytes(path) - opened
         assert raw_bytes(part) == full[2000:2002].tobytes()
-        assert grown < 8 << 20, f"{grown} bytes brought into the cache for a 32 KiB slice"
+        # The kernel's readahead around the slice, which a loaded machine was seen to
+        # grow to exactly 8 MiB; a read of the tensor would bring 64.
+        assert grown <= 12 << 20, f"{grown} bytes brought into the cache for a 32 KiB slice"
         part = s[-3:, 100:200]
         assert raw_bytes(part) == np.ascontiguousarray(full[-3:, 100:200]).tobytes()
         assert _resident_bytes(path) - opened < 16 << 20

@@ -28,8 +28,9 @@ __all__ = ["from_pretrained"]
 READER_OPTIONS = {
     "threads", "queue_depth", "direct", "file_chunk", "connections", "http_threads", "http_chunk", "token",
     "headers", "cross_origin_headers", "allow_https_downgrade", "ca_file", "verify_tls", "max_attempts",
-    "max_total_attempts", "low_speed_limit", "low_speed_time", "max_header_size", "parallel_shards", "cache",
-    "cache_dir", "local_files_only", "endpoint",
+    "max_total_attempts", "low_speed_limit", "low_speed_time", "s3_endpoint", "s3_region", "endpoint_url",
+    "anonymous", "gcs_credentials", "azure_account", "azure_key", "azure_sas_token", "azure_connection_string",
+    "max_header_size", "parallel_shards", "cache", "cache_dir", "local_files_only",
 }
 INDEX, SINGLE = "model.safetensors.index.json", "model.safetensors"
 
@@ -102,7 +103,7 @@ def from_pretrained(source, model_class=None, *, progress=None, **kwargs):
     config's ``architectures``, else AutoModel). ``progress``: as
     ringsafe.torch.load_file's. Keyword options of the engine go to it
     (``cache=True`` writes what is read into the Hub cache, ``token``,
-    ``local_files_only``, ``endpoint``, ``connections``, ...); every other
+    ``local_files_only``, ``endpoint_url``, ``connections``, ...); every other
     keyword (``dtype``, ``device_map``, ``attn_implementation``, ...) goes to
     transformers' ``from_pretrained``. Raises what the engine raises for the
     files (SafetensorError naming the URL, FileNotFoundError offline), and
