@@ -21,14 +21,14 @@ namespace ringsafe::stores {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::string_view cachedir_tag =
+constexpr std::string_view hub_cachedir_tag =
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by ringsafe (the Hugging Face Hub cache).\n"
     "# For information about cache directory tags, see:\n"
     "#\thttps://bford.info/cachedir/\n";
 
 // The commit refs/REVISION holds (surrounding whitespace dropped), if it is one.
-std::string read_ref(const fs::path& ref) {
+std::string read_hub_ref(const fs::path& ref) {
     std::ifstream in(ref, std::ios::binary);
     if (!in) return {};
     std::ostringstream text;
@@ -40,35 +40,35 @@ std::string read_ref(const fs::path& ref) {
 }
 
 // The commit `p`'s revision names in the repo's cache folder; empty when unknown.
-std::string cached_commit(const fs::path& repo, const hub_path& p) {
+std::string hub_cached_commit(const fs::path& repo, const hub_path& p) {
     const std::string& rev = p.revision_or_main();
-    return is_commit_hash(rev) ? rev : read_ref(repo / "refs" / rev);
+    return is_commit_hash(rev) ? rev : read_hub_ref(repo / "refs" / rev);
 }
 
-std::string random_suffix() {
+std::string hub_random_suffix() {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     std::string s;
     for (int i = 0; i < 10; ++i) s += "abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36];
     return s;
 }
 
-fs::path temp_beside(const fs::path& target) {
+fs::path hub_temp_beside(const fs::path& target) {
     std::string name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on "." + std::string&&
     name += target.filename().string();
     name += ".ringsafe-";
-    name += random_suffix();
+    name += hub_random_suffix();
     return target.parent_path() / name;
 }
 
-void make_dirs(const fs::path& dir) {
+void make_hub_dirs(const fs::path& dir) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) raise_errno(ec.value(), "creating the Hub cache folder '" + dir.string() + "'", dir.string());
 }
 
 // `text` at `target`, by rename of a temporary beside it.
-void replace_file(const fs::path& target, const std::string& text) {
-    const fs::path tmp = temp_beside(target);
+void replace_hub_file(const fs::path& target, const std::string& text) {
+    const fs::path tmp = hub_temp_beside(target);
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out << text;
@@ -85,14 +85,14 @@ void replace_file(const fs::path& target, const std::string& text) {
     }
 }
 
-std::mutex registry_mutex;
-std::map<std::string, std::weak_ptr<hub_cache_entry>> registry;  // the entries being written, by blob/commit/file
+std::mutex hub_registry_mutex;
+std::map<std::string, std::weak_ptr<hub_cache_entry>> hub_registry;  // the entries being written, by blob/commit/file
 
 }  // namespace
 
 std::optional<cached_file> find_in_hub_cache(const std::string& cache_dir, const hub_path& p) {
     const fs::path repo = fs::path(cache_dir) / hub_repo_folder(p);
-    const std::string commit = cached_commit(repo, p);
+    const std::string commit = hub_cached_commit(repo, p);
     if (commit.empty()) return std::nullopt;
     const fs::path snapshot = repo / "snapshots" / commit;
     auto look = [&](std::string_view file) -> std::optional<cached_file> {
@@ -108,7 +108,7 @@ std::optional<cached_file> find_in_hub_cache(const std::string& cache_dir, const
 
 std::string hub_cache_place(const std::string& cache_dir, const hub_path& p) {
     const fs::path repo = fs::path(cache_dir) / hub_repo_folder(p);
-    const std::string commit = cached_commit(repo, p);
+    const std::string commit = hub_cached_commit(repo, p);
     if (commit.empty()) return (repo / "refs" / p.revision_or_main()).string();
     const fs::path snapshot = repo / "snapshots" / commit;
     if (!p.path.empty()) return (snapshot / p.path).string();
@@ -119,7 +119,7 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
                        const std::string& commit, const std::string& blob) {
     const fs::path repo(repo_dir);
     const fs::path pointer = repo / "snapshots" / commit / file;
-    make_dirs(pointer.parent_path());
+    make_hub_dirs(pointer.parent_path());
     std::error_code ec;
     if (!fs::is_symlink(pointer, ec) && !fs::exists(pointer, ec)) {
         // snapshots/COMMIT/a/b -> ../../../blobs/BLOB: one "../" per folder up to the repo's.
@@ -127,7 +127,7 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
         for (std::size_t n = 2 + static_cast<std::size_t>(std::count(file.begin(), file.end(), '/')); n > 0; --n)
             target += "../";
         target += "blobs/" + blob;
-        const fs::path tmp = temp_beside(pointer);
+        const fs::path tmp = hub_temp_beside(pointer);
         if (::symlink(target.c_str(), tmp.c_str()) != 0)
             raise_errno(errno, "making the Hub cache link '" + tmp.string() + "'", tmp.string());
         if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
@@ -138,15 +138,15 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
     }
     if (!revision.empty() && revision != commit) {
         const fs::path ref = repo / "refs" / revision;
-        if (read_ref(ref) != commit) {
-            make_dirs(ref.parent_path());
-            replace_file(ref, commit);
+        if (read_hub_ref(ref) != commit) {
+            make_hub_dirs(ref.parent_path());
+            replace_hub_file(ref, commit);
         }
     }
     const fs::path tag = repo.parent_path() / "CACHEDIR.TAG";
     if (!fs::exists(tag, ec)) {
         try {
-            replace_file(tag, std::string(cachedir_tag));
+            replace_hub_file(tag, std::string(hub_cachedir_tag));
         } catch (const error&) {  // best effort, as huggingface_hub's
         }
     }
@@ -166,10 +166,10 @@ std::shared_ptr<hub_cache_entry> hub_cache_entry::open(const std::string& cache_
         return nullptr;
     }
     const std::string key = blob_path.string() + '\n' + commit + '\n' + file;
-    std::lock_guard lock(registry_mutex);
-    if (auto e = registry[key].lock()) return e;
+    std::lock_guard lock(hub_registry_mutex);
+    if (auto e = hub_registry[key].lock()) return e;
     auto e = std::make_shared<hub_cache_entry>(repo_dir, file, revision, commit, blob, size);
-    registry[key] = e;
+    hub_registry[key] = e;
     if (size == 0) e->write(0, {});
     return e;
 }
@@ -179,15 +179,15 @@ hub_cache_entry::hub_cache_entry(std::string repo_dir, std::string file, std::st
     : repo_dir_(std::move(repo_dir)), file_(std::move(file)), revision_(std::move(revision)),
       commit_(std::move(commit)), blob_name_(std::move(blob)), size_(size) {
     blob_ = (fs::path(repo_dir_) / "blobs" / blob_name_).string();
-    make_dirs(fs::path(blob_).parent_path());
+    make_hub_dirs(fs::path(blob_).parent_path());
     tmp_ = std::make_unique<write_engine::temp_file>(blob_, false);
 }
 
 hub_cache_entry::~hub_cache_entry() {
     tmp_.reset();  // an unpublished temporary is removed (O_TMPFILE: it never had a name)
-    std::lock_guard lock(registry_mutex);
-    for (auto it = registry.begin(); it != registry.end();)
-        it = it->second.expired() ? registry.erase(it) : std::next(it);
+    std::lock_guard lock(hub_registry_mutex);
+    for (auto it = hub_registry.begin(); it != hub_registry.end();)
+        it = it->second.expired() ? hub_registry.erase(it) : std::next(it);
 }
 
 bool hub_cache_entry::published() const {

@@ -34,7 +34,7 @@ using http_engine::header_fields;
 using http_engine::remote_object;
 using http_engine::url;
 
-std::string field(const header_fields& f, std::string_view name) {
+std::string hub_field(const header_fields& f, std::string_view name) {
     for (const auto& [k, v] : f)
         if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
                 return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
@@ -44,7 +44,7 @@ std::string field(const header_fields& f, std::string_view name) {
 }
 
 // file_download._normalize_etag: etag.lstrip("W/").strip('"').
-std::string normalize_etag(std::string e) {
+std::string normalize_hub_etag(std::string e) {
     const auto start = e.find_first_not_of("W/");
     e = start == std::string::npos ? std::string() : e.substr(start);
     const auto first = e.find_first_not_of('"');
@@ -53,19 +53,19 @@ std::string normalize_etag(std::string e) {
 }
 
 // A blob name the cache can hold as one file name.
-bool valid_blob_name(const std::string& b) {
+bool valid_hub_blob_name(const std::string& b) {
     if (b.empty() || b.size() > 200 || b == "." || b == "..") return false;
     for (char c : b)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
     return true;
 }
 
-std::optional<std::uint64_t> parse_size(const std::string& s) {
+std::optional<std::uint64_t> parse_hub_size(const std::string& s) {
     if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
     return std::stoull(s);
 }
 
-std::string shown(const std::string& s) { return s.size() > 80 ? s.substr(0, 80) + "..." : s; }
+std::string hub_shown(const std::string& s) { return s.size() > 80 ? s.substr(0, 80) + "..." : s; }
 
 // What the Hub's answers told, shared by a source and its remote object's hook
 // (which runs on the event loops: under the mutex).
@@ -97,7 +97,7 @@ struct hub_answers {
 
     // engine/http's hook for each answer of the Hub's origin.
     void on_response(remote_object& obj, const url& target, unsigned status, const header_fields& f) {
-        const std::string code = field(f, "X-Error-Code");
+        const std::string code = hub_field(f, "X-Error-Code");
         if (status == 401 || status == 403) refused(status, code);
         if (status == 404) {
             std::lock_guard lock(mutex);
@@ -113,11 +113,11 @@ struct hub_answers {
                                        (commit.empty() ? path.revision_or_main() : commit) + "'");
         }
         if (status / 100 != 2 && status / 100 != 3) return;  // engine/http retries or reports it
-        const std::string commit_field = field(f, "X-Repo-Commit");
+        const std::string commit_field = hub_field(f, "X-Repo-Commit");
         if (commit_field.empty()) {
             if (status / 100 == 3) {  // a hop within the Hub (a renamed repo) may come before the commit
                 try {
-                    if (http_engine::resolve_location(target, field(f, "Location")).origin() == target.origin()) return;
+                    if (http_engine::resolve_location(target, hub_field(f, "Location")).origin() == target.origin()) return;
                 } catch (const error&) {
                     return;  // engine/http reports the Location
                 }
@@ -126,14 +126,14 @@ struct hub_answers {
                                        ") has no X-Repo-Commit: " + endpoint + " does not answer as a Hugging Face Hub");
         }
         if (!is_commit_hash(commit_field))
-            raise(errc::HttpError, spec + ": the answer of " + target.shown() + " has X-Repo-Commit '" + shown(commit_field) +
+            raise(errc::HttpError, spec + ": the answer of " + target.shown() + " has X-Repo-Commit '" + hub_shown(commit_field) +
                                        "', not a commit id");
-        std::string blob = field(f, "X-Linked-Etag");
-        blob = normalize_etag(blob.empty() ? field(f, "ETag") : blob);
+        std::string blob = hub_field(f, "X-Linked-Etag");
+        blob = normalize_hub_etag(blob.empty() ? hub_field(f, "ETag") : blob);
         std::optional<std::uint64_t> linked;
-        if (const std::string ls = field(f, "X-Linked-Size"); !ls.empty()) {
-            linked = parse_size(ls);
-            if (!linked) raise(errc::HttpError, spec + ": X-Linked-Size '" + shown(ls) + "' is not a size");
+        if (const std::string ls = hub_field(f, "X-Linked-Size"); !ls.empty()) {
+            linked = parse_hub_size(ls);
+            if (!linked) raise(errc::HttpError, spec + ": X-Linked-Size '" + hub_shown(ls) + "' is not a size");
         }
         std::lock_guard lock(mutex);
         if (commit.empty()) {  // the first answer: pin its commit for every later request
@@ -149,7 +149,7 @@ struct hub_answers {
             raise(errc::ObjectChanged, spec + ": pinned to commit " + commit + ", the Hub now answers commit " + commit_field);
         if (!blob.empty() && !this->blob.empty() && blob != this->blob)
             raise(errc::ObjectChanged, spec + ": the file at commit " + commit + " was blob " + this->blob +
-                                           ", the Hub now answers " + shown(blob));
+                                           ", the Hub now answers " + hub_shown(blob));
         if (linked && obj.size && *linked != *obj.size)
             raise(errc::ObjectChanged, spec + ": the file is " + std::to_string(*obj.size) +
                                            " bytes, the Hub now answers X-Linked-Size " + std::to_string(*linked));
@@ -293,8 +293,8 @@ private:
             raise(errc::ObjectChanged, name_ + ": the Hub says X-Linked-Size " + std::to_string(*linked) +
                                            ", the file served is " + std::to_string(inner_->size()) + " bytes");
         if (!settings_.write_cache) return;
-        if (!valid_blob_name(blob))
-            raise(errc::HttpError, name_ + ": cannot write the Hub cache: the Hub's ETag '" + shown(blob) +
+        if (!valid_hub_blob_name(blob))
+            raise(errc::HttpError, name_ + ": cannot write the Hub cache: the Hub's ETag '" + hub_shown(blob) +
                                        "' is not a blob name");
         cache_ = hub_cache_entry::open(settings_.cache_dir, path_, path_.path, path_.revision_or_main(), commit, blob,
                                        inner_->size());
