@@ -44,6 +44,17 @@ http and s3: to the download + load arm). Operations (--only):
                    Azure backend has no endpoint setting that reaches a local server)
                    (--store-rate / --store-delay-ms model an object store's per-connection
                    rate and first byte for gs and az: the GCS stand-in proxies fake-gcs-server then)
+  hf               the file from the Hub stand-in (tests/support/hub_standin.cpp: resolve 302 to an
+                   nginx CDN; --store-rate is the CDN's limit_rate per connection, --store-delay-ms
+                   the resolve endpoint's first byte), an empty Hub cache each repetition:
+                   hf_hub_download + the reference's load_file (the first arm), HfFileSystem().open()
+                   + safe_open, ringsafe load_file("hf://...") and with cache=True (it writes the
+                   Hub cache as hf_hub_download does)
+  hf_cached        the file already in the Hub cache: ringsafe load_file of the local file (the
+                   first arm) against load_file("hf://...") (found in the cache, no request)
+  hf_pretrained    LlamaForCausalLM.from_pretrained("bench/model") of transformers through the
+                   stand-in against ringsafe.transformers.from_pretrained("hf://bench/model"),
+                   dtype=bf16, an empty Hub cache each repetition
   save_file        X.save_file(dict in memory, fresh path) (ringsafe with sync=False)
 
 "One read of every byte" = the int64 sum of every tensor's bytes (torch with
@@ -71,7 +82,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs", "az", "save_file")
+OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs", "az", "save_file",
+       "hf", "hf_cached", "hf_pretrained")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
@@ -85,6 +97,12 @@ FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
 GCS_DL, RUNAI_GS = "google-cloud-storage + load", "runai gs"
 AZ_DL = "azure-storage-blob + load"
+# The Hub (hf, hf_cached, hf_pretrained): the stand-in's repo bench/model.
+HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE = ("hf_hub_download + load_file", "HfFileSystem + safe_open", "ringsafe hf://",
+                                         "ringsafe hf://, cache=True")
+LOCAL, MINE_HF_CACHED = "ringsafe local file", "ringsafe hf:// (in the Hub cache)"
+TF_REF, MINE_TF = "transformers from_pretrained", "ringsafe.transformers.from_pretrained"
+HF_REPO = "bench/model"
 # Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
 # they reuse (no fresh memory, nothing kept), through the page cache (what
 # filling the page cache costs, which a mapped load must also pay) and with
@@ -108,8 +126,12 @@ ARMS = {
     # stand-in: "File access error"), so it would go to ACCOUNT.blob.core.windows.net.
     "az": [AZ_DL, MINE],
     "save_file": [REF, MINE],
+    "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE],
+    "hf_cached": [LOCAL, MINE_HF_CACHED],
+    "hf_pretrained": [TF_REF, MINE_TF],
 }
-NO_CACHE_STATE = ("save_file", "http", "s3", "gs", "az", "pss")
+NO_CACHE_STATE = ("save_file", "http", "s3", "gs", "az", "pss", "hf", "hf_pretrained")
+HUB_OPS = ("hf", "hf_cached", "hf_pretrained")
 OPTIONAL_ARMS = (RUNAI_GS,)  # left out (with a note) when they cannot reach the local server  # remote or in-memory sources: one state
 
 # TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
@@ -307,7 +329,7 @@ def child(op, arm, path, work):
     import ringsafe
     import ringsafe.torch as rt
     work = Path(work)
-    if op == "from_pretrained":
+    if op in ("from_pretrained", "hf_pretrained"):
         if arm == MINE:
             ringsafe.install()
         import transformers
@@ -403,6 +425,11 @@ def child(op, arm, path, work):
         if d is not None:
             for t in d.values():
                 acc[0] += touch(t, torch)
+    elif op in HUB_OPS:
+        d = hub_child(op, arm, path, torch, st, rt, each)
+        if d is not None:
+            for t in d.values():
+                acc[0] += touch(t, torch)
     elif op in ("gs", "az"):
         bucket, key = "bench", "model.safetensors"
         d = None
@@ -440,6 +467,32 @@ def child(op, arm, path, work):
         sys.stdin.readline()
         return
     print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}))
+
+
+def hub_child(op, arm, path, torch, st, rt, each):
+    """The timed part of one Hub arm (HF_ENDPOINT and HF_HUB_CACHE are set by the parent):
+    the loaded tensors, or None when `each` saw them."""
+    if op == "hf":
+        if arm == HF_REF:
+            from huggingface_hub import hf_hub_download
+            return st.load_file(hf_hub_download(HF_REPO, "model.safetensors"))
+        if arm == HF_FS:
+            import ringsafe
+            from huggingface_hub import HfFileSystem
+            with HfFileSystem().open(f"{HF_REPO}/model.safetensors", "rb") as f, ringsafe.safe_open(f, "pt") as g:
+                for k in g.keys():
+                    each(k, g.get_tensor(k))
+            return None
+        return rt.load_file(f"hf://{HF_REPO}", cache=arm == MINE_HF_CACHE)
+    if op == "hf_cached":
+        return rt.load_file(path if arm == LOCAL else f"hf://{HF_REPO}")
+    import transformers
+    if arm == TF_REF:
+        model = transformers.LlamaForCausalLM.from_pretrained(HF_REPO, dtype=torch.bfloat16)
+    else:
+        import ringsafe.transformers as rtf
+        model = rtf.from_pretrained(f"hf://{HF_REPO}", dtype=torch.bfloat16)
+    return dict(sorted(model.state_dict().items()))
 
 
 # --------------------------------------------------------------- parent side
@@ -550,14 +603,35 @@ def machine_facts():
 class Servers:
     """nginx and radosgw (tests/python/servers.py) for the http and s3 operations;
     fake-gcs-server (+ the GCS stand-in as a throttling proxy) and the Azure Blob
-    stand-in for gs and az."""
+    stand-in for gs and az; the Hub stand-in (its nginx CDN throttled) for hf,
+    hf_cached and hf_pretrained."""
 
     def __init__(self, work, path, ops, rate=0, delay_ms=0):
         sys.path.insert(0, str(REPO / "tests" / "python"))
         import servers
-        self.nginx = self.rgw = self.gcs = self.gcs_front = self.az = None
+        self.nginx = self.rgw = self.gcs = self.gcs_front = self.az = self.hub = None
         self.env = None
         self.store_env = {}
+        self.work = work
+        if any(op in HUB_OPS for op in ops):
+            self.hub = servers.HubStandin(work / "hub-root", work / "hub-run",
+                                          cdn_extra=f"    limit_rate {rate};\n" if rate else "")
+            files = {"model.safetensors": path}
+            for name in ("config.json", "generation_config.json"):
+                if (work / "hf" / name).exists():
+                    files[name] = work / "hf" / name
+            commit = self.hub.add_repo(HF_REPO, files)
+            if delay_ms:
+                self.hub.control(HF_REPO, "delay_ms", delay_ms)
+            # hf_cached: the file in a Hub cache of its own (the blob a hard link of the checkpoint).
+            repo = work / "hub-cache" / "models--bench--model"
+            shutil.rmtree(work / "hub-cache", ignore_errors=True)
+            (repo / "blobs").mkdir(parents=True)
+            (repo / "snapshots" / commit).mkdir(parents=True)
+            (repo / "refs").mkdir()
+            os.link(path, repo / "blobs" / "bench-blob")
+            os.symlink("../../blobs/bench-blob", repo / "snapshots" / commit / "model.safetensors")
+            (repo / "refs" / "main").write_text(commit)
         throttle = ["--rate", str(rate), "--delay-ms", str(delay_ms)]
         if "gs" in ops:
             data = work / "gcs-data"
@@ -596,10 +670,26 @@ class Servers:
             self.env = dict(child_env(), **self.rgw.env(), AWS_EC2_METADATA_DISABLED="true",
                             RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0", AWS_S3_ADDRESSING_STYLE="path")
 
+    def env_for(self, op):
+        """The environment of one repetition's child (None: the default): for the Hub
+        operations the stand-in as HF_ENDPOINT and a Hub cache, empty but for hf_cached."""
+        if op == "s3":
+            return self.env
+        if op not in HUB_OPS:
+            return self.store_env.get(op)
+        cache = self.work / "hub-cache"
+        if op != "hf_cached":
+            cache = self.work / "hub-cache-cold"
+            shutil.rmtree(cache, ignore_errors=True)
+        return dict(child_env(), HF_ENDPOINT=self.hub.endpoint, HF_HUB_CACHE=str(cache),
+                    HF_HOME=str(self.work / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
+                    HF_HUB_DISABLE_PROGRESS_BARS="1")
+
     def close(self):
-        for s in (self.nginx, self.rgw, self.gcs_front, self.gcs, self.az):
+        for s in (self.nginx, self.rgw, self.gcs_front, self.gcs, self.az, self.hub):
             if s is not None:
                 s.close()
+        shutil.rmtree(self.work / "hub-cache-cold", ignore_errors=True)
 
 
 def main():
@@ -611,8 +701,11 @@ def main():
     ap.add_argument("--cold", action="store_true", help="page cache cold only")
     ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition")
     ap.add_argument("--store-rate", type=int, default=0,
-                    help="gs/az: bytes/s per response of the servers (default 0: unlimited)")
-    ap.add_argument("--store-delay-ms", type=int, default=0, help="gs/az: delay before each response header")
+                    help="gs/az/hf: bytes/s per response of the servers (hf: per CDN connection; default "
+                         "0: unlimited)")
+    ap.add_argument("--store-delay-ms", type=int, default=0,
+                    help="gs/az: delay before each response header; hf: before each answer of the Hub's resolve "
+                         "endpoint")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -676,7 +769,7 @@ def run_all(ops, states, reps, path, work, size, servers):
                     elif arm in failed:
                         continue
                     else:
-                        env = servers.env if op == "s3" else servers.store_env.get(op)
+                        env = servers.env_for(op)
                         try:
                             runs[arm].append(run_child(op, arm, path, work, env))
                         except SystemExit as e:
@@ -695,7 +788,7 @@ def run_all(ops, states, reps, path, work, size, servers):
                     notes.append(f"{op} cold: dd iflag=direct bs=16M reads the file at {rate:.2f} GB/s "
                                  f"(the disk's own sequential rate in this run)")
             checks = {r["check"] for arm in arms for r in runs[arm] if r["check"] is not None}
-            if len(checks) > 1 and op not in ("from_pretrained",):
+            if len(checks) > 1 and op not in ("from_pretrained", "hf_pretrained"):
                 raise SystemExit(f"{op} {state}: the arms disagree (checksums {sorted(checks)})")
             med = {arm: statistics.median(r["seconds"] for r in runs[arm]) for arm in arms}
             for arm in arms:
@@ -707,7 +800,8 @@ def run_all(ops, states, reps, path, work, size, servers):
                     extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
                 print(f"| {op} | {state} | {arm}{extra} | {med[arm]:.3f} | {rate:.2f} | {rss:.0f} | {ratio:.2f}x |",
                       flush=True)
-    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load)")
+    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load; "
+          f"hf: {HF_REF}; hf_cached: {LOCAL}; hf_pretrained: {TF_REF})")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:
         print(n)

@@ -11,7 +11,7 @@ constexpr std::string_view help =
     "                       [--http-threads N] [--chunk SIZE] SOURCE\n"
     "Lists the tensors of a safetensors file in data order, reading only the\n"
     "8-byte length prefix and the header; the header is fully validated.\n"
-    "SOURCE is a path, an http(s)://, s3://, gs:// or az:// URL, or a sharded\n"
+    "SOURCE is a path, an http(s)://, s3://, gs://, az:// or hf:// URL, or a sharded\n"
     "*.index.json (every shard's header is read, in parallel, and checked against\n"
     "the index).\n"
     "\n"

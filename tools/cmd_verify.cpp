@@ -11,7 +11,7 @@ constexpr std::string_view help =
     "                       [--http-threads N] [--chunk SIZE] SOURCE\n"
     "Validates a safetensors file and reads every tensor's bytes (front to back,\n"
     "8 MiB at a time), printing each tensor with the SHA-256 of its bytes.\n"
-    "SOURCE is a path, an http(s)://, s3://, gs:// or az:// URL, or a sharded\n"
+    "SOURCE is a path, an http(s)://, s3://, gs://, az:// or hf:// URL, or a sharded\n"
     "*.index.json.\n"
     "\n"
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"

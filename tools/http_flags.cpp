@@ -15,6 +15,7 @@ void declare_http_flags(arg_parser& p, bool chunk) {
     p.option("--speed-time");
     p.option("--endpoint-url");
     p.flag("--anonymous");
+    p.flag("--cache");
     if (chunk) p.option("--chunk");
 }
 
@@ -41,13 +42,14 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
     }
     for (auto& name : p.values("--cross-origin-header")) o.cross_origin_headers.push_back(name);
     if (p.has("--allow-downgrade")) o.allow_https_downgrade = true;
+    if (p.has("--cache")) o.hub.cache = true;
     if (p.has("--speed-limit")) o.low_speed_limit = p.size_or("--speed-limit", 0);
     if (p.has("--speed-time")) {
         const std::uint64_t s = p.uint_or("--speed-time", 0);
         if (s < 1 || s > 86400) throw usage_error{"--speed-time " + std::to_string(s) + " is out of range 1..86400"};
         o.low_speed_time = std::chrono::seconds(s);
     }
-    if (auto ep = p.value("--endpoint-url")) o.s3.endpoint = o.gcs.endpoint = o.azure.endpoint = *ep;
+    if (auto ep = p.value("--endpoint-url")) o.s3.endpoint = o.gcs.endpoint = o.azure.endpoint = o.hub.endpoint = *ep;
     if (p.has("--anonymous")) o.gcs.anonymous = o.azure.anonymous = true;
 }
 

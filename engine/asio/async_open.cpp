@@ -73,15 +73,16 @@ net::awaitable<std::vector<ringsafe::detail::opened_shard>> open_shards_async(st
 net::awaitable<void> open_reader(std::shared_ptr<open_context> c, std::string spec, std::optional<reader>& result) {
     auto p = ringsafe::detail::new_reader_state(spec, c->ropts);
     auto src = co_await open_one(*c, spec);
-    if (looks_like_index(spec, src->prefix(), src->size())) {
+    const std::string opened = ringsafe::detail::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
+    if (looks_like_index(opened, src->prefix(), src->size())) {
         ringsafe::detail::index_text t = ringsafe::detail::begin_index_text(*src, c->ropts.parse.max_header_size);
         if (!t.rest().empty()) co_await read_exact_async(*c, *src, t.rest_offset(), t.rest());
         src.reset();
-        shard_index idx = parse_index(t.text, spec);
+        shard_index idx = parse_index(t.text, opened);
         // A remote index: up to 64 shard headers in flight at once (as reader::open).
         const unsigned opens = is_url(spec) ? std::max(p->opts.parallel_shards, 64u) : p->opts.parallel_shards;
-        auto out = co_await open_shards_async(c, spec, idx, opens);
-        ringsafe::detail::adopt_shards(*p, spec, idx, std::move(out));
+        auto out = co_await open_shards_async(c, opened, idx, opens);
+        ringsafe::detail::adopt_shards(*p, opened, idx, std::move(out));
     } else {
         header h = co_await load_header_async(*c, *src);
         ringsafe::detail::set_single_file(*p, std::move(src), std::move(h));

@@ -61,7 +61,7 @@ net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& pa
 
 // uring::open_blocking's steps: the opens and the prefix read as io_uring
 // operations, the fstat and the O_DIRECT alignment query inline.
-net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::string& path) {
+net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::string& path, const std::string& named) {
     const file_options& fo = c.ropts.source.file;
     uring::check_file_options(path, fo);
     uring::opened_file f;
@@ -90,7 +90,7 @@ net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::s
     }
     f.prefix.resize(static_cast<std::size_t>(std::min(fo.prefetch, f.size)));
     co_await read_on_ring(c, f.fd.get(), path, 0, f.prefix);
-    co_return uring::adopt_file(path, fo, std::move(f));
+    co_return uring::adopt_file(path, fo, std::move(f), named);
 }
 
 // Kinds that open in two steps (remote objects): the source, then its first
@@ -105,8 +105,9 @@ net::awaitable<std::unique_ptr<source>> open_deferred(open_context& c, std::uniq
 }  // namespace
 
 net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec) {
-    if (auto src = ringsafe::detail::prepare_source(spec, c.ropts.source)) co_return co_await open_deferred(c, std::move(src));
-    co_return co_await open_local(c, spec);
+    auto p = ringsafe::detail::prepare_source(spec, c.ropts.source);
+    if (p.deferred) co_return co_await open_deferred(c, std::move(p.deferred));
+    co_return co_await open_local(c, p.local_file, p.name);  // a path, or a store's cache file (hf://)
 }
 
 net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset, std::span<std::byte> dst) {

@@ -152,7 +152,7 @@ struct waiter {
 
 net::awaitable<std::vector<tcp::endpoint>> resolve_host(const url& target, std::chrono::milliseconds timeout,
                                                        detail::abandon_list* abandon) {
-    const std::string where = target.str();  // the URL, whose host it is
+    const std::string where = target.shown();  // the URL, whose host it is
     const auto here = co_await net::this_coro::executor;
     auto l = join_or_start(target.host, std::to_string(target.port), where);
     auto w = std::make_shared<waiter>(here);

@@ -105,6 +105,8 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     if (cr) rs.total = cr->total;
     if (parser.content_length()) rs.content_length = *parser.content_length();
     if (!rq.pin_field.empty()) rs.pinned = std::string(res[rq.pin_field]);
+    if (rq.keep_fields)
+        for (const auto& f : res) rs.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
     if (rs.status != 206) co_return;  // the caller decides; the body is never read
 
     const std::string what = describe_range(rq.target, rq.first, rq.length);
@@ -204,7 +206,7 @@ std::string range_value(std::uint64_t first, std::uint64_t length) {
 }
 
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length) {
-    return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.str();
+    return "bytes " + std::to_string(first) + "-" + std::to_string(first + length - 1) + " of " + u.shown();
 }
 
 net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {

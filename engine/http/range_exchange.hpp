@@ -33,6 +33,7 @@ struct range_request {
     std::chrono::milliseconds low_speed_time{30'000};
     std::function<void(std::uint64_t)> on_bytes;              // bytes landed in dst (may be empty)
     std::function<bool()> stop;                               // true: abandon the body (cancel / another failure)
+    bool keep_fields = false;                                 // copy the response's header fields into range_response::fields
 };
 
 // What came back. `received` counts the body bytes written to dst, also when
@@ -48,6 +49,7 @@ struct range_response {
     std::uint64_t expected = 0;                              // body bytes the 206 announced (<= length)
     std::uint64_t received = 0;
     bool stopped = false;                                    // request.stop() ended it early
+    std::vector<std::pair<std::string, std::string>> fields;  // every header field, when keep_fields
 };
 
 // Exchanges one request on `c`. Returns with the status for non-206

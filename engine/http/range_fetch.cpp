@@ -40,7 +40,9 @@ header_fields request_fields(const remote_object& obj, const http_options& o, st
         if (same_origin || crosses_origins(o, h.first)) f.push_back(h);
     if (!o.bearer_token.empty() && (same_origin || crosses_origins(o, "Authorization")))
         f.emplace_back("Authorization", "Bearer " + o.bearer_token);
-    if (obj.size) {
+    // A resolver's validators belong to the origin that gave them (its CDN), not to the resolver.
+    const bool validators = !obj.resolver || obj.etag_origin.empty() || obj.location.origin() == obj.etag_origin;
+    if (obj.size && validators) {
         const bool strong_etag = !obj.etag.empty() && !obj.etag.starts_with("W/");
         if (strong_etag) {
             f.emplace_back("If-Match", obj.etag);
@@ -91,7 +93,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
     remote_object& obj = ctx.object;
     const http_options& o = ctx.options;
     std::uint64_t done = 0;
-    unsigned failures = 0, all_failures = 0, redirects = 0;
+    unsigned failures = 0, all_failures = 0, redirects = 0, refreshes = 0;
     bool stale_retry_used = false;
     const unsigned max_attempts = std::max(1u, o.max_attempts);
     const unsigned max_total_attempts = std::max(1u, o.max_total_attempts);
@@ -117,6 +119,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.low_speed_time = o.low_speed_time;
         rq.on_bytes = on_bytes;
         rq.stop = stop;
+        rq.keep_fields = obj.on_origin_response && rq.target.origin() == obj.requested.origin();
         const std::string what = describe_range(rq.target, rq.first, rq.length);
 
         range_response rs;
@@ -136,9 +139,12 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
 
         if (failure.empty()) {
             const unsigned s = rs.status;
+            if (rq.keep_fields) obj.on_origin_response(obj, rq.target, s, rs.fields);
+            if (rs.received > 0) refreshes = 0;
             if (s == 206) {
                 if (!obj.size) {  // the first response describes the object
                     learn_object(obj, rs);
+                    obj.etag_origin = rq.target.origin();
                     length = rs.expected;
                 }
                 ctx.pool.release(std::move(c), std::max(1u, o.connections_per_origin));
@@ -151,7 +157,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                     raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
                 url next = resolve_location(rq.target, rs.location);
                 if (rq.target.scheme == "https" && next.scheme == "http" && !o.allow_https_downgrade)
-                    raise(errc::HttpError, "refused a redirect from " + rq.target.str() + " to " + next.str() +
+                    raise(errc::HttpError, "refused a redirect from " + rq.target.shown() + " to " + next.shown() +
                                                ": https to http (allow_https_downgrade permits it)");
                 obj.location = std::move(next);
                 continue;
@@ -170,6 +176,11 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                                                " is gone: HTTP 404): " + what);
             if (s == 200)
                 raise(errc::RangeNotSupported, "server ignored the Range request (HTTP 200 instead of 206): " + what);
+            if ((s == 403 || s == 410) && obj.resolver && rq.target.origin() != obj.requested.origin() && refreshes < 3) {
+                ++refreshes;  // an expired presigned location: back to the resolver for a fresh one
+                obj.location = obj.requested;
+                continue;
+            }
             if (!is_retryable(s)) raise(errc::HttpError, "HTTP " + std::to_string(s) + " for " + what);
             failure = "HTTP " + std::to_string(s) + (rs.retry_after ? " with Retry-After" : "") + " for " + what;
         } else {

@@ -42,8 +42,8 @@ struct remote_object {
     // Extra fields for a request to `target` asking for `range` (the Range
     // value, "bytes=A-B") whose other fields are `fields` (the caller's, the
     // validators If-Match/If-Range, the credentials'): the store's signature
-    // (S3 SigV4; Azure Shared Key, which signs Range and If-Match); called
-    // only for requests to the origin of `requested`. Empty: none.
+    // (S3 SigV4; Azure Shared Key, which signs Range and If-Match; the Hub's
+    // token); called only for requests to the origin of `requested`. Empty: none.
     std::function<header_fields(const url& target, std::string_view range, const header_fields& fields)> sign;
     // Credentials fetched over the network, awaited before each request to
     // the origin of `requested` (their fields precede sign's). Null: none.
@@ -54,6 +54,19 @@ struct remote_object {
     // `pin_query=<pinned>`, and an answer naming another version, or a 404
     // (the version is gone), is ObjectChanged. Empty pin_field: none.
     std::string pin_field, pin_query, pinned;
+    // Called with each response from the origin of `requested` (before a redirect
+    // it names is followed): the store reads its own fields there (the Hub's
+    // X-Repo-Commit, X-Linked-Size), may update the object (pin `requested`), or
+    // throws ringsafe::error to fail the request. Empty: none.
+    std::function<void(remote_object& object, const url& target, unsigned status, const header_fields& fields)>
+        on_origin_response;
+    // `requested` resolves to short-lived locations (the Hub's resolve URL, which
+    // redirects to presigned CDN URLs): a 403 or 410 from another origin sends the
+    // request back to `requested` to be redirected afresh (up to 3 times in a row
+    // without progress), and validators (If-Match, If-Range) go only to the origin
+    // whose response gave them.
+    bool resolver = false;
+    std::string etag_origin;  // the origin of the response that gave etag (resolver objects)
 };
 
 // Everything a fetch needs besides the range.

@@ -21,8 +21,13 @@ struct url {
     std::string authority() const;
     // scheme://authority: two URLs with equal origins share a connection pool.
     std::string origin() const;
-    // The whole URL, for messages.
+    // The whole URL.
     std::string str() const { return origin() + target; }
+    // The URL for messages: str() with the values of query parameters that sign
+    // it (Signature, X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
+    // X-Goog-Signature, X-Goog-Credential, sig, Policy, Key-Pair-Id, token)
+    // shown as "...": a presigned URL a redirect led to is a credential.
+    std::string shown() const;
 };
 
 // Parses `text`; throws ringsafe::error(InvalidArgument) naming the URL when it

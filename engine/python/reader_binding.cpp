@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "header_objects.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace py = pybind11;
@@ -80,21 +82,28 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
-        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az the URL names
+        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az/hf the URL names
             const std::string ep = option_str(v, key);
             o.source.http.s3.endpoint = o.source.http.gcs.endpoint = o.source.http.azure.endpoint = ep;
+            o.source.http.hub.endpoint = ep;
         } else if (key == "anonymous") o.source.http.gcs.anonymous = o.source.http.azure.anonymous = option_bool(v, key);
         else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
         else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
         else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);
         else if (key == "azure_sas_token") o.source.http.azure.sas_token = option_str(v, key);
         else if (key == "azure_connection_string") o.source.http.azure.connection_string = option_str(v, key);
+        else if (key == "cache") o.source.http.hub.cache = option_bool(v, key);
+        else if (key == "cache_dir") o.source.http.hub.cache_dir = option_str(v, key);
+        else if (key == "local_files_only") o.source.http.hub.offline = option_bool(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
     }
     return o;
 }
+
+// The largest file fetch_file reads whole (a config.json, a tokenizer).
+constexpr std::uint64_t max_fetched_file = 64u << 20;
 
 // A reader shared with the jobs that run on it: close() drops the Python
 // side's reference; a job still running keeps the reader until it ends.
@@ -182,6 +191,31 @@ void bind_reader(py::module_& m) {
     m.def("is_url", [](const py::object& spec) { return is_url(path_arg(spec, "spec")); }, py::arg("spec"),
           "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
           "not as a local path.");
+    m.def("fetch_file",
+          [](const std::string& spec, const py::kwargs& kw) {
+              const reader_options o = make_options(kw);
+              // On a call thread, as Reader's open: Ctrl-C ends the wait at once.
+              auto got = std::make_shared<std::pair<std::string, std::string>>();
+              start_call([spec, o, got](pending_call&) {
+                  auto src = open_source(spec, o.source);
+                  if (src->size() > max_fetched_file)
+                      raise(errc::InvalidArgument, src->name() + " is " + std::to_string(src->size()) +
+                                                       " bytes, more than fetch_file reads (" +
+                                                       std::to_string(max_fetched_file) + ")");
+                  got->first.resize(src->size());
+                  // The open's first request brought the first bytes (usually the whole file).
+                  const auto prefix = src->prefix();
+                  const std::size_t have = std::min<std::size_t>(prefix.size(), got->first.size());
+                  std::memcpy(got->first.data(), prefix.data(), have);
+                  if (have < got->first.size())
+                      src->read_exact(have, std::as_writable_bytes(std::span(got->first)).subspan(have));
+                  got->second = src->name();
+              })->wait_or_abandon();
+              return py::make_tuple(py::bytes(got->first), got->second);
+          },
+          py::arg("spec"),
+          "(bytes, name) of a small file (a config.json) at a path or URL, with Reader's keyword options: "
+          "name is what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
@@ -216,7 +250,7 @@ void bind_reader(py::module_& m) {
                  })->wait_or_abandon();
                  py_reader out{std::move(*opened)};
                  for (const auto& sh : out.r->shards())
-                     out.remote = out.remote || is_url(sh.spec);
+                     out.remote = out.remote || sh.file.empty();
                  return out;
              }),
              py::arg("spec"),
@@ -224,9 +258,11 @@ void bind_reader(py::module_& m) {
              "Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
              "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://), anonymous "
-             "(gs://, az://), gcs_credentials (a service-account or authorized-user JSON file), azure_account, "
-             "azure_key, azure_sas_token, azure_connection_string, max_header_size, parallel_shards.")
+             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://, hf://: as "
+             "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
+             "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
+             "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
+             "HF_HUB_OFFLINE), max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })
@@ -248,6 +284,14 @@ void bind_reader(py::module_& m) {
                  return out;
              },
              "(spec, size, data_start) of each shard.")
+        .def("shard_file", [](const py_reader& self, std::size_t i) -> py::object {
+                 const auto shards = self.get().shards();
+                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 if (shards[i].file.empty()) return py::none();
+                 return py::str(shards[i].file);
+             },
+             "The local file shard i is read from (its path, or for an hf:// shard the Hub cache's file); "
+             "None when it is read over the network.")
         .def("shard_identity", [](const py_reader& self, std::size_t i) {
                  const auto shards = self.get().shards();
                  if (i >= shards.size()) throw py::index_error("shard index out of range");

@@ -10,6 +10,7 @@
 #include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
+#include "uring/file_view.hpp"
 
 namespace ringsafe {
 
@@ -29,9 +30,14 @@ std::unique_ptr<reader::impl> detail::new_reader_state(const std::string& spec, 
     return p;
 }
 
+std::string detail::opened_spec(const reader::impl& r, const std::string& spec, const source& src) {
+    return !r.opts.open && is_url(spec) ? src.name() : spec;
+}
+
 void detail::set_single_file(reader::impl& r, std::unique_ptr<source> src, header h) {
     r.metadata = h.metadata;
-    r.add_shard(r.spec, std::move(src), std::move(h));
+    std::string spec = opened_spec(r, r.spec, *src);
+    r.add_shard(std::move(spec), std::move(src), std::move(h));
     r.finish();
 }
 
@@ -62,6 +68,7 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     si.device = hints.device;
     si.inode = hints.inode;
     si.mtime_ns = hints.mtime_ns;
+    if (auto view = uring::view_file(*src)) si.file = *view->path;
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());
@@ -117,12 +124,13 @@ reader::~reader() = default;
 reader reader::open(const std::string& spec, const reader_options& opts) {
     auto p = detail::new_reader_state(spec, opts);
     auto src = p->open_source_for(spec);
-    if (looks_like_index(spec, src->prefix(), src->size())) {
+    const std::string opened = detail::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
+    if (looks_like_index(opened, src->prefix(), src->size())) {
         detail::index_text t = detail::begin_index_text(*src, opts.parse.max_header_size);
         if (!t.rest().empty()) src->read_exact(t.rest_offset(), t.rest());
         src.reset();
-        shard_index idx = parse_index(t.text, spec);
-        detail::open_shards(*p, spec, idx);
+        shard_index idx = parse_index(t.text, opened);
+        detail::open_shards(*p, opened, idx);
         return reader(std::move(p));
     }
     header h = detail::load_header(*src, opts.parse);

@@ -49,6 +49,11 @@ namespace detail {
 std::uint64_t next_reader_id() noexcept;
 // A new reader's state for `spec`: its id and options (parallel_shards at least 1).
 std::unique_ptr<reader::impl> new_reader_state(const std::string& spec, const reader_options& opts);
+// What the source `src` opened for `spec` stands for: its name when it is a
+// URL's source from the dispatcher, which names it by what it pinned (an
+// hf:// URL at the commit read, which an index's shards then resolve
+// against); else `spec` (paths, sources of reader_options::open).
+std::string opened_spec(const reader::impl& r, const std::string& spec, const source& src);
 // Makes `r` the checkpoint of one file: its source and parsed header.
 void set_single_file(reader::impl& r, std::unique_ptr<source> src, header h);
 

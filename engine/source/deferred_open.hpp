@@ -27,12 +27,19 @@ public:
     virtual boost::asio::awaitable<void> first_request(boost::asio::any_io_executor ex, abandon_list* abandon) = 0;
 };
 
-// The source open_source() makes for `spec`, before its first request, when
-// its kind opens in two steps (its deferred_open side is then non-null);
-// null when the kind opens otherwise (local files). Only the checks of the
-// spec and options (InvalidArgument) and the TLS setup can fail here. Not
-// usable as a source until first_request() has completed.
-std::unique_ptr<source> prepare_source(const std::string& spec, const source_options& opts);
+// What open_source() would open for a spec, before any request: a source
+// that opens in two steps (remote objects: `deferred`, not usable as a source
+// until its first_request() has completed), or else a local file to open
+// (`local_file`, named `name` in messages: the spec itself for a path, the
+// cache's file of an hf:// URL named by its pinned URL).
+struct prepared_source {
+    std::unique_ptr<source> deferred;
+    std::string local_file;
+    std::string name;
+};
+// Only the checks of the spec and options (InvalidArgument), a cache lookup
+// (an hf:// file missing offline: ENOENT) and the TLS setup can fail here.
+prepared_source prepare_source(const std::string& spec, const source_options& opts);
 // The deferred_open side of a source made by prepare_source().
 deferred_open& deferred_side(source& src);
 

@@ -81,7 +81,8 @@ opened_file open_blocking(const std::string& path, const file_options& opts);
 // The step after opening f.fd, for both paths: fstat (inline: it reads the
 // in-memory inode), check_file_type, clear_nonblock, f.size.
 void stat_opened(const std::string& path, opened_file& f);
-// A file source over a file opened either way (takes the descriptors).
-std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f);
+// A file source over a file opened either way (takes the descriptors), named
+// `name` in messages (empty: the path).
+std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f, std::string name = {});
 
 }  // namespace ringsafe::uring

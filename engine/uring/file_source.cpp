@@ -27,9 +27,10 @@ namespace {
 
 class file_source final : public source, public detail::async_source {
 public:
-    // Takes over a file opened by open_blocking() or async_open.
-    file_source(std::string path, const file_options& opts, uring::opened_file f)
-        : path_(std::move(path)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : uring::dio_alignment{1, 1}),
+    // Takes over a file opened by open_blocking() or async_open; named `name`
+    // (empty: the path).
+    file_source(std::string path, const file_options& opts, uring::opened_file f, std::string name)
+        : path_(std::move(path)), name_(name.empty() ? path_ : std::move(name)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : uring::dio_alignment{1, 1}),
           prefix_(std::move(f.prefix)), device_(f.device), inode_(f.inode), mtime_ns_(f.mtime_ns) {
         fd_ = f.fd.release();
         dfd_ = f.direct_fd.release();
@@ -45,7 +46,7 @@ public:
         if (fd_ >= 0) ::close(fd_);
     }
 
-    const std::string& name() const noexcept override { return path_; }
+    const std::string& name() const noexcept override { return name_; }
     std::uint64_t size() const noexcept override { return size_; }
     std::span<const std::byte> prefix() const noexcept override { return prefix_; }
 
@@ -174,6 +175,7 @@ private:
     static constexpr double hot_fraction = 0.9;
 
     std::string path_;
+    std::string name_;  // the path, or the URL a store's cache file holds
     file_options opts_;
     int fd_ = -1;   // buffered: prefix, read_exact, and execute unless direct
     int dfd_ = -1;  // O_DIRECT: execute when opts_.direct
@@ -204,9 +206,13 @@ std::optional<file_view> view_file(const source& src) noexcept {
 }  // namespace uring
 
 namespace uring {
-std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f) {
+std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f, std::string name) {
     check_file_options(path, opts);
-    return std::make_unique<file_source>(std::move(path), opts, std::move(f));
+    return std::make_unique<file_source>(std::move(path), opts, std::move(f), std::move(name));
+}
+
+std::unique_ptr<source> open_file_named(const std::string& path, const std::string& name, const file_options& opts) {
+    return adopt_file(path, opts, open_blocking(path, opts), name);
 }
 }  // namespace uring
 

@@ -1,4 +1,5 @@
-// HTTP(S), S3, GCS and Azure Blob objects as byte sources, read with parallel Range requests.
+// HTTP(S), S3, GCS, Azure Blob and Hugging Face Hub objects as byte sources, read with
+// parallel Range requests.
 //
 //   auto src = ringsafe::open_url("https://host/model.safetensors");  // one request: size, ETag, header
 //   src->execute(ops, ctl);   // ranges split into chunk_size requests over keep-alive connections
@@ -77,6 +78,27 @@ struct azure_options {
     bool anonymous = false;         // public containers: neither Shared Key nor SAS
 };
 
+// Hugging Face Hub (hf:// URLs, engine/stores/README.md). Empty fields are taken from
+// the environment when an hf:// URL is opened, as huggingface_hub reads it.
+struct hub_options {
+    std::string endpoint;   // HF_ENDPOINT, else https://huggingface.co
+    // Sent as "Authorization: Bearer" to the endpoint's origin only (never to the CDN a
+    // redirect leads to). Empty: http_options::bearer_token, else HF_TOKEN, else
+    // HUGGING_FACE_HUB_TOKEN, else the file HF_TOKEN_PATH (default $HF_HOME/token); none
+    // of those three with HF_HUB_DISABLE_IMPLICIT_TOKEN set.
+    std::string token;
+    // The Hub cache (models--ORG--NAME/{blobs,refs,snapshots}): HF_HUB_CACHE, else
+    // HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub (HF_HOME: $XDG_CACHE_HOME/huggingface, else
+    // ~/.cache/huggingface). A file there is read as a local file, with no request.
+    std::string cache_dir;
+    // Read the cache only; a file not there is an error naming it. Also set by
+    // HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (1, ON, YES, TRUE).
+    bool offline = false;
+    // Write the bytes read into the cache, in huggingface_hub's layout; a file is published
+    // (atomically) only once every one of its bytes was read, never in part.
+    bool cache = false;
+};
+
 // Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
 inline constexpr unsigned max_connections_per_origin = 256;
 inline constexpr unsigned max_http_threads = 256;
@@ -127,6 +149,7 @@ struct http_options {
     s3_options s3;                             // for s3:// URLs
     gcs_options gcs;                           // for gs:// URLs
     azure_options azure;                       // for az:// and https://ACCOUNT.blob.core.windows.net/ URLs
+    hub_options hub;                           // for hf:// URLs
 };
 
 // `o` with connections_per_origin, threads and chunk_size resolved (0 takes the
@@ -135,8 +158,8 @@ struct http_options {
 // of range or malformed.
 http_options resolved_http_options(const http_options& o);
 
-// Opens an http://, https://, s3://bucket/key, gs://bucket/object or
-// az://container/blob URL with one Range request of
+// Opens an http://, https://, s3://bucket/key, gs://bucket/object,
+// az://container/blob or hf://ORG/NAME[@REV][/PATH] URL with one Range request of
 // `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
 // and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
 // URL or options, a header name or value, token or S3 credential holding CR,
@@ -145,12 +168,17 @@ http_options resolved_http_options(const http_options& o);
 // server ignores Range). A gs:// object that needs an OAuth token fetches it
 // inside its first request (and again before it expires), never before it.
 // The source's execute() runs its own event loop on the calling thread, and
-// threads-1 more on threads it starts and joins before returning.
+// threads-1 more on threads it starts and joins before returning. An hf://
+// URL is resolved at the Hub (opts.hub) and named by its pinned commit
+// (hf://ORG/NAME@COMMIT/PATH); one found in the Hub cache opens as that
+// local file with no request (engine/stores/README.md).
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
 
-// Fills credentials the environment provides for `url` into `opts` when the
-// caller gave none: HF_TOKEN as the bearer token when the host is the Hugging
-// Face Hub (huggingface.co, hf.co and their subdomains). The CLI calls it.
+// Fills credentials the environment provides for an http(s) `url` into `opts`
+// when the caller gave none: the Hub's token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN,
+// the token file; see hub_options::token) as the bearer token when the host is
+// the Hugging Face Hub (huggingface.co, hf.co, their subdomains, the host of
+// HF_ENDPOINT). The CLI calls it. hf:// URLs find their token themselves.
 void apply_environment_credentials(const std::string& url, http_options& opts);
 
 // A presigned GET URL (SigV4 query signing) for `s3_url` (s3://bucket/key) that any

@@ -1,4 +1,5 @@
-// Opening any source by name: a local path, or an http://, https:// or s3:// URL.
+// Opening any source by name: a local path, or an http://, https://, s3:// or
+// hf:// URL (an hf:// file in the Hub cache opens as that local file).
 #pragma once
 
 #include <memory>

@@ -48,7 +48,7 @@ struct reader_options {
 
 // One shard of the checkpoint (a single file is one shard).
 struct shard_info {
-    std::string spec;                       // resolved path or URL
+    std::string spec;                       // resolved path or URL (hf://: pinned to the commit read)
     std::uint64_t size = 0;                 // object size in bytes
     std::uint64_t data_start = 0;           // 8 + N: source offset of the data section
     std::optional<metadata_map> metadata;   // the shard header's __metadata__
@@ -56,6 +56,9 @@ struct shard_info {
     std::uint32_t tensor_count = 0;
     std::uint64_t device = 0, inode = 0;    // a local shard's identity as opened (st_dev, st_ino); else 0
     std::int64_t mtime_ns = 0;              // a local shard's st_mtim (ns) as opened: a rewrite in place changes it; else 0
+    // The local file a shard is read from: the path, or for an hf:// shard found in
+    // the Hub cache that cache's file; empty for a shard read over the network.
+    std::string file;
 };
 
 // An open checkpoint. Movable, not copyable. Listing and planning are const
@@ -64,13 +67,14 @@ struct shard_info {
 // made them.
 class reader {
 public:
-    // Opens `spec`: a path, an http(s):// or s3:// URL, or a sharded index
+    // Opens `spec`: a path, an http(s)://, s3:// or hf:// URL, or a sharded index
     // (see looks_like_index()). Reads each header with the source's first read
     // (a second read only when the header is larger than that prefix), and
     // validates it like parse_header(). For an index, opens the shards in
     // parallel and checks that the weight_map is exactly the set of tensors
     // found in the shards (InvalidIndex naming the tensor and shards
-    // otherwise). Throws ringsafe::error naming the path/URL (and shard).
+    // otherwise); an hf:// index's shards are read at the commit the index
+    // came from. Throws ringsafe::error naming the path/URL (and shard).
     static reader open(const std::string& spec, const reader_options& opts = {});
     // Non-throwing form: nullopt and `st` filled on failure.
     static std::optional<reader> open(const std::string& spec, const reader_options& opts,

@@ -70,7 +70,7 @@ public:
     virtual source_hints hints() const noexcept { return {}; }
 };
 
-// True when `spec` names a remote object (http://, https://, s3://).
+// True when `spec` names a remote object (http://, https://, s3://, hf://).
 bool is_url(std::string_view spec) noexcept;
 
 }  // namespace ringsafe

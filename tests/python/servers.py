@@ -34,7 +34,7 @@ import pytest
 __all__ = [
     "ServerUnavailable", "free_port", "wait_for_port", "Child", "TestCA", "make_test_ca", "Nginx",
     "LogEntry", "RadosgwCluster", "merge_ranges", "nginx_server", "radosgw_cluster", "tls_ca",
-    "FakeGcs", "Standin", "AZURE_DEV_ACCOUNT", "AZURE_DEV_KEY",
+    "FakeGcs", "Standin", "AZURE_DEV_ACCOUNT", "AZURE_DEV_KEY", "HubStandin", "built_program",
 ]
 
 
@@ -196,11 +196,11 @@ class Nginx:
     """One nginx process (``master_process off``, ``daemon off``) serving
     ``root`` on 127.0.0.1: plain http on ``port`` and, with ``tls``, https on
     ``tls_port``; ``server_extra`` goes into each server block (locations,
-    directives). The access log has one line per request, tab-separated:
+    directives), ``root_location`` is its ``location /`` block. The access log has one line per request, tab-separated:
     ``$connection $status $body_bytes_sent $request_uri $http_range
     $http_authorization $http_x_test_marker`` (see LogEntry)."""
 
-    def __init__(self, root, prefix, tls=None, server_extra=""):
+    def __init__(self, root, prefix, tls=None, server_extra="", root_location="    location / { }\n"):
         require("nginx")
         self.root = pathlib.Path(root).resolve()
         self.prefix = pathlib.Path(prefix).resolve()
@@ -211,7 +211,7 @@ class Nginx:
         self.tls_port = free_port() if tls else None
         while self.tls_port == self.port:
             self.tls_port = free_port()
-        server_common = f"    root {self.root};\n    location / {{ }}\n{server_extra}\n"
+        server_common = f"    root {self.root};\n{root_location}{server_extra}\n"
         servers = f"  server {{\n    listen 127.0.0.1:{self.port};\n{server_common}  }}\n"
         if tls:
             servers += (f"  server {{\n    listen 127.0.0.1:{self.tls_port} ssl;\n"
@@ -460,6 +460,119 @@ class Standin:
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- the Hub stand-in
+
+HUB_CDN_SECRET = "ringsafe-hub-standin-cdn"
+
+
+def hub_cdn_location():
+    """nginx's ``location /`` for the stand-in's CDN, as tests/support/hub_standin_secret.hpp
+    writes it: presigned URLs checked by secure_link (bad signature 403, expired 403, or
+    410 with gone=1), and 400 for any request that carries Authorization."""
+    return ("    location / {\n"
+            "      if ($http_authorization) { return 400; }\n"
+            "      secure_link $arg_Signature,$arg_Expires;\n"
+            f"      secure_link_md5 \"$secure_link_expires$uri$arg_cred {HUB_CDN_SECRET}\";\n"
+            "      if ($secure_link = \"\") { return 403; }\n"
+            "      set $expiry \"$secure_link:$arg_gone\";\n"
+            "      if ($expiry = \"0:1\") { return 410; }\n"
+            "      if ($secure_link = \"0\") { return 403; }\n"
+            "    }\n")
+
+
+def built_program(name, env_var):
+    """A program of the build (tests/support/NAME): $ENV_VAR, else next to the
+    package's build tree; ServerUnavailable when it is not there."""
+    exe = os.environ.get(env_var)
+    if not exe:
+        import ringsafe
+        # <build>/engine/python/ringsafe/__init__.py -> <build>/tests/support/NAME
+        exe = str(pathlib.Path(ringsafe.__file__).resolve().parents[3] / "tests" / "support" / name)
+    if not os.access(exe, os.X_OK):
+        raise ServerUnavailable(f"{name} is not built ({exe})")
+    return exe
+
+
+class HubStandin:
+    """The Hugging Face Hub stand-in (tests/support/hub_standin.cpp) serving the
+    repos under ``root`` at ``endpoint``, its resolve URLs redirecting LFS files to
+    an nginx CDN serving ``root`` (``cdn``, which checks the presigned URLs and
+    refuses Authorization). ``add_repo`` writes a repo's commit; ``control``
+    writes a repo's control files (gated, private, move, ttl, gone, cdn,
+    size_delta); ``stats()`` is what the stand-in saw; ``cdn_auth_requests()``
+    the CDN requests that carried Authorization (there must be none)."""
+
+    def __init__(self, root, prefix, exe=None, cdn_extra=""):
+        self.root = pathlib.Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.prefix = pathlib.Path(prefix).resolve()
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        exe = exe or built_program("hub_standin", "RINGSAFE_HUB_STANDIN")
+        self.cdn = Nginx(self.root, self.prefix / "cdn", root_location=hub_cdn_location(), server_extra=cdn_extra)
+        self.port = free_port()
+        while self.port == self.cdn.port:
+            self.port = free_port()
+        self.child = Child([exe, self.root, self.cdn.url().rstrip("/"), self.port], self.prefix / "standin.log")
+        try:
+            wait_for_port(self.port, alive=self.child.alive)
+        except ServerUnavailable:
+            self.cdn.close()
+            raise
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def repo_dir(self, repo_id, repo_type="model"):
+        return self.root / f"{repo_type}s" / repo_id
+
+    def add_repo(self, repo_id, files, branch="main", repo_type="model", commit=None):
+        """Writes ``files`` ({path in repo: bytes, str or a local file's Path}) as a new
+        commit of the repo and points ``branch`` at it; returns the commit id."""
+        import hashlib
+        import secrets
+        commit = commit or hashlib.sha1(secrets.token_bytes(16)).hexdigest()
+        base = self.repo_dir(repo_id, repo_type)
+        for name, data in files.items():
+            target = base / "commits" / commit / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, pathlib.Path):
+                try:
+                    os.link(data, target)
+                except OSError:
+                    shutil.copyfile(data, target)
+            else:
+                target.write_bytes(data.encode() if isinstance(data, str) else data)
+        if branch:
+            ref = base / "refs" / branch
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            ref.write_text(commit)
+        return commit
+
+    def control(self, repo_id, name, text, repo_type="model"):
+        """Writes control file ``name`` of the repo (removes it when ``text`` is None)."""
+        f = self.repo_dir(repo_id, repo_type) / name
+        if text is None:
+            f.unlink(missing_ok=True)
+        else:
+            f.write_text(str(text))
+
+    def stats(self):
+        """{"requests": N, "log": ["GET /org/name/resolve/main/x[ auth]", ...]} so far."""
+        import json
+        import urllib.request
+        with urllib.request.urlopen(self.endpoint + "/_standin/stats", timeout=30) as r:
+            return json.loads(r.read())
+
+    def cdn_auth_requests(self):
+        """CDN requests that carried an Authorization header (each is a test failure)."""
+        return [e for e in self.cdn.log() if e.authorization]
+
+    def close(self):
+        self.child.stop()
+        self.cdn.close()
 
 
 # ---------------------------------------------------------------- pytest fixtures

@@ -18,6 +18,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include <boost/json.hpp>
+
+#include "hub_standin_secret.hpp"
 #include "test_support.hpp"
 
 extern char** environ;
@@ -214,6 +217,86 @@ fault_server::fault_server(const fs::path& log_dir) {
     fs::create_directories(log_dir);
     proc_ = child_process({exe}, log_dir / "fault_server.log", true);
     wait_for_port(proc_.port());
+}
+
+namespace {
+
+// The body of GET `target` from 127.0.0.1:port (HTTP/1.1, Connection: close).
+std::string http_get(std::uint16_t port, const std::string& target) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        throw std::runtime_error("cannot connect to port " + std::to_string(port));
+    }
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+        ::close(fd);
+        throw std::runtime_error("cannot send to port " + std::to_string(port));
+    }
+    std::string out;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    const auto body = out.find("\r\n\r\n");
+    return body == std::string::npos ? std::string() : out.substr(body + 4);
+}
+
+}  // namespace
+
+hub_standin::hub_standin(const fs::path& dir) : root_(fs::absolute(dir / "repos")) {
+    const char* exe = std::getenv("RINGSAFE_HUB_STANDIN");
+    if (!exe) throw std::runtime_error("RINGSAFE_HUB_STANDIN is not set");
+    fs::create_directories(root_);
+    // The CDN also listens on 127.0.0.2 (same port): another host a Location may name.
+    const std::uint16_t port = free_port();
+    cdn_ = std::make_unique<nginx_server>(
+        dir / "cdn",
+        nginx_config{root_, "    listen 127.0.0.2:" + std::to_string(port) + ";\n" + hub_cdn_location(), "", nullptr, 1, port});
+    proc_ = child_process({exe, root_.string(), cdn_->base_url()}, dir / "hub_standin.log", true);
+    wait_for_port(proc_.port());
+}
+
+std::string hub_standin::add_repo(const std::string& repo, const std::map<std::string, std::vector<std::byte>>& files,
+                                  const std::string& branch, std::string commit) {
+    static std::uint64_t made = 0;
+    if (commit.empty()) {
+        const std::string seed = repo + "#" + std::to_string(++made) + "#" + std::to_string(::getpid());
+        commit = sha256_hex(std::as_bytes(std::span(seed.data(), seed.size()))).substr(0, 40);
+    }
+    const fs::path base = root_ / (repo.starts_with("datasets/") || repo.starts_with("spaces/") ? repo : "models/" + repo);
+    for (auto& [name, bytes] : files) {
+        fs::create_directories((base / "commits" / commit / name).parent_path());
+        write_file(base / "commits" / commit / name, bytes);
+    }
+    if (!branch.empty()) {
+        fs::create_directories((base / "refs" / branch).parent_path());
+        write_file(base / "refs" / branch, commit);
+    }
+    make_world_readable(root_);
+    return commit;
+}
+
+void hub_standin::control(const std::string& repo, const std::string& name, const std::string& text) {
+    const fs::path base = root_ / (repo.starts_with("datasets/") || repo.starts_with("spaces/") ? repo : "models/" + repo);
+    fs::create_directories(base);
+    write_file(base / name, text);
+}
+
+std::vector<std::string> hub_standin::requests() const {
+    std::vector<std::string> out;
+    const auto v = boost::json::parse(http_get(proc_.port(), "/_standin/stats"));
+    for (auto& line : v.at("log").as_array()) out.emplace_back(line.as_string());
+    return out;
+}
+
+std::size_t hub_standin::cdn_auth_refused() const {
+    std::size_t n = 0;
+    for (auto& l : cdn_->access_log()) n += l.find(" 400 ") != std::string::npos;
+    return n;
 }
 
 }  // namespace ringsafe::test

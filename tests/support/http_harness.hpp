@@ -1,12 +1,16 @@
 // Real servers for the HTTP tests and benchmarks, on 127.0.0.1 with free
 // ports, stopped by PID: nginx (unprivileged, its own prefix), the fault
-// server (tests/support/fault_server.cpp), and a throwaway TLS CA made with openssl.
+// server (tests/support/fault_server.cpp), the Hub stand-in
+// (tests/support/hub_standin.cpp) with its nginx CDN, and a throwaway TLS CA
+// made with openssl.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,5 +93,36 @@ private:
 
 // Makes every directory from `p` up to the root traversable by others and `p`'s files readable (nginx workers).
 void make_world_readable(const std::filesystem::path& p);
+
+// The Hugging Face Hub stand-in (tests/support/hub_standin.cpp, $RINGSAFE_HUB_STANDIN)
+// serving the repos under root(), its resolve URLs redirecting LFS files to an
+// nginx CDN serving root() (on 127.0.0.1 and 127.0.0.2, port cdn_port()) that
+// checks the presigned URLs and answers 400 to any request carrying
+// Authorization. Exits 77 when nginx is missing.
+class hub_standin {
+public:
+    explicit hub_standin(const std::filesystem::path& dir);
+    std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(proc_.port()); }
+    const std::filesystem::path& root() const { return root_; }
+    std::uint16_t cdn_port() const { return cdn_->port(); }
+    // Writes `files` (path in the repo -> bytes) as a commit of `repo` ("ORG/NAME",
+    // "datasets/ORG/NAME") and points `branch` at it (none when empty); returns the
+    // commit id (`commit`, or a new one).
+    std::string add_repo(const std::string& repo, const std::map<std::string, std::vector<std::byte>>& files,
+                         const std::string& branch = "main", std::string commit = {});
+    // Writes control file `name` of `repo` (gated, private, move, ttl, gone, cdn, size_delta; see hub_standin.cpp).
+    void control(const std::string& repo, const std::string& name, const std::string& text);
+    // What the stand-in served so far: "GET /org/name/resolve/main/x" (+ " auth" when it carried Authorization).
+    std::vector<std::string> requests() const;
+    // The CDN's access log ("$connection $connection_requests $status $request_uri").
+    std::vector<std::string> cdn_log() const { return cdn_->access_log(); }
+    // CDN requests refused for carrying Authorization (each one a credential that crossed).
+    std::size_t cdn_auth_refused() const;
+
+private:
+    std::filesystem::path root_;
+    std::unique_ptr<nginx_server> cdn_;
+    child_process proc_;
+};
 
 }  // namespace ringsafe::test

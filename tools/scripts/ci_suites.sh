@@ -29,7 +29,7 @@ SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
 COUNTS=$(mktemp)
 trap 'rm -f "$COUNTS"' EXIT
-FUZZ_TARGETS=(header index http_response url sigv4)
+FUZZ_TARGETS=(header index http_response url sigv4 hub_url)
 have_clang() { command -v clang++-14 >/dev/null; }
 # Sanitizer builds use clang when it is there (faster to build, and its TSan models fences).
 SAN_CXX=c++
@@ -114,15 +114,17 @@ for s in $STAGES; do
         # asio_resolve_shared has eight opens wait on one. stores_gcs: the event loops of one
         # read share a gs:// object's OAuth token cache (a refresh per request in one case).
         # device runs the staging pipeline against the stand-in's copier thread (the order of
-        # stream waits, copies and frees).
+        # stream waits, copies and frees). stores/test_hub: the Hub's answers hook and cache
+        # entries shared by event loops and sources.
         tsan_programs=(uring/test_file_source uring/test_ring_pool read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
-            asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs device/test_device)
+            asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub device/test_device)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
                 build_and_test build-tsan "${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server \
+                tests/support/hub_standin \
                 -- "${tsan_programs[@]##*/test_}" asio_http_threads asio_open_threads asio_writer_threads \
                 asio_resolve_shared
         else

@@ -6,7 +6,7 @@ The API is the reference ``safetensors`` package's (``safe_open``,
 ``ringsafe.install()`` (or RINGSAFE_AS_SAFETENSORS=1 in the environment) makes
 ``import safetensors`` resolve to ringsafe in the whole process. It adds
 what the reference lacks: parallel io_uring reads, mapped loads made resident
-before they return, http(s):// and s3:// sources, sharded ``*.index.json``
+before they return, http(s)://, s3:// and hf:// sources, sharded ``*.index.json``
 checkpoints, ``select=``, in-place ``read_into``, a bounded-memory streaming
 iterator, a single-pass ``Writer`` with append, progress, and the GIL
 released during every read and write.

@@ -82,7 +82,11 @@ class _Run(_Exchange):
             self.tensors = [_Tensor(info, i) for i, info in enumerate(infos)]
             self.by_name = {t.name: t for t in self.tensors}
             needs, self.dests = local(self.reader, self.by_name)
-            digest = hashlib.sha256(repr((infos, [s[1:] for s in self.shards])).encode()).hexdigest()
+            # An hf:// shard's spec counts too: it names the commit the rank read (a branch that
+            # moved between the ranks' opens is refused, never mixed). Other paths and URLs may
+            # differ between ranks (a rank's own mirror or presigned URL).
+            shards = [s if s[0].lower().startswith("hf://") else s[1:] for s in self.shards]
+            digest = hashlib.sha256(repr((infos, shards)).encode()).hexdigest()
             payload = (digest, needs, self.image is not None)
         except Exception as e:
             exc = e
@@ -101,8 +105,9 @@ class _Run(_Exchange):
         if len(set(digests)) > 1:
             odd = [r for r in range(self.world) if digests[r] != digests[0]]
             self.close()
-            raise error("DistributedError", f"the ranks opened different checkpoints: the header that ranks "
-                                            f"{', '.join(map(str, odd))} of {self.world} read differs from rank 0's")
+            raise error("DistributedError", f"the ranks opened different checkpoints: the header (or the hf:// "
+                                            f"commit) that ranks {', '.join(map(str, odd))} "
+                                            f"of {self.world} read differs from rank 0's")
         self.needs = [g[0][1] for g in gathered]
         if not all(g[0][2] for g in gathered):
             self.image = None

@@ -31,7 +31,7 @@ class MappedSource(EngineSource):
 
     def _map(self, shard):
         spec, size, data_start = self._shards[shard]
-        m = MappedFile(spec)
+        m = MappedFile(self.reader.shard_file(shard))  # spec's local file (an hf:// spec's: the Hub cache's)
         dev, ino, _, mtime = self.reader.shard_stat(shard)
         if m.identity != (dev, ino):
             raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "

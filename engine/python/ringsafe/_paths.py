@@ -1,7 +1,8 @@
 """What a path argument may be: a local path (str, bytes or os.PathLike, as
 the operating system takes it: a str from os.fsdecode of bytes that are not
 UTF-8 names those bytes), a URL of a scheme the engine knows (http(s)://,
-s3://, ...), or a sharded ``*.index.json``, local or remote."""
+s3://, hf://, gs://, az://, ...), or a sharded ``*.index.json``, local or
+remote."""
 
 import os
 

@@ -1,8 +1,9 @@
 """Where a load's bytes come from, behind one interface that safe_open and
 load_file share; open_source() picks the source:
 
-- MappedSource (_mapped.py): local files with backend="mmap" (the default):
-  tensors are views of a private mapping, made resident in parallel first;
+- MappedSource (_mapped.py): local files with backend="mmap" (the default),
+  hf:// files found in the Hub cache too: tensors are views of a private
+  mapping, made resident in parallel first;
 - EngineSource (_engine_source.py): backend="pread", URLs, s3:// and remote
   indexes: parallel io_uring / HTTP reads into owned memory;
 - StreamSource (_stream.py): an open Python file object that is not a plain
@@ -21,7 +22,7 @@ import stat
 from ._dtypes import SafetensorError, error
 from ._engine_source import EngineSource
 from ._mapped import MappedSource
-from ._paths import is_url, spec_of
+from ._paths import spec_of
 from ._ringsafe import Reader
 from ._stream import StreamSource, describe
 
@@ -106,7 +107,7 @@ def _cold_local(reader, infos):
         return False
     resident = 0
     for shard, rs in ranges.items():
-        m = MappedFile(shards[shard][0])
+        m = MappedFile(reader.shard_file(shard))
         if m.stat != reader.shard_stat(shard):
             return False  # replaced or rewritten since the reader opened it: leave it to the reader
         resident += sum(m.resident(off, n) for off, n in rs)
@@ -190,7 +191,8 @@ def _open_file_object(f, backend, options):
 def _open_path(filename, backend, options):
     reader = open_reader(filename, options)
     try:
-        if backend == "mmap" and all(not is_url(s[0]) for s in reader.shards()):
+        # Local files, the Hub cache's files of an hf:// checkpoint among them.
+        if backend == "mmap" and all(reader.shard_file(i) for i in range(len(reader.shards()))):
             return MappedSource(reader, options.get("threads"))
         return EngineSource(reader)
     except BaseException:

@@ -12,7 +12,7 @@ from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file
 
 def load_file(filename, *, backend="mmap", select=None, progress=None, **options):
-    """Loads a checkpoint (path, URL, s3://, index or binary file object) into
+    """Loads a checkpoint (path, URL, s3://, hf://, index or binary file object) into
     {name: array}: views of a private mapping made resident in parallel
     (backend="mmap", local files), or one parallel read into owned memory."""
     return _load.load_file(ADAPTER, filename, "cpu", select, progress, backend, options)

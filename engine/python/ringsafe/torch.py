@@ -22,7 +22,7 @@ from ._shared import (  # noqa: F401  (the reference's names; transformers, acce
 from ._torch_adapter import _NAMES, _TYPES as _ALL_TYPES, ADAPTER
 
 def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=None, **options):
-    """Loads a checkpoint (path, URL, s3://, index or binary file object) into {name: tensor}.
+    """Loads a checkpoint (path, URL, s3://, hf://, index or binary file object) into {name: tensor}.
 
     backend="mmap" (default): a local file's tensors are zero-copy views of one
     private mapping, made resident in parallel before this returns (shared
