@@ -1,11 +1,14 @@
-"""The Python examples of the front page (README.md, "## Python") and of the
-package's guide (engine/python/README.md, "## The API") run as written, each
-page in a temporary directory of its own."""
+"""The Python examples of the front page (README.md, "## Python" and "## Sources",
+the latter against real stand-ins of each store) and of the package's guide
+(engine/python/README.md, "## The API") run as written, each page in a temporary
+directory of its own."""
 
 import pathlib
 import re
 
 import pytest
+
+from servers import radosgw_cluster  # noqa: F401 - pytest fixture (the Sources example reads s3://)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FRONT = ROOT / "README.md"
@@ -58,3 +61,71 @@ def test_guide_examples_run(tmp_path, monkeypatch, capsys):
     with ringsafe.safe_open("quantized.safetensors", "pt") as f:
         assert "extra.scale" in f.keys() and f.metadata() == {"quant": "int8"}
         assert f.get_tensor("model.layers.0.norm.weight").dtype == torch.int8
+
+
+def test_sources_example_runs_against_the_stand_ins(tmp_path, tmp_path_factory, monkeypatch, radosgw_cluster):
+    """The front page's Sources example, as written, against the Hub stand-in, fake-gcs-server,
+    the Azure Blob stand-in and radosgw, each told by the variables its users set."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    blob = pytest.importorskip("azure.storage.blob")
+    from servers import AZURE_DEV_ACCOUNT, AZURE_DEV_KEY, FakeGcs, HubStandin, ServerUnavailable, Standin
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    folder = tmp_path / "tiny-llama"
+    transformers.LlamaForCausalLM(cfg).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    gcs_data = tmp_path / "gcs"
+    (gcs_data / "acme-models" / "tiny-llama").mkdir(parents=True)
+    (gcs_data / "acme-models" / "tiny-llama" / "model.safetensors").write_bytes(weights.read_bytes())
+    servers = []
+    try:
+        hub = HubStandin(tmp_path / "hub", tmp_path_factory.mktemp("hub-run"))
+        servers.append(hub)
+        gcs = FakeGcs(gcs_data, tmp_path_factory.mktemp("gcs-log"))
+        servers.append(gcs)
+        az = Standin("azure_blob_standin.py", ["--data", tmp_path / "az", "--key", AZURE_DEV_KEY],
+                     tmp_path_factory.mktemp("az-log"))
+        servers.append(az)
+    except ServerUnavailable as e:
+        for s in servers:
+            s.close()
+        pytest.skip(str(e))
+    try:
+        hub.add_repo("acme/tiny-llama", {p.name: p for p in folder.iterdir()})
+        conn = (f"DefaultEndpointsProtocol=http;AccountName={AZURE_DEV_ACCOUNT};AccountKey={AZURE_DEV_KEY};"
+                f"BlobEndpoint={az.url}/{AZURE_DEV_ACCOUNT};")
+        svc = blob.BlobServiceClient.from_connection_string(conn)
+        svc.create_container("models")
+        with open(weights, "rb") as f:
+            svc.get_blob_client("models", "tiny-llama/model.safetensors").upload_blob(f)
+        assert radosgw_cluster.create_bucket("acme-models") == 200
+        assert radosgw_cluster.put_object("acme-models", "tiny-llama/model.safetensors", weights) == 200
+
+        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_TOKEN_PATH", "AWS_SESSION_TOKEN",
+                    "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_cache"))
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.endpoint)
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+        for k, v in radosgw_cluster.env().items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.chdir(tmp_path)
+
+        ns = run_blocks(FRONT, "## Sources")
+        from safetensors.torch import load_file as reference_load
+        expected = reference_load(str(weights))
+        for name in ("hub", "gcs", "azure", "s3"):
+            got = ns[name]
+            assert sorted(got) == sorted(expected), name
+            assert all(torch.equal(got[k], expected[k]) for k in expected), name
+        state = ns["model"].state_dict()
+        assert all(torch.equal(state[k], expected[k]) for k in expected)
+        assert hub.cdn_auth_requests() == []
+    finally:
+        for s in servers:
+            s.close()
