@@ -288,7 +288,7 @@ void bind_reader(py::module_& m) {
                  const auto shards = self.get().shards();
                  if (i >= shards.size()) throw py::index_error("shard index out of range");
                  if (shards[i].file.empty()) return py::none();
-                 return py::str(shards[i].file);
+                 return path_str(shards[i].file);
              },
              "The local file shard i is read from (its path, or for an hf:// shard the Hub cache's file); "
              "None when it is read over the network.")
