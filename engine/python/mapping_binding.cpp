@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "blocking_call.hpp"
+#include "ringsafe/error.hpp"
 #include "ringsafe/mapped_file.hpp"
 
 namespace py = pybind11;
@@ -22,6 +23,30 @@ namespace {
 
 struct py_mapping {
     std::shared_ptr<const mapped_file> file;
+};
+
+// An integer argument that must not be negative (InvalidArgument naming it).
+std::uint64_t non_negative(const py::handle& v, const char* what) {
+    const auto x = v.cast<long long>();
+    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
+    return static_cast<std::uint64_t>(x);
+}
+
+// A writable, C-contiguous buffer of a Python object, held until destroyed.
+class held_buffer {
+public:
+    explicit held_buffer(const py::handle& obj) {
+        if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+            throw py::error_already_set();
+    }
+    ~held_buffer() { PyBuffer_Release(&view_); }
+    held_buffer(const held_buffer&) = delete;
+    held_buffer& operator=(const held_buffer&) = delete;
+    std::byte* data() const { return static_cast<std::byte*>(view_.buf); }
+    std::uint64_t size() const { return static_cast<std::uint64_t>(view_.len); }
+
+private:
+    Py_buffer view_{};
 };
 
 // populate() of fewer bytes runs on the calling thread (no hand-off to a call
@@ -70,6 +95,42 @@ void bind_mapping(py::module_& m) {
              py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),
              "Makes the (offset, length) ranges resident and mapped, in parallel; returns (bytes, cold_bytes, "
              "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
+        .def("copy_to",
+             [](const py_mapping& self, const py::list& copies, unsigned threads, const py::object& progress) {
+                 // Every buffer is held (and checked) before any byte moves.
+                 std::vector<std::unique_ptr<held_buffer>> held;
+                 std::vector<mapped_copy> cs;
+                 std::uint64_t total = 0;
+                 const auto* lo = self.file->data();
+                 const auto* hi = lo + self.file->size();
+                 for (const auto item : copies) {
+                     const auto t = item.cast<py::tuple>();
+                     if (t.size() != 3) raise(errc::InvalidArgument, "copy_to takes (offset, length, buffer) triples");
+                     const auto offset = non_negative(t[0], "offset");
+                     const auto length = non_negative(t[1], "length");
+                     held.push_back(std::make_unique<held_buffer>(t[2]));
+                     const held_buffer& b = *held.back();
+                     if (length > b.size())
+                         raise(errc::BufferTooSmall, "copying " + std::to_string(length) + " bytes of " +
+                                                         self.file->path() + " at offset " + std::to_string(offset) +
+                                                         " into a buffer of " + std::to_string(b.size()));
+                     if (length != 0 && b.data() < hi && lo < b.data() + length)
+                         raise(errc::InvalidArgument, "copy_to: a destination overlaps the mapping of " +
+                                                          self.file->path());
+                     cs.push_back({offset, length, b.data()});
+                     total += length;
+                 }
+                 auto file = self.file;
+                 populate_stats stats;
+                 run_blocking([file, &cs, threads, &stats](pending_call& pc) {
+                     stats = file->copy_to(cs, threads, pc.control());
+                 }, progress, total < inline_job_bytes);
+                 return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
+             },
+             py::arg("copies"), py::arg("threads") = 0, py::arg("progress") = py::none(),
+             "Copies (offset, length, buffer) ranges of the file into the start of each writable, C-contiguous "
+             "buffer, in parallel, the GIL released; returns (bytes, cold_bytes, threads). Ctrl-C cancels it "
+             "(what was copied stays); progress(done, total) runs on this thread.")
         .def("resident",
              [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
                  py::gil_scoped_release nogil;  // mincore of a large range takes a while

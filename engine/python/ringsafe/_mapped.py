@@ -149,3 +149,43 @@ class MappedSource(EngineSource):
     def close(self):
         self._stop.set()
         super().close()
+
+
+def copy_into(maps, shards, items, threads=None, progress=None):
+    """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
+    _source.mapped_when_hot) into caller memory, on every core with the GIL
+    released: items are (info, buffer), info a reader.tensors() tuple, buffer
+    a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
+    per_shard = {}
+    for info, buf in items:
+        if info[4] > info[3]:
+            per_shard.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3], buf))
+    total = sum(c[1] for cs in per_shard.values() for c in cs)
+    before = 0
+    for shard, copies in sorted(per_shard.items()):
+        cb = None
+        if progress is not None:
+            cb = (lambda base: lambda done, _: progress(base + done, total))(before)
+        maps[shard].copy_to(copies, threads or 0, cb)
+        before += sum(c[1] for c in copies)
+    if progress is not None and total == 0:
+        progress(0, 0)
+
+
+def mapped_views(adapter, maps, shards, infos, threads=None):
+    """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
+    ``maps``, made resident in parallel first (for copies that convert)."""
+    ranges = {}
+    for info in infos:
+        if info[4] > info[3]:
+            ranges.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3]))
+    for shard, rs in ranges.items():
+        maps[shard].populate(rs, threads or 0)
+    out = {}
+    for info in infos:
+        if info[4] == info[3]:
+            out.update(adapter.views(None, [(info[0], 0, info[1], info[2], 0)]))
+        else:
+            item = (info[0], shards[info[5]][2] + info[3], info[1], info[2], info[4] - info[3])
+            out.update(adapter.views(maps[info[5]], [item]))
+    return out

@@ -8,7 +8,8 @@ from . import _device, _write
 from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
-from ._source import check_backend, direct_when_cold, open_reader
+from ._mapped import copy_into, mapped_views
+from ._source import check_backend, mapped_or_read, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -55,8 +56,12 @@ def load_model(model, filename, strict, device, progress, backend, options):
                 direct.append(k)
             else:
                 staged.append(k)
-        if not on_device:  # host memory only: O_DIRECT when cold (device staging stays buffered)
-            reader = direct_when_cold(reader, filename, options, [infos[k] for k in targets])
+        maps = views = None
+        if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
+            # (device staging stays buffered); backend="pread" never maps the file.
+            views = [ADAPTER.byte_view(state[k]) for k in direct] if backend == "mmap" else None
+            maps, reader = mapped_or_read(reader, filename, options, [infos[k] for k in targets],
+                                          may_map=views is not None and all(v is not None for v in views))
         if on_device:
             by_device = {}
             for k in on_device:
@@ -67,13 +72,21 @@ def load_model(model, filename, strict, device, progress, backend, options):
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
                 dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
-                plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])
-                reader.execute(plan, cb)
+                plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])  # checks them either way
+                if maps is not None:
+                    copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],
+                              options.get("threads"), cb)
+                else:
+                    reader.execute(plan, cb)
             if staged:
-                views = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
+                if maps is not None:  # views of the mapping: no arena to fill first
+                    sources = mapped_views(ADAPTER, maps, reader.shards(), [infos[k] for k in staged],
+                                           options.get("threads"))
+                else:
+                    sources = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
                 with torch.no_grad():
                     for k in staged:
-                        state[k].copy_(views[k])
+                        state[k].copy_(sources[k])
     finally:
         reader.close()
     if device.type != "cpu" and not (_device.stand_in() and device.type == "cuda"):

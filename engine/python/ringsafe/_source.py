@@ -12,6 +12,7 @@ load_file share; open_source() picks the source:
 A source knows its tensors as (name, dtype, shape, begin, end, shard) in data
 order and hands out whole tensors (load, one) and boxes of one (box)."""
 
+import collections
 import io
 import os
 import stat
@@ -104,6 +105,82 @@ def direct_when_cold(reader, filename, options, infos):
         return reader
     reader.close()
     return direct
+
+
+# And they copy a checkpoint whose selected bytes are in the page cache out of
+# a mapping of it (MappedFile.copy_to: memcpy from the mapping on every core,
+# the GIL released; a piece that is not cached is read in first) instead of
+# reading it: the kernel's copy into the caller's pages (pread, io_uring)
+# costs more CPU than a user-space copy from a mapping of the page cache's
+# folios, and a cached file's large folios map by the 2 MiB. Measured on the
+# 2-core VM, 2.2 GB hot (see bench/bench_python.py's load_model and read_into
+# rows). Not with direct=True, nor for load_model(backend="pread"), which
+# never map the file (a file truncated in place while a mapping is copied
+# from raises SIGBUS, as the reference's mmap loads do).
+HOT_FRACTION = 0.9
+
+
+def _file_ranges(reader, infos):
+    """{shard: [(file offset, length)]} of the tensors ``infos``, adjacent ones merged."""
+    shards = reader.shards()
+    ranges = {}
+    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
+        rs = ranges.setdefault(shard, [])
+        off = shards[shard][2] + begin
+        if rs and rs[-1][0] + rs[-1][1] == off:
+            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
+        elif end > begin:
+            rs.append((off, end - begin))
+    return ranges
+
+
+def mapped_when_hot(reader, options, infos):
+    """{shard: MappedFile} of the shards holding the tensors ``infos``
+    (reader.tensors() tuples), mapped, when every one is a local file that is
+    still the one the reader opened, the caller did not ask for O_DIRECT, and
+    at least HOT_FRACTION of the tensors' bytes are in the page cache; else
+    None (the loads read them, see direct_when_cold)."""
+    from ._ringsafe import MappedFile
+    if options.get("direct"):
+        return None
+    shards = reader.shards()
+    ranges = _file_ranges(reader, infos)
+    total = sum(n for rs in ranges.values() for _, n in rs)
+    if total == 0:
+        return None
+    maps, resident = {}, 0
+    for shard, rs in ranges.items():
+        identity = reader.shard_identity(shard)
+        if identity == (0, 0):
+            return None  # a URL
+        try:
+            m = MappedFile(shards[shard][0])
+        except (OSError, SafetensorError):
+            return None  # gone, or not mappable: the reader has it open
+        if m.identity != identity or m.size != shards[shard][1]:
+            return None  # replaced since the reader opened it
+        resident += sum(m.resident(off, n) for off, n in rs)
+        maps[shard] = m
+    return maps if resident >= HOT_FRACTION * total else None
+
+
+# How loads into caller memory went, counted per call (the tests read it):
+# "mapped" copied from mappings, "direct" reopened with O_DIRECT, "reader" read
+# with the reader as opened.
+LOADS = collections.Counter()
+
+
+def mapped_or_read(reader, filename, options, infos, may_map=True):
+    """(maps, reader) for a load of the tensors ``infos`` into memory the
+    caller holds: mappings to copy them from (mapped_when_hot) and the reader
+    as it was; or None and the reader to read them with (direct_when_cold)."""
+    maps = mapped_when_hot(reader, options, infos) if may_map else None
+    if maps is not None:
+        LOADS["mapped"] += 1
+        return maps, reader
+    chosen = direct_when_cold(reader, filename, options, infos)
+    LOADS["direct" if chosen is not reader else "reader"] += 1
+    return None, chosen
 
 
 def _os_file(f):
