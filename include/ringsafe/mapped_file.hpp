@@ -77,12 +77,13 @@ public:
     // shrank under the mapping (naming the path and offset), system errors for I/O.
     populate_stats populate(std::span<const mapped_range> ranges, unsigned threads = 0,
                             const read_control& ctl = {}) const;
-    // Copies each range of the file to its destination (memcpy from the
-    // mapping, whose faults map the page cache's pages), in 4 MiB pieces on up
-    // to `threads` threads (0: one per core, at least 8 when sampled pieces
-    // are not cached, the calling thread alone under 8 MiB). A piece not cached
-    // is read in by MADV_POPULATE_READ first. Destinations must not overlap
-    // the mapping or each other. Errors and ctl as populate().
+    // Copies each range of the file to its destination out of the mapping (the
+    // copy's faults map the page cache's pages; from 256 KiB on with
+    // non-temporal stores where the CPU has them), in 4 MiB pieces on up to
+    // `threads` threads (0: one per core, at least 8 when sampled pieces are
+    // not cached; the calling thread alone under 8 MiB). A piece not cached is
+    // read in by MADV_POPULATE_READ first. Destinations must not overlap the
+    // mapping or each other. Errors and ctl as populate().
     populate_stats copy_to(std::span<const mapped_copy> copies, unsigned threads = 0,
                            const read_control& ctl = {}) const;
     // Bytes of `range` the page cache holds now: cachestat(2) of the file when the
