@@ -50,8 +50,10 @@ def loads():
 
 @pytest.fixture
 def ckpt(tmp_path, monkeypatch):
-    """A model and its 16 MiB checkpoint, cached (DIRECT_MIN_BYTES lowered to 1 MiB, as in test_cold_direct)."""
+    """A model and its 16 MiB checkpoint, cached (DIRECT_MIN_BYTES lowered to 1 MiB, as in test_cold_direct,
+    and COPY_MIN_BYTES to match)."""
     monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 1 << 20)
     model = nn.Sequential(nn.Linear(1024, 2048), nn.Linear(2048, 1024))
     path = tmp_path / "m.safetensors"
     spt.save_model(model, str(path))
@@ -180,6 +182,15 @@ def test_a_cold_checkpoint_is_read_with_o_direct_and_a_partly_cached_one_through
     assert loads() == {"direct": 1, "reader": 1}
 
 
+def test_a_small_selection_is_read(ckpt, loads):
+    _, path, want = ckpt
+    small = min(want, key=lambda k: want[k].numel())
+    dst = {small: torch.empty_like(want[small])}
+    rpt.read_into(path, dst)  # cached, but under COPY_MIN_BYTES: an inline read costs less than mapping
+    same(dst, {small: want[small]})
+    assert loads() == {"reader": 1}
+
+
 def test_direct_and_the_pread_backend_never_map(ckpt, loads):
     model, path, want = ckpt
     rpt.load_model(model, path, backend="pread")
@@ -231,7 +242,8 @@ def test_the_mapped_copy_checks_destinations_as_the_reads_do(ckpt, loads):
         rpt.read_into(path, {k1: torch.empty(3)})
 
 
-def test_memory_numpy_cannot_view_is_read(tmp_path, loads):
+def test_memory_numpy_cannot_view_is_read(tmp_path, loads, monkeypatch):
+    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 0)
     path = tmp_path / "c.safetensors"
     z = torch.complex(torch.arange(8.0), -torch.arange(8.0))
     spt.save_file({"z": z}, str(path))
@@ -242,7 +254,8 @@ def test_memory_numpy_cannot_view_is_read(tmp_path, loads):
     assert loads() == {"reader": 1}
 
 
-def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads):
+def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads, monkeypatch):
+    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 0)
     path = tmp_path / "n.safetensors"
     want = {"a": np.arange(5000, dtype=np.float32).reshape(50, 100), "b": np.arange(7, dtype=np.int16)}
     rnp.save_file(want, str(path))

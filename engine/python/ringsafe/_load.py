@@ -10,7 +10,7 @@ from ._ringsafe import Reader, parse_bytes
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
 from ._mapped import copy_into
-from ._source import mapped_or_read, open_reader, open_source
+from ._source import byte_views, mapped_or_read, open_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
@@ -84,11 +84,10 @@ def read_into(adapter, filename, tensors, progress, options):
                             f"the destination holds {nbytes} ({shape})")
             dsts.append((addr, nbytes))
             owners.append(owner)
-        maps = None
+        maps = views = None
         if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
-            views = [adapter.byte_view(o) for o in owners]
-            maps, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
-                                          may_map=all(v is not None for v in views))
+            maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
+                                                 byte_views(adapter, owners))
         plan = reader.plan_tensors(names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
             if maps is not None:

@@ -9,7 +9,7 @@ from ._progress import progress_callback
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
 from ._mapped import copy_into, mapped_views
-from ._source import check_backend, mapped_or_read, open_reader
+from ._source import byte_views, check_backend, mapped_or_read, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -59,9 +59,8 @@ def load_model(model, filename, strict, device, progress, backend, options):
         maps = views = None
         if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
             # (device staging stays buffered); backend="pread" never maps the file.
-            views = [ADAPTER.byte_view(state[k]) for k in direct] if backend == "mmap" else None
-            maps, reader = mapped_or_read(reader, filename, options, [infos[k] for k in targets],
-                                          may_map=views is not None and all(v is not None for v in views))
+            views = byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
+            maps, views, reader = mapped_or_read(reader, filename, options, [infos[k] for k in targets], views)
         if on_device:
             by_device = {}
             for k in on_device:

@@ -116,8 +116,12 @@ def direct_when_cold(reader, filename, options, infos):
 # 2-core VM, 2.2 GB hot (see bench/bench_python.py's load_model and read_into
 # rows). Not with direct=True, nor for load_model(backend="pread"), which
 # never map the file (a file truncated in place while a mapping is copied
-# from raises SIGBUS, as the reference's mmap loads do).
+# from raises SIGBUS, as the reference's mmap loads do). Nor under
+# COPY_MIN_BYTES: mapping, asking the page cache and unmapping cost about
+# 80 us more than an inline read of a 4 KiB tensor (26 us in all), which the
+# faster copy wins back only from a few MiB on.
 HOT_FRACTION = 0.9
+COPY_MIN_BYTES = 8 << 20
 
 
 def _file_ranges(reader, infos):
@@ -137,16 +141,17 @@ def _file_ranges(reader, infos):
 def mapped_when_hot(reader, options, infos):
     """{shard: MappedFile} of the shards holding the tensors ``infos``
     (reader.tensors() tuples), mapped, when every one is a local file that is
-    still the one the reader opened, the caller did not ask for O_DIRECT, and
-    at least HOT_FRACTION of the tensors' bytes are in the page cache; else
-    None (the loads read them, see direct_when_cold)."""
+    still the one the reader opened, the caller did not ask for O_DIRECT, the
+    tensors come to COPY_MIN_BYTES or more and at least HOT_FRACTION of their
+    bytes are in the page cache; else None (the loads read them, see
+    direct_when_cold)."""
     from ._ringsafe import MappedFile
     if options.get("direct"):
         return None
     shards = reader.shards()
     ranges = _file_ranges(reader, infos)
     total = sum(n for rs in ranges.values() for _, n in rs)
-    if total == 0:
+    if total < max(COPY_MIN_BYTES, 1):
         return None
     maps, resident = {}, 0
     for shard, rs in ranges.items():
@@ -170,17 +175,31 @@ def mapped_when_hot(reader, options, infos):
 LOADS = collections.Counter()
 
 
-def mapped_or_read(reader, filename, options, infos, may_map=True):
-    """(maps, reader) for a load of the tensors ``infos`` into memory the
-    caller holds: mappings to copy them from (mapped_when_hot) and the reader
-    as it was; or None and the reader to read them with (direct_when_cold)."""
-    maps = mapped_when_hot(reader, options, infos) if may_map else None
-    if maps is not None:
-        LOADS["mapped"] += 1
-        return maps, reader
+def mapped_or_read(reader, filename, options, infos, byte_views=None):
+    """(maps, views, reader) for a load of the tensors ``infos`` into memory
+    the caller holds: the mappings to copy them from (mapped_when_hot), the
+    destinations' byte buffers that ``byte_views()`` returns, and the reader
+    as it was; or (None, None, the reader to read them with: direct_when_cold's).
+    ``byte_views`` is called only when the tensors are cached; it returns None
+    when some destination cannot be viewed, and None in its place never maps."""
+    if byte_views is not None:
+        maps = mapped_when_hot(reader, options, infos)
+        views = byte_views() if maps is not None else None
+        if views is not None:
+            LOADS["mapped"] += 1
+            return maps, views, reader
     chosen = direct_when_cold(reader, filename, options, infos)
     LOADS["direct" if chosen is not reader else "reader"] += 1
-    return None, chosen
+    return None, None, chosen
+
+
+def byte_views(adapter, objs):
+    """A callable for mapped_or_read: the adapter's byte_view of each of
+    ``objs`` (described destinations), or None when one has none."""
+    def views():
+        out = [adapter.byte_view(o) for o in objs]
+        return None if any(v is None for v in out) else out
+    return views
 
 
 def _os_file(f):
