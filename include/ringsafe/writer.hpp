@@ -30,6 +30,7 @@
 #include "ringsafe/dtype.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/header.hpp"
+#include "ringsafe/plan.hpp"
 
 namespace ringsafe {
 
@@ -221,6 +222,19 @@ public:
     void write(std::string_view name, std::uint64_t offset, std::span<const std::byte> bytes) {
         write(index(name), offset, bytes);
     }
+    // Writes every tensor whole, `data[i]` (exactly its size) for tensor i, on
+    // `threads` threads, and returns when all is written: buffered, in 8 MiB
+    // pieces with pwrite; with `direct` (a file whose filesystem allows
+    // O_DIRECT, else buffered as without it), the whole file, header included,
+    // in 8 MiB blocks assembled in aligned staging memory (4 blocks at least
+    // in flight) and written with O_DIRECT, so the bytes go to the disk
+    // instead of waiting in the page cache for finish()'s fsync.
+    // ctl.on_progress gets tensor bytes written, ctl.cancel stops it
+    // (Cancelled). Returns whether the data went out with O_DIRECT.
+    // InvalidArgument when a size differs; an I/O error abandons the file and
+    // names the tensor or offset.
+    bool write_all(std::span<const std::span<const std::byte>> data, unsigned threads, bool direct,
+                   const read_control& ctl = {});
     // Every tensor must be complete (WriterState naming the first incomplete
     // one, with its missing byte count); then sync and publish.
     void finish();
