@@ -263,7 +263,16 @@ bool declared_writer::write_all(std::span<const std::span<const std::byte>> data
     std::optional<direct_mode> dm;
     if (direct && s.tmp && s.sink < 0) dm.emplace(s.tmp->fd());
     if (!dm || !dm->on()) {
-        // Buffered: 8 MiB pieces of the tensors, in file order, through write().
+        // Buffered: 8 MiB pieces of the tensors, in file order, through write(),
+        // into a file given its size first (as the reference does): no write
+        // extends it.
+        if (s.tmp && s.sink < 0 && ::ftruncate(s.tmp->fd(), static_cast<off_t>(s.data_start + total)) != 0) {
+            const int err = errno;
+            std::lock_guard lock(s.mu);
+            s.failed = true;
+            raise_errno(err, "extending '" + s.tmp->target() + "' to " + std::to_string(s.data_start + total) + " bytes",
+                        s.tmp->target());
+        }
         struct piece {
             std::size_t tensor;
             std::uint64_t offset, length;
