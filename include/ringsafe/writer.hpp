@@ -189,9 +189,10 @@ struct declared_options {
 // Declared mode: the header is computed from `tensors` (in the given order,
 // which is the data order) and `metadata`, padded like the reference writer's.
 // Thread-safe: write() may be called from several threads at once; finish()
-// and abandon() must not overlap a write() still running. Files are written
-// with buffered pwrite from the callers' threads (the header's exact size
-// leaves the data unaligned, so O_DIRECT does not apply).
+// and abandon() must not overlap a write() still running. write() is a
+// buffered pwrite from the caller's thread (the header's exact size leaves
+// the data unaligned for O_DIRECT); write_all() of every tensor at once may
+// instead assemble aligned blocks and write them with O_DIRECT.
 class declared_writer {
 public:
     // A new file destined for `path`; bytes may arrive in any order.

@@ -112,7 +112,7 @@ for s in $STAGES; do
         # asio_writer_threads tests. asio_teardown destroys io_contexts while the blocking pool
         # still works for them; asio_resolve abandons a resolver thread's getaddrinfo and
         # asio_resolve_shared has eight opens wait on one.
-        tsan_programs=(uring/test_file_source uring/test_ring_pool read/test_reader_files write/test_writer_declared
+        tsan_programs=(uring/test_file_source uring/test_ring_pool uring/test_mapped_file read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
             asio/test_asio_teardown asio/test_asio_resolve)
