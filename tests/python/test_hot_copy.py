@@ -155,10 +155,13 @@ def test_copy_to_reports_a_file_that_shrank(pattern_file):
 
 def test_a_cached_checkpoint_is_copied_from_its_mapping(ckpt, loads):
     model, path, want = ckpt
-    assert rpt.load_model(model, path) == (set(), [])
+    seen = []
+    assert rpt.load_model(model, path, progress=lambda d, t: seen.append((d, t))) == (set(), [])
     same(model.state_dict(), want)
+    total = sum(v.numel() * v.element_size() for v in want.values())
+    assert seen and seen[-1] == (total, total)
     dst = {k: torch.empty_like(v) for k, v in want.items()}
-    rpt.read_into(path, dst)
+    rpt.read_into(path, dst, threads=3)
     same(dst, want)
     assert loads() == {"mapped": 2}
 
