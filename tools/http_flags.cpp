@@ -13,6 +13,8 @@ void declare_http_flags(arg_parser& p, bool chunk) {
     p.flag("--allow-downgrade");
     p.option("--speed-limit");
     p.option("--speed-time");
+    p.option("--endpoint-url");
+    p.flag("--anonymous");
     if (chunk) p.option("--chunk");
 }
 
@@ -45,6 +47,8 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
         if (s < 1 || s > 86400) throw usage_error{"--speed-time " + std::to_string(s) + " is out of range 1..86400"};
         o.low_speed_time = std::chrono::seconds(s);
     }
+    if (auto ep = p.value("--endpoint-url")) o.s3.endpoint = o.gcs.endpoint = o.azure.endpoint = *ep;
+    if (p.has("--anonymous")) o.gcs.anonymous = o.azure.anonymous = true;
 }
 
 }  // namespace ringsafe::cli

@@ -1,6 +1,7 @@
 // --connections N, --http-threads N, --chunk SIZE, --cross-origin-header NAME,
-// --allow-downgrade, --speed-limit BYTES and --speed-time SECONDS: the options
-// of URL sources shared by the subcommands that read (load, get, cp, ls, verify).
+// --allow-downgrade, --speed-limit BYTES, --speed-time SECONDS, --endpoint-url URL
+// and --anonymous: the options of URL sources shared by the subcommands that
+// read (load, get, cp, ls, verify).
 #pragma once
 
 #include <string_view>
@@ -26,10 +27,15 @@ namespace ringsafe::cli {
     "  --allow-downgrade  URL sources: follow redirects from https to http\n"      \
     "  --speed-limit BYTES  URL sources: a response averaging under BYTES/s over\n" \
     "                     --speed-time is dropped and resumed (default 1K; 0: off)\n" \
-    "  --speed-time SECONDS  URL sources: the window of --speed-limit (default 30)\n"
+    "  --speed-time SECONDS  URL sources: the window of --speed-limit (default 30)\n" \
+    "  --endpoint-url URL  s3://, gs://, az:// sources: the store's endpoint (an S3\n" \
+    "                     or GCS XML API server, an Azure blob service URL such as\n" \
+    "                     http://127.0.0.1:10000/devstoreaccount1); default: the\n"   \
+    "                     store's environment variables, else its public endpoint\n" \
+    "  --anonymous        gs://, az:// sources: send no credentials (public buckets)\n"
 
 // Declares --connections, --http-threads, --cross-origin-header, --allow-downgrade,
-// --speed-limit, --speed-time and, when `chunk`, --chunk on `p`.
+// --speed-limit, --speed-time, --endpoint-url, --anonymous and, when `chunk`, --chunk on `p`.
 void declare_http_flags(arg_parser& p, bool chunk = true);
 
 // Sets the given flags into `o` (a flag wins over the environment variable;

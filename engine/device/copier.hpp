@@ -66,8 +66,13 @@ inline std::string describe_piece(const copy_piece& p) {
 // Moves staged bytes to the device. submit() and wait() are called from one
 // thread; a slot is waited for before it is submitted again. Every submitted
 // slot must be waited for before the staging memory it reads is freed.
+// Copies are ordered against the caller's stream (PyTorch's current stream):
+// after_stream() before the first submit, before_stream() once every slot was
+// waited for, so that neither memory the caller's queued work still uses nor
+// memory it reuses later is written out of order.
 class copier {
 public:
+    // Finishes every queued copy (the staging memory they read must outlive the copier).
     virtual ~copier() = default;
     // Memory for one staging buffer (pinned host memory with CUDA).
     virtual staging_block allocate_staging(std::size_t size) = 0;
@@ -79,6 +84,14 @@ public:
     // Blocks until `slot`'s copies are done. Throws ringsafe::error (IoError)
     // naming the tensor and the device's error text when one failed.
     virtual void wait(std::size_t slot) = 0;
+    // Copies submitted from now on start only after the work queued on the
+    // caller's `stream` so far (a cudaStream_t; nullptr is the legacy default
+    // stream): an event recorded on it, waited for by the copier's stream.
+    virtual void after_stream(void* stream) = 0;
+    // Work queued on the caller's `stream` from now on starts only after every
+    // copy submitted so far: an event recorded on the copier's stream, waited
+    // for by `stream`.
+    virtual void before_stream(void* stream) = 0;
     // "CUDA device N" or "the host stand-in", for messages.
     virtual std::string describe() const = 0;
 };
@@ -94,6 +107,10 @@ struct stand_in_hooks {
     std::optional<std::uint64_t> fail_piece;
     // Runs on the copier thread before each piece's copy, with its number.
     std::function<void(std::uint64_t piece)> before_copy;
+    // Told each step in the order the stand-in takes it, from whichever thread
+    // takes it: "wait for stream S", "copy N", "record done", "stream S waits
+    // for done", "copier stopped", "staging freed" (S in hex).
+    std::function<void(const std::string& step)> trace;
 };
 
 }  // namespace ringsafe::device

@@ -1,6 +1,8 @@
 // The CUDA copier: pinned staging buffers, one non-blocking stream, one event
 // per staging slot recorded after the slot's copies; waiting on the event
-// recycles the slot. Never run on a GPU yet (see the README, "GPU destinations").
+// recycles the slot. Two more events order the copier's stream against the
+// caller's (after_stream, before_stream). Never run on a GPU yet (see the
+// README, "GPU destinations"): written from the CUDA Runtime API reference.
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +44,8 @@ public:
             check(api_.stream_create_with_flags(&stream_, cuda_stream_non_blocking), "cudaStreamCreateWithFlags");
             for (auto& ev : events_)
                 check(api_.event_create_with_flags(&ev, cuda_event_disable_timing), "cudaEventCreateWithFlags");
+            check(api_.event_create_with_flags(&caller_ready_, cuda_event_disable_timing), "cudaEventCreateWithFlags");
+            check(api_.event_create_with_flags(&copies_done_, cuda_event_disable_timing), "cudaEventCreateWithFlags");
         } catch (...) {
             release();
             throw;
@@ -98,12 +102,32 @@ public:
         }
     }
 
+    void after_stream(void* stream) override {
+        device_scope on(api_, index_);
+        // cudaEventRecord captures the work queued on the caller's stream so far;
+        // cudaStreamWaitEvent makes every later copy on ours wait for it.
+        check(api_.event_record(caller_ready_, static_cast<cuda_stream>(stream)), "cudaEventRecord on the caller's stream");
+        check(api_.stream_wait_event(stream_, caller_ready_, 0), "cudaStreamWaitEvent");
+    }
+
+    void before_stream(void* stream) override {
+        device_scope on(api_, index_);
+        check(api_.event_record(copies_done_, stream_), "cudaEventRecord");
+        check(api_.stream_wait_event(static_cast<cuda_stream>(stream), copies_done_, 0),
+              "cudaStreamWaitEvent on the caller's stream");
+    }
+
     std::string describe() const override { return "CUDA device " + std::to_string(index_); }
 
 private:
     void release() noexcept {
+        // Queued copies finish before the stream goes: the staging memory they
+        // read is freed after the copier.
+        if (stream_) api_.stream_synchronize(stream_);
         for (auto& ev : events_)
             if (ev) api_.event_destroy(std::exchange(ev, nullptr));
+        if (caller_ready_) api_.event_destroy(std::exchange(caller_ready_, nullptr));
+        if (copies_done_) api_.event_destroy(std::exchange(copies_done_, nullptr));
         if (stream_) api_.stream_destroy(std::exchange(stream_, nullptr));
     }
     void check(cuda_error e, const char* what) {
@@ -114,6 +138,8 @@ private:
     int index_;
     cuda_stream stream_ = nullptr;
     std::vector<cuda_event> events_;
+    cuda_event caller_ready_ = nullptr;  // recorded on the caller's stream (after_stream)
+    cuda_event copies_done_ = nullptr;   // recorded on ours after the last copy (before_stream)
     std::vector<std::vector<copy_piece>> pending_;  // per slot: what its event covers
 };
 

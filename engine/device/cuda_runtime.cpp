@@ -65,6 +65,8 @@ loaded load() {
     resolve(lib, "cudaEventSynchronize", a.event_synchronize, missing);
     resolve(lib, "cudaEventQuery", a.event_query, missing);
     resolve(lib, "cudaEventDestroy", a.event_destroy, missing);
+    resolve(lib, "cudaStreamWaitEvent", a.stream_wait_event, missing);
+    resolve(lib, "cudaStreamSynchronize", a.stream_synchronize, missing);
     resolve(lib, "cudaHostAlloc", a.host_alloc, missing);
     resolve(lib, "cudaFreeHost", a.free_host, missing);
     resolve(lib, "cudaGetErrorString", a.get_error_string, missing);

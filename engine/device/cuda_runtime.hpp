@@ -54,6 +54,8 @@ struct cuda_api {
     cuda_error (*event_synchronize)(cuda_event);
     cuda_error (*event_query)(cuda_event);
     cuda_error (*event_destroy)(cuda_event);
+    cuda_error (*stream_wait_event)(cuda_stream, cuda_event, unsigned);
+    cuda_error (*stream_synchronize)(cuda_stream);
     cuda_error (*host_alloc)(void**, std::size_t, unsigned);
     cuda_error (*free_host)(void*);
     const char* (*get_error_string)(cuda_error);

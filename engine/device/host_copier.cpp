@@ -1,6 +1,8 @@
 // The host stand-in copier: one thread, a queue of slots, memcpy per piece.
 #include "device/host_copier.hpp"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -11,6 +13,12 @@ namespace ringsafe::device {
 namespace {
 
 std::atomic<std::size_t> live_blocks{0};
+
+std::string hex(const void* p) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%#zx", static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p)));
+    return text;
+}
 
 }  // namespace
 
@@ -24,14 +32,17 @@ host_copier::~host_copier() {
     }
     cv_.notify_all();
     thread_.join();
+    trace("copier stopped");
 }
 
 staging_block host_copier::allocate_staging(std::size_t size) {
     auto* p = static_cast<std::byte*>(::operator new(size, std::align_val_t{4096}));
     live_blocks.fetch_add(1);
-    return staging_block(p, size, [](std::byte* q) {
+    // The block may outlive the copier: it keeps its own copy of the trace hook.
+    return staging_block(p, size, [trace = hooks_.trace](std::byte* q) {
         ::operator delete(q, std::align_val_t{4096});
         live_blocks.fetch_sub(1);
+        if (trace) trace("staging freed");
     });
 }
 
@@ -39,9 +50,35 @@ void host_copier::submit(std::size_t slot, std::vector<copy_piece> pieces) {
     {
         std::lock_guard lk(m_);
         slots_.at(slot) = slot_state{true, false, nullptr};
-        queue_.push_back(job{slot, std::move(pieces)});
+        job j;
+        j.slot = slot;
+        j.pieces = std::move(pieces);
+        queue_.push_back(std::move(j));
     }
     cv_.notify_all();
+}
+
+void host_copier::after_stream(void* stream) {
+    {
+        std::lock_guard lk(m_);
+        job j;
+        j.what = job::kind::wait_stream;
+        j.stream = stream;
+        queue_.push_back(std::move(j));
+    }
+    cv_.notify_all();
+}
+
+void host_copier::before_stream(void* stream) {
+    std::unique_lock lk(m_);
+    job j;
+    j.what = job::kind::record_done;
+    queue_.push_back(std::move(j));
+    const std::uint64_t mine = ++records_queued_;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return records_taken_ >= mine; });
+    lk.unlock();
+    trace("stream " + hex(stream) + " waits for done");
 }
 
 void host_copier::wait(std::size_t slot) {
@@ -72,6 +109,19 @@ void host_copier::run() {
             j = std::move(queue_.front());
             queue_.pop_front();
         }
+        if (j.what == job::kind::wait_stream) {
+            trace("wait for stream " + hex(j.stream));
+            continue;
+        }
+        if (j.what == job::kind::record_done) {
+            trace("record done");
+            {
+                std::lock_guard lk(m_);
+                ++records_taken_;
+            }
+            cv_.notify_all();
+            continue;
+        }
         std::exception_ptr error;
         for (const copy_piece& p : j.pieces) {
             const std::uint64_t n = next_piece_++;
@@ -82,6 +132,7 @@ void host_copier::run() {
                     raise(errc::IoError, "copying " + describe_piece(p) + " to device memory through the host stand-in: "
                                          "injected copy failure (piece " + std::to_string(n) + ")");
                 if (p.size) std::memcpy(p.dst, p.src, p.size);
+                trace("copy " + std::to_string(n));
             } catch (...) {
                 error = std::current_exception();
             }

@@ -1,6 +1,7 @@
 // The host stand-in for a device: a thread that memcpy's staged pieces into
 // host memory playing the device, with the same asynchronous contract as the
-// CUDA copier, and failures that tests can inject (engine-internal).
+// CUDA copier, failures that tests can inject, and a trace of its steps
+// (waits, copies, the final event) in the order it takes them (engine-internal).
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,10 @@ public:
     bool needs_staging(const void*) override { return true; }  // all destinations play device memory
     void submit(std::size_t slot, std::vector<copy_piece> pieces) override;
     void wait(std::size_t slot) override;
+    // Queue the stream wait and the final event as steps of their own, taken
+    // in order with the copies (traced; there is no stream to wait on).
+    void after_stream(void* stream) override;
+    void before_stream(void* stream) override;  // returns once its event step was taken
     std::string describe() const override { return "the host stand-in"; }
 
     // Slots submitted and not yet waited for.
@@ -33,9 +38,14 @@ public:
 
 private:
     struct job {
-        std::size_t slot;
+        enum class kind { copies, wait_stream, record_done } what = kind::copies;
+        std::size_t slot = 0;
         std::vector<copy_piece> pieces;
+        void* stream = nullptr;
     };
+    void trace(const std::string& step) const {
+        if (hooks_.trace) hooks_.trace(step);
+    }
     struct slot_state {
         bool busy = false;    // submitted, not waited for
         bool done = false;    // its copies ran
@@ -49,6 +59,7 @@ private:
     std::deque<job> queue_;
     std::vector<slot_state> slots_;
     std::uint64_t next_piece_ = 0;  // copier thread only
+    std::uint64_t records_queued_ = 0, records_taken_ = 0;  // record_done steps
     bool stopping_ = false;
     std::thread thread_;
 };

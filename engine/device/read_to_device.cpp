@@ -15,23 +15,25 @@ namespace ringsafe {
 struct device_stager::impl {
     device_options opts;
     mutable std::mutex m;
-    // Declared before the staging buffers: they are freed first.
-    std::unique_ptr<device::copier> copier;
+    // Declared before the copier, so freed after it: the copier's destructor
+    // still finishes queued copies, which read this memory.
     std::vector<device::staging_block> memory;
+    std::unique_ptr<device::copier> copier;
 
     device::copier& get() {
         if (!copier) {
             if (opts.stand_in)
                 copier = std::make_unique<device::host_copier>(
-                    opts.staging_count, device::stand_in_hooks{opts.stand_in_fail_piece, opts.stand_in_before_copy});
+                    opts.staging_count,
+                    device::stand_in_hooks{opts.stand_in_fail_piece, opts.stand_in_before_copy, opts.stand_in_trace});
             else
                 copier = device::make_cuda_copier(opts.device, opts.staging_count);
         }
         return *copier;
     }
     void drop() noexcept {
+        copier.reset();  // first: it finishes what it queued
         memory.clear();
-        copier.reset();
     }
 };
 
@@ -45,12 +47,14 @@ device_stager::device_stager(device_stager&&) noexcept = default;
 device_stager& device_stager::operator=(device_stager&&) noexcept = default;
 
 device_read_stats device_stager::read(reader& r, const selection& sel, std::span<const device_span> dsts,
-                                      const read_control& ctl) {
+                                      const read_control& ctl, void* stream) {
     if (!impl_) raise(errc::InvalidArgument, "device_stager: used after a move");
     std::lock_guard lk(impl_->m);
     device::check_targets(r, sel, dsts, impl_->opts);  // before loading anything
     try {
-        return device::staged_read(r, sel, dsts, impl_->opts, ctl, impl_->get(), impl_->memory);
+        device_options o = impl_->opts;
+        o.stream = stream;
+        return device::staged_read(r, sel, dsts, o, ctl, impl_->get(), impl_->memory);
     } catch (...) {
         // Any failure: a copy error may leave a CUDA stream unusable, so the
         // next read starts from a new copier and ring (every copy was waited for).
@@ -81,7 +85,7 @@ const device_options& device_stager::options() const noexcept {
 device_read_stats read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
                                  const device_options& opts, const read_control& ctl) {
     device_stager s(opts);  // checks the options; read() checks the targets before any CUDA
-    return s.read(r, sel, dsts, ctl);
+    return s.read(r, sel, dsts, ctl, opts.stream);
 }
 
 bool read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,

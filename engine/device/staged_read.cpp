@@ -42,8 +42,9 @@ void check_options(const device_options& opts) {
                                          std::to_string(opts.staging_size) + " and " +
                                          std::to_string(opts.staging_count) + ")");
     if (opts.device < 0) raise(errc::InvalidArgument, "read_to_device: device index " + std::to_string(opts.device) + " is negative");
-    if (!opts.stand_in && (opts.stand_in_fail_piece || opts.stand_in_before_copy))
-        raise(errc::InvalidArgument, "read_to_device: stand_in_fail_piece and stand_in_before_copy need stand_in");
+    if (!opts.stand_in && (opts.stand_in_fail_piece || opts.stand_in_before_copy || opts.stand_in_trace))
+        raise(errc::InvalidArgument,
+              "read_to_device: stand_in_fail_piece, stand_in_before_copy and stand_in_trace need stand_in");
 }
 
 void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,
@@ -120,6 +121,10 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
     };
 
     try {
+        // The copies wait for what the caller's stream queued before this call
+        // (kernels still reading parameters about to be overwritten, memory the
+        // caching allocator handed out again).
+        c.after_stream(opts.stream);
         std::size_t next = 0;          // the slot to fill next (round robin = submission order)
         std::size_t k = 0;             // position in `staged`
         std::uint64_t offset = 0;      // bytes of staged[k] already planned
@@ -156,6 +161,8 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
             c.submit(slot_index, std::move(pieces));
         }
         for (std::size_t i = 0; i < ring.size(); ++i) retire(ring[(next + i) % ring.size()]);
+        // What the caller queues on its stream from here on runs after every copy.
+        c.before_stream(opts.stream);
     } catch (...) {
         drain();
         throw;

@@ -104,11 +104,15 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     auto cr = parse_content_range(res[http::field::content_range]);
     if (cr) rs.total = cr->total;
     if (parser.content_length()) rs.content_length = *parser.content_length();
+    if (!rq.pin_field.empty()) rs.pinned = std::string(res[rq.pin_field]);
     if (rs.status != 206) co_return;  // the caller decides; the body is never read
 
     const std::string what = describe_range(rq.target, rq.first, rq.length);
     if (!rq.expect_etag.empty() && !rs.etag.empty() && rs.etag != rq.expect_etag)
         raise(errc::ObjectChanged, "object changed while being read (ETag " + rq.expect_etag + " became " + rs.etag + "): " + what);
+    if (!rq.expect_pin.empty() && !rs.pinned.empty() && rs.pinned != rq.expect_pin)
+        raise(errc::ObjectChanged, "object changed while being read (" + rq.pin_field + " " + rq.expect_pin + " became " +
+                                       rs.pinned + "): " + what);
     if (!cr || cr->unsatisfied)
         raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
                                            std::string(res[http::field::content_range]) + "') for " + what);

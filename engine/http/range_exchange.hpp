@@ -24,6 +24,8 @@ struct range_request {
     std::uint64_t length = 0;                                 // bytes asked (> 0)
     std::optional<std::uint64_t> total;                       // the object's known size (nullopt on the first request)
     std::string expect_etag;                                  // the first response's ETag: another one is ObjectChanged
+    std::string pin_field;                                    // a response field to report in range_response::pinned
+    std::string expect_pin;                                   // its first value: another one is ObjectChanged
     std::byte* dst = nullptr;                                 // `length` bytes of caller memory
     std::chrono::milliseconds first_byte_timeout{30'000};
     std::chrono::milliseconds stall_timeout{30'000};
@@ -40,6 +42,7 @@ struct range_response {
     std::string location;                                    // for 3xx
     std::optional<std::chrono::milliseconds> retry_after;    // for 429 / 5xx
     std::string etag, last_modified;
+    std::string pinned;                                      // the value of range_request::pin_field
     std::uint64_t total = 0;                                 // from Content-Range (206, 416)
     std::optional<std::uint64_t> content_length;             // as announced
     std::uint64_t expected = 0;                              // body bytes the 206 announced (<= length)

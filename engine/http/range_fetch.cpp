@@ -30,16 +30,16 @@ bool crosses_origins(const http_options& o, std::string_view name) {
 }
 
 // The header fields of a request to obj.location: the caller's fields only for
-// the origin they were given for, unless opted in for others.
-header_fields request_fields(const remote_object& obj, const http_options& o, std::string_view range) {
+// the origin they were given for, unless opted in for others; the store's
+// credentials (`fetched`) and signature only for the origin it located.
+header_fields request_fields(const remote_object& obj, const http_options& o, std::string_view range,
+                             header_fields fetched) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
     for (auto& h : o.headers)
         if (same_origin || crosses_origins(o, h.first)) f.push_back(h);
     if (!o.bearer_token.empty() && (same_origin || crosses_origins(o, "Authorization")))
         f.emplace_back("Authorization", "Bearer " + o.bearer_token);
-    if (same_origin && obj.sign)
-        for (auto& h : obj.sign(obj.location, range)) f.push_back(std::move(h));
     if (obj.size) {
         const bool strong_etag = !obj.etag.empty() && !obj.etag.starts_with("W/");
         if (strong_etag) {
@@ -50,7 +50,28 @@ header_fields request_fields(const remote_object& obj, const http_options& o, st
             f.emplace_back("If-Range", obj.last_modified);
         }
     }
+    if (same_origin) {
+        for (auto& h : fetched) f.push_back(std::move(h));
+        if (obj.sign)
+            for (auto& h : obj.sign(obj.location, range, f)) f.push_back(std::move(h));
+    }
     return f;
+}
+
+// Where a request goes: obj.location, asking for the pinned version there.
+url request_target(const remote_object& obj) {
+    url t = obj.location;
+    if (!obj.pinned.empty() && !obj.pin_query.empty() && t.origin() == obj.requested.origin())
+        t.target += (t.target.find('?') == std::string::npos ? "?" : "&") + obj.pin_query + "=" + uri_encode(obj.pinned, false);
+    return t;
+}
+
+// What the first answer (206, or 416 / empty 200 for an empty object) says of the object.
+void learn_object(remote_object& obj, const range_response& rs) {
+    obj.size = rs.total;
+    obj.etag = rs.etag;
+    obj.last_modified = rs.last_modified;
+    obj.pinned = rs.pinned;
 }
 
 std::chrono::milliseconds backoff(const http_options& o, unsigned failures, std::minstd_rand& rng,
@@ -77,12 +98,18 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
     while (done < length) {
         if (stop && stop()) co_return done;
         range_request rq;
-        rq.target = obj.location;
+        rq.target = request_target(obj);
         rq.first = first + done;
         rq.length = length - done;
-        rq.fields = request_fields(obj, o, range_value(rq.first, rq.length));
+        header_fields fetched;
+        if (obj.credentials && obj.location.origin() == obj.requested.origin())
+            fetched = co_await obj.credentials->fields(ctx.pool, o, ctx.abandon);
+        if (stop && stop()) co_return done;
+        rq.fields = request_fields(obj, o, range_value(rq.first, rq.length), std::move(fetched));
         rq.total = obj.size;
         rq.expect_etag = obj.size ? obj.etag : std::string();
+        rq.pin_field = obj.pin_field;
+        rq.expect_pin = obj.size ? obj.pinned : std::string();
         rq.dst = dst + done;
         rq.first_byte_timeout = o.first_byte_timeout;
         rq.stall_timeout = o.stall_timeout;
@@ -111,9 +138,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
             const unsigned s = rs.status;
             if (s == 206) {
                 if (!obj.size) {  // the first response describes the object
-                    obj.size = rs.total;
-                    obj.etag = rs.etag;
-                    obj.last_modified = rs.last_modified;
+                    learn_object(obj, rs);
                     length = rs.expected;
                 }
                 ctx.pool.release(std::move(c), std::max(1u, o.connections_per_origin));
@@ -134,14 +159,15 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
             // An empty object: "416 bytes */0", or (nginx) a 200 with an empty body.
             if (!obj.size && rq.first == 0 && s == 200 && rs.content_length == 0u) rs.total = 0;
             if ((s == 416 || (s == 200 && rs.content_length == 0u)) && !obj.size && rq.first == 0) {
-                obj.size = rs.total;
-                obj.etag = rs.etag;
-                obj.last_modified = rs.last_modified;
+                learn_object(obj, rs);
                 if (rs.total == 0) co_return 0;
             }
             if (s == 412 || (s == 200 && obj.size))
                 raise(errc::ObjectChanged, "object changed while being read (HTTP " + std::to_string(s) +
                                                " to a conditional request): " + what);
+            if (s == 404 && obj.size && !obj.pinned.empty() && rq.target.origin() == obj.requested.origin())
+                raise(errc::ObjectChanged, "object changed while being read (" + obj.pin_query + " " + obj.pinned +
+                                               " is gone: HTTP 404): " + what);
             if (s == 200)
                 raise(errc::RangeNotSupported, "server ignored the Range request (HTTP 200 instead of 206): " + what);
             if (!is_retryable(s)) raise(errc::HttpError, "HTTP " + std::to_string(s) + " for " + what);

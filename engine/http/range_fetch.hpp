@@ -18,6 +18,20 @@ namespace ringsafe::http_engine {
 
 using header_fields = std::vector<std::pair<std::string, std::string>>;
 
+// Credentials a store fetches over the network and caches (an OAuth access
+// token); shared by every copy of a remote_object, so every event loop of a
+// read (each on its own thread) may ask at once.
+class credential_source {
+public:
+    virtual ~credential_source() = default;
+    // The fields for the next request to the object's origin (e.g.
+    // Authorization: Bearer ...), fetched over `pool` when none is cached or
+    // the cached one is about to expire. Throws ringsafe::error naming what
+    // failed, never the credential.
+    virtual net::awaitable<header_fields> fields(connection_pool& pool, const http_options& o,
+                                                 detail::abandon_list* abandon) = 0;
+};
+
 // What is known about one remote object; shared by all its requests (on one executor).
 struct remote_object {
     url requested;                     // the URL as opened (s3: the endpoint URL); credentials belong to its origin
@@ -26,9 +40,20 @@ struct remote_object {
     std::string last_modified;         // Last-Modified of the first response
     std::optional<std::uint64_t> size; // known after the first response
     // Extra fields for a request to `target` asking for `range` (the Range
-    // value, "bytes=A-B"): the store's signature or token (S3 SigV4, ...);
-    // called only for requests to the origin of `requested`. Empty: none.
-    std::function<header_fields(const url& target, std::string_view range)> sign;
+    // value, "bytes=A-B") whose other fields are `fields` (the caller's, the
+    // validators If-Match/If-Range, the credentials'): the store's signature
+    // (S3 SigV4; Azure Shared Key, which signs Range and If-Match); called
+    // only for requests to the origin of `requested`. Empty: none.
+    std::function<header_fields(const url& target, std::string_view range, const header_fields& fields)> sign;
+    // Credentials fetched over the network, awaited before each request to
+    // the origin of `requested` (their fields precede sign's). Null: none.
+    std::shared_ptr<credential_source> credentials;
+    // Version pinning (GCS generations): the first response's `pin_field`
+    // (e.g. x-goog-generation) is kept in `pinned`; later requests to the
+    // origin of `requested` ask for that version with the query parameter
+    // `pin_query=<pinned>`, and an answer naming another version, or a 404
+    // (the version is gone), is ObjectChanged. Empty pin_field: none.
+    std::string pin_field, pin_query, pinned;
 };
 
 // Everything a fetch needs besides the range.

@@ -262,6 +262,7 @@ mapped_file mapped_file::open(const std::string& path) {
     m.size_ = static_cast<std::uint64_t>(st.st_size);
     m.device_ = static_cast<std::uint64_t>(st.st_dev);
     m.inode_ = static_cast<std::uint64_t>(st.st_ino);
+    m.mtime_ns_ = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     if (m.size_ > 0) {
         void* p = ::mmap(nullptr, m.size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -284,7 +285,8 @@ mapped_file::mapped_file(mapped_file&& other) noexcept
       size_(std::exchange(other.size_, 0)),
       path_(std::move(other.path_)),
       device_(std::exchange(other.device_, 0)),
-      inode_(std::exchange(other.inode_, 0)) {}
+      inode_(std::exchange(other.inode_, 0)),
+      mtime_ns_(std::exchange(other.mtime_ns_, 0)) {}
 
 mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
     if (this != &other) {
@@ -294,6 +296,7 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
         path_ = std::move(other.path_);
         device_ = std::exchange(other.device_, 0);
         inode_ = std::exchange(other.inode_, 0);
+        mtime_ns_ = std::exchange(other.mtime_ns_, 0);
     }
     return *this;
 }

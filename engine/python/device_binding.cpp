@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "blocking_call.hpp"
 #include "device_request.hpp"
@@ -45,14 +47,25 @@ void bind_device(py::module_& m) {
              "Frees the staging buffers and the copier now (waits for a read in progress); a later read makes "
              "them again.");
     m.def("read_to_device",
-          [](const std::string& spec, const std::vector<std::string>& names,
+          [](const py::object& spec_arg, const py::object& names_arg,
              const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, std::size_t staging_size,
              std::size_t staging_count, bool stand_in, std::optional<std::uint64_t> fail_copy_at,
-             std::optional<std::uint64_t> cancel_at_copy, const py::object& progress) {
+             std::optional<std::uint64_t> cancel_at_copy, const py::object& progress, std::uintptr_t stream,
+             bool trace) {
+              const std::string spec = path_arg(spec_arg, "spec");
+              const std::vector<std::string> names = tensor_names(names_arg);
               device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
               auto& spans = q.spans;
               auto& o = q.options;
               o.stand_in_fail_piece = fail_copy_at;
+              o.stream = reinterpret_cast<void*>(stream);
+              // The stand-in's steps, from its thread and this one (the call thread's, while the GIL is released).
+              auto steps = std::make_shared<std::pair<std::mutex, std::vector<std::string>>>();
+              if (trace)
+                  o.stand_in_trace = [steps](const std::string& step) {
+                      std::lock_guard lk(steps->first);
+                      steps->second.push_back(step);
+                  };
               device_read_stats stats;
               run_blocking(
                   [&](pending_call& pc) {
@@ -71,16 +84,22 @@ void bind_device(py::module_& m) {
               out["direct_bytes"] = stats.direct_bytes;
               out["batches"] = stats.batches;
               out["copies"] = stats.copies;
+              if (trace) {
+                  std::lock_guard lk(steps->first);
+                  out["trace"] = steps->second;
+              }
               return out;
           },
           py::arg("spec"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0,
           py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4, py::arg("stand_in") = false,
           py::arg("fail_copy_at") = py::none(), py::arg("cancel_at_copy") = py::none(),
-          py::arg("progress") = py::none(),
+          py::arg("progress") = py::none(), py::arg("stream") = 0, py::arg("trace") = false,
           "Reads tensors `names` of `spec` into `dsts`, (address, size) per tensor, on CUDA device `device` "
-          "through staging_count pinned buffers of staging_size bytes. stand_in=True copies into host memory "
-          "instead (no CUDA); fail_copy_at=N makes its copy N fail, cancel_at_copy=N cancels at copy N (tests). "
-          "Returns {staged_bytes, direct_bytes, batches, copies}.");
+          "through staging_count pinned buffers of staging_size bytes, ordered against the caller's CUDA "
+          "`stream` (an int; 0 is the legacy default stream). stand_in=True copies into host memory "
+          "instead (no CUDA); fail_copy_at=N makes its copy N fail, cancel_at_copy=N cancels at copy N, "
+          "trace=True returns the stand-in's steps in order (tests). "
+          "Returns {staged_bytes, direct_bytes, batches, copies[, trace]}. Unchecked raw addresses (tests).");
 }
 
 }  // namespace ringsafe::python

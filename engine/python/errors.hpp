@@ -1,7 +1,9 @@
 // ringsafe's error model in Python: ringsafe::error becomes SafetensorError
-// (format and usage errors, with .kind) or OSError's errno subclass
-// (FileNotFoundError, PermissionError, ...), with the engine's message as
-// .strerror and the path it is about (ringsafe::error::path()) as .filename.
+// (format and usage errors, with .kind), or for system errors a class that is
+// both OSError's errno subclass (FileNotFoundError, PermissionError, ...) and
+// SafetensorError, with the path it is about (ringsafe::error::path()) as
+// .filename and as .strerror (and str()) the reference's text ("No such file
+// or directory: NAME") followed by the engine's message.
 #pragma once
 
 #include <pybind11/pybind11.h>

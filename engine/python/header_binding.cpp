@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "header_objects.hpp"
 #include "ringsafe/header.hpp"
@@ -24,20 +25,18 @@ py::tuple header_tuple(const header& h) {
     return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
 }
 
-std::span<const std::byte> bytes_of(const py::buffer_info& b) {
-    return {static_cast<const std::byte*>(b.ptr), static_cast<std::size_t>(b.size * b.itemsize)};
-}
-
 }  // namespace
 
 void bind_header(py::module_& m) {
     m.def("parse_bytes",
-          [](const py::buffer& data) {
-              py::buffer_info b = data.request();
-              return header_tuple(parse_file(bytes_of(b)));
+          [](const py::object& data) {
+              py::object hold;  // the export, held while the bytes are parsed
+              const auto bytes = readable_bytes(data, "data", hold);
+              return header_tuple(parse_file(bytes));
           },
           py::arg("data"),
-          "Parses and validates a whole file held in a bytes-like object: (tensors, metadata, data_start).");
+          "Parses and validates a whole file held in a C-contiguous bytes-like object (TypeError for a "
+          "strided or reversed view): (tensors, metadata, data_start).");
     m.def("parse_prefix",
           [](const py::bytes& prefix, std::uint64_t file_size, std::uint64_t max_header_size) {
               std::string_view v = prefix;

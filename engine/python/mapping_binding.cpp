@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "blocking_call.hpp"
 #include "ringsafe/error.hpp"
@@ -32,23 +33,6 @@ std::uint64_t non_negative(const py::handle& v, const char* what) {
     return static_cast<std::uint64_t>(x);
 }
 
-// A writable, C-contiguous buffer of a Python object, held until destroyed.
-class held_buffer {
-public:
-    explicit held_buffer(const py::handle& obj) {
-        if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
-            throw py::error_already_set();
-    }
-    ~held_buffer() { PyBuffer_Release(&view_); }
-    held_buffer(const held_buffer&) = delete;
-    held_buffer& operator=(const held_buffer&) = delete;
-    std::byte* data() const { return static_cast<std::byte*>(view_.buf); }
-    std::uint64_t size() const { return static_cast<std::uint64_t>(view_.len); }
-
-private:
-    Py_buffer view_{};
-};
-
 // populate() of fewer bytes runs on the calling thread (no hand-off to a call
 // thread: a get_tensor loop pays it per tensor); even cold, such a call ends
 // within a few tenths of a second, when Ctrl-C is seen.
@@ -60,18 +44,25 @@ void bind_mapping(py::module_& m) {
     py::class_<py_mapping>(m, "MappedFile", py::buffer_protocol(),
                            "A local file mapped private (copy-on-write) into memory; unmapped when the last "
                            "view of it is gone. The mapping keeps the file's pages if the path is replaced.")
-        .def(py::init([](const std::string& path) {
+        .def(py::init([](const py::object& path_arg_) {
+                 const std::string path = path_arg(path_arg_, "path");
                  py::gil_scoped_release nogil;
                  return py_mapping{std::make_shared<const mapped_file>(mapped_file::open(path))};
              }),
-             py::arg("path"), "Maps the whole file at `path` (OSError naming it when it cannot).")
+             py::arg("path"), "Maps the whole file at `path` (str, bytes or os.PathLike; OSError naming it when it cannot).")
         .def_property_readonly("size", [](const py_mapping& self) { return self.file->size(); }, "The file's size.")
-        .def_property_readonly("path", [](const py_mapping& self) { return self.file->path(); })
+        .def_property_readonly("path", [](const py_mapping& self) { return path_str(self.file->path()); })
         .def_property_readonly("identity",
                                [](const py_mapping& self) {
                                    return py::make_tuple(self.file->device(), self.file->inode());
                                },
                                "(st_dev, st_ino) of the file as mapped.")
+        .def_property_readonly("stat",
+                               [](const py_mapping& self) {
+                                   return py::make_tuple(self.file->device(), self.file->inode(), self.file->size(),
+                                                         self.file->mtime_ns());
+                               },
+                               "(st_dev, st_ino, st_size, st_mtime_ns) of the file when it was mapped.")
         .def_property_readonly("address",
                                [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
                                "Address of the first byte (0 for an empty file).")
@@ -97,8 +88,8 @@ void bind_mapping(py::module_& m) {
              "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
         .def("copy_to",
              [](const py_mapping& self, const py::list& copies, unsigned threads, const py::object& progress) {
-                 // Every buffer is held (and checked) before any byte moves.
-                 std::vector<std::unique_ptr<held_buffer>> held;
+                 // Every buffer is checked, and its export held, before any byte moves.
+                 std::vector<py::object> keep;
                  std::vector<mapped_copy> cs;
                  std::uint64_t total = 0;
                  const auto* lo = self.file->data();
@@ -108,8 +99,9 @@ void bind_mapping(py::module_& m) {
                      if (t.size() != 3) raise(errc::InvalidArgument, "copy_to takes (offset, length, buffer) triples");
                      const auto offset = non_negative(t[0], "offset");
                      const auto length = non_negative(t[1], "length");
-                     held.push_back(std::make_unique<held_buffer>(t[2]));
-                     const held_buffer& b = *held.back();
+                     const std::span<std::byte> b =
+                         writable_bytes(t[2], "the destination of bytes " + std::to_string(offset) + "+" +
+                                                  std::to_string(length), keep);
                      if (length > b.size())
                          raise(errc::BufferTooSmall, "copying " + std::to_string(length) + " bytes of " +
                                                          self.file->path() + " at offset " + std::to_string(offset) +

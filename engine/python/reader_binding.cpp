@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
 #include "device_request.hpp"
 #include "header_objects.hpp"
+#include "ringsafe/header.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -27,42 +29,17 @@ std::uint64_t to_u64(const py::handle& v, const char* what) {
     return static_cast<std::uint64_t>(x);
 }
 
-// An integer keyword option in [lo, hi]: TypeError naming the option when not
-// an integer (int or anything with __index__, such as numpy's; a bool is
-// refused), ValueError naming it and the value when out of range.
 std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
-    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr()))
-        throw py::type_error("reader option " + key + " must be an int, not " +
-                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
-    const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
-    if (!as_int) throw py::error_already_set();
-    int overflow = 0;
-    const long long x = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
-    if (overflow == 0 && x == -1 && PyErr_Occurred()) throw py::error_already_set();
-    if (overflow != 0 || x < 0 || static_cast<std::uint64_t>(x) < lo || static_cast<std::uint64_t>(x) > hi)
-        throw py::value_error("reader option " + key + "=" + std::string(py::str(v)) + " is out of range " +
-                              std::to_string(lo) + ".." + std::to_string(hi));
-    return static_cast<std::uint64_t>(x);
+    return python::option_uint(v, "reader", key, lo, hi);
 }
 
 unsigned option_unsigned(const py::handle& v, const std::string& key, unsigned lo = 0) {
     return static_cast<unsigned>(option_uint(v, key, lo, UINT32_MAX));
 }
 
-// A str (or bool) keyword option: TypeError naming the option otherwise.
-std::string option_str(const py::handle& v, const std::string& key) {
-    if (!py::isinstance<py::str>(v))
-        throw py::type_error("reader option " + key + " must be a str, not " +
-                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
-    return v.cast<std::string>();
-}
+std::string option_str(const py::handle& v, const std::string& key) { return python::option_str(v, "reader", key); }
 
-bool option_bool(const py::handle& v, const std::string& key) {
-    if (!py::isinstance<py::bool_>(v))
-        throw py::type_error("reader option " + key + " must be a bool, not " +
-                             std::string(py::str(py::type::handle_of(v).attr("__name__"))));
-    return v.cast<bool>();
-}
+bool option_bool(const py::handle& v, const std::string& key) { return python::option_bool(v, "reader", key); }
 
 // reader_options from the keyword arguments of Reader(); unknown keys are
 // refused. connections, http_threads and http_chunk left out (or None) are the
@@ -103,6 +80,15 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
+        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az the URL names
+            const std::string ep = option_str(v, key);
+            o.source.http.s3.endpoint = o.source.http.gcs.endpoint = o.source.http.azure.endpoint = ep;
+        } else if (key == "anonymous") o.source.http.gcs.anonymous = o.source.http.azure.anonymous = option_bool(v, key);
+        else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
+        else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
+        else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);
+        else if (key == "azure_sas_token") o.source.http.azure.sas_token = option_str(v, key);
+        else if (key == "azure_connection_string") o.source.http.azure.connection_string = option_str(v, key);
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
@@ -132,21 +118,68 @@ std::vector<dim_range> to_box(const py::handle& box) {
     return out;
 }
 
+// A raw (address, size) destination: the low-level calls only.
 std::span<std::byte> to_span(const py::handle& addr, const py::handle& size) {
     return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(to_u64(size, "size"))};
 }
 
-// A plan together with the Python objects owning its destinations.
+// A plan together with the Python objects owning its destinations (for
+// buffer destinations, the memoryviews that hold their exports).
 struct py_plan {
     std::shared_ptr<reader> r;
     read_plan plan;
     std::vector<py::object> keep;
 };
 
+py_plan plan_tensors(const py_reader& self, const std::vector<std::string>& names,
+                     const std::vector<std::span<std::byte>>& spans, std::vector<py::object> keep) {
+    reader& r = self.get();
+    if (spans.size() != names.size()) raise(errc::InvalidArgument, "one destination per tensor is needed");
+    py_plan p{self.r, {}, std::move(keep)};
+    auto sel = r.select(names);
+    p.plan = r.plan(sel, spans);
+    return p;
+}
+
+py_plan plan_requests(const py_reader& self, std::vector<read_request> reqs, std::vector<py::object> keep) {
+    reader& r = self.get();
+    py_plan p{self.r, {}, std::move(keep)};
+    p.plan = r.plan(reqs);
+    return p;
+}
+
+// Whether `bytes` start with the header the reader parsed for shard `sh`.
+bool header_matches(const reader& r, const shard_info& sh, std::span<const std::byte> bytes) {
+    try {
+        parse_options o;
+        o.max_header_size = UINT64_MAX >> 1;  // the reader applied its limit; this only compares
+        const std::uint64_t n = parse_length_prefix(bytes.first(8), sh.size, o);
+        if (8 + n != sh.data_start) return false;
+        const header h = parse_header({reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n)},
+                                      sh.size, o);
+        if (h.tensors.size() != sh.tensor_count || h.metadata != sh.metadata) return false;
+        const auto ts = r.tensors().subspan(sh.first_tensor, sh.tensor_count);
+        for (std::size_t k = 0; k < ts.size(); ++k) {
+            const tensor_info &a = h.tensors[k], &b = ts[k];
+            if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.begin != b.begin || a.end != b.end)
+                return false;
+        }
+        return true;
+    } catch (const error&) {
+        return false;  // not a valid header any more
+    }
+}
+
+std::vector<py::object> kept(const py::list& keep) {
+    std::vector<py::object> out;
+    for (auto k : keep) out.push_back(py::reinterpret_borrow<py::object>(k));
+    return out;
+}
+
 }  // namespace
 
 void bind_reader(py::module_& m) {
-    m.def("is_url", [](std::string_view spec) { return is_url(spec); }, py::arg("spec"),
+    m.def("is_url", [](const py::object& spec) { return is_url(path_arg(spec, "spec")); }, py::arg("spec"),
           "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
           "not as a local path.");
     m.def("http_connections",
@@ -171,8 +204,9 @@ void bind_reader(py::module_& m) {
         .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.")
         .def_property_readonly("finished", [](const py_pending& p) { return p.call->finished(); });
 
-    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3 URL or a sharded index.")
-        .def(py::init([](const std::string& spec, const py::kwargs& kw) {
+    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3/gs/az URL or a sharded index.")
+        .def(py::init([](const py::object& spec_arg, const py::kwargs& kw) {
+                 const std::string spec = path_arg(spec_arg, "spec");
                  reader_options o = make_options(kw);
                  // On a call thread, so that Ctrl-C ends the wait for a slow header
                  // fetch at once (the open runs on to its own end and is dropped).
@@ -186,13 +220,16 @@ void bind_reader(py::module_& m) {
                  return out;
              }),
              py::arg("spec"),
-             "Opens `spec` (reads and validates every header). Keyword options: threads, queue_depth, "
+             "Opens `spec` (a path: str, bytes or os.PathLike; or a URL; reads and validates every header). "
+             "Keyword options: threads, queue_depth, "
              "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
              "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, max_header_size, parallel_shards.")
+             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://), anonymous "
+             "(gs://, az://), gcs_credentials (a service-account or authorized-user JSON file), azure_account, "
+             "azure_key, azure_sas_token, azure_connection_string, max_header_size, parallel_shards.")
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
-        .def_property_readonly("spec", [](const py_reader& self) { return self.get().spec(); })
+        .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })
         .def_property_readonly("sharded", [](const py_reader& self) { return self.get().sharded(); })
         .def_property_readonly("total_bytes", [](const py_reader& self) { return self.get().total_bytes(); })
         .def("metadata", [](const py_reader& self) { return metadata_object(self.get().metadata()); },
@@ -207,7 +244,7 @@ void bind_reader(py::module_& m) {
              "Every tensor in data order: (name, dtype, shape, begin, end, shard).")
         .def("shards", [](const py_reader& self) {
                  py::list out;
-                 for (const auto& s : self.get().shards()) out.append(py::make_tuple(s.spec, s.size, s.data_start));
+                 for (const auto& s : self.get().shards()) out.append(py::make_tuple(path_str(s.spec), s.size, s.data_start));
                  return out;
              },
              "(spec, size, data_start) of each shard.")
@@ -217,59 +254,82 @@ void bind_reader(py::module_& m) {
                  return py::make_tuple(shards[i].device, shards[i].inode);
              },
              "(st_dev, st_ino) of local shard i as the reader opened it; (0, 0) for URLs.")
-        .def("select_glob", [](const py_reader& self, const std::vector<std::string>& patterns) {
+        .def("shard_stat", [](const py_reader& self, std::size_t i) {
+                 const auto shards = self.get().shards();
+                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 return py::make_tuple(shards[i].device, shards[i].inode, shards[i].size, shards[i].mtime_ns);
+             },
+             "(st_dev, st_ino, st_size, st_mtime_ns) of local shard i as the reader opened it; (0, 0, size, 0) for URLs.")
+        .def("header_matches", [](const py_reader& self, std::size_t i, const py::object& data) {
+                 const reader& r = self.get();
+                 const auto shards = r.shards();
+                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 py::object hold;
+                 const auto bytes = readable_bytes(data, "data", hold);
+                 const shard_info& sh = shards[i];
+                 if (bytes.size() < sh.data_start) return false;
+                 py::gil_scoped_release nogil;
+                 return header_matches(r, sh, bytes);
+             },
+             py::arg("shard"), py::arg("data"),
+             "Whether the header at the start of `data` (the shard's bytes as they are now, e.g. a MappedFile "
+             "made resident over its header) is the one the reader parsed: its length, every tensor's name, "
+             "dtype, shape and offsets, and the metadata.")
+        .def("select_glob", [](const py_reader& self, const py::object& patterns) {
                  const reader& r = self.get();
                  std::vector<std::string> names;
-                 selection sel = r.select_glob(patterns);  // indices() views it: keep it alive
+                 selection sel = r.select_glob(tensor_names(patterns));  // indices() views it: keep it alive
                  for (auto i : sel.indices()) names.push_back(r.tensors()[i].name);
                  return names;
              },
              "Names of the tensors matching any glob, in data order.")
-        .def("select", [](const py_reader& self, const std::vector<std::string>& names) {
-                 self.get().select(names);  // TensorNotFound / a name given twice
+        .def("select", [](const py_reader& self, const py::object& names) {
+                 self.get().select(tensor_names(names));  // TensorNotFound / a name given twice
                  return names;
              },
              "Checks that every name exists (TensorNotFound naming the first that does not).")
-        .def("box_bytes", [](const py_reader& self, const std::string& name, const py::list& box) {
+        .def("box_bytes", [](const py_reader& self, const py::object& name, const py::list& box) {
                  auto b = to_box(box);
-                 return self.get().box_bytes(name, b);
+                 return self.get().box_bytes(tensor_name(name), b);
              },
              "Bytes a box [(start, stop), ...] of the tensor occupies packed.")
-        .def("plan_tensors", [](const py_reader& self, const std::vector<std::string>& names, const py::list& dsts,
-                                const py::list& keep) {
-                 reader& r = self.get();
-                 if (dsts.size() != names.size()) raise(errc::InvalidArgument, "one destination per tensor is needed");
+        .def("plan_tensors", [](const py_reader& self, const py::object& names, const py::list& dsts) {
+                 auto ns = tensor_names(names);
+                 std::vector<py::object> keep;
                  std::vector<std::span<std::byte>> spans;
-                 for (auto d : dsts) {
-                     auto t = d.cast<py::tuple>();
-                     spans.push_back(to_span(t[0], t[1]));
+                 for (std::size_t i = 0; i < dsts.size(); ++i) {
+                     if (py::isinstance<py::tuple>(dsts[i]))
+                         throw py::type_error("Reader.plan_tensors takes writable buffers (bytearray, numpy arrays, "
+                                              "memoryviews); raw (address, size) destinations are "
+                                              "ringsafe.lowlevel.plan_tensors_at");
+                     spans.push_back(writable_bytes(dsts[i], "destination " + std::to_string(i) +
+                                                                 (i < ns.size() ? " ('" + ns[i] + "')" : std::string()),
+                                                    keep));
                  }
-                 py_plan p{self.r, {}, {}};
-                 for (auto k : keep) p.keep.push_back(py::reinterpret_borrow<py::object>(k));
-                 auto sel = r.select(names);
-                 p.plan = r.plan(sel, spans);
-                 return p;
+                 return plan_tensors(self, ns, spans, std::move(keep));
              },
-             py::arg("names"), py::arg("dsts"), py::arg("keep") = py::list(),
-             "Plans whole tensors into (address, size) destinations; `keep` owns that memory.")
-        .def("plan_requests", [](const py_reader& self, const py::list& requests, const py::list& keep) {
-                 reader& r = self.get();
+             py::arg("names"), py::arg("dsts"),
+             "Plans whole tensors into writable C-contiguous buffers, one per name (each at least the "
+             "tensor's size: BufferTooSmall names it); the plan holds the buffers until it is gone.")
+        .def("plan_requests", [](const py_reader& self, const py::list& requests) {
                  std::vector<read_request> reqs;
+                 std::vector<py::object> keep;
                  for (auto q : requests) {
-                     auto t = q.cast<py::tuple>();  // (name, box, address, size)
+                     auto t = q.cast<py::tuple>();  // (name, box, buffer)
+                     if (t.size() != 3)
+                         throw py::type_error("Reader.plan_requests takes (name, box, buffer) tuples; raw "
+                                              "(name, box, address, size) requests are ringsafe.lowlevel.plan_requests_at");
                      read_request rq;
-                     rq.tensor = t[0].cast<std::string>();
+                     rq.tensor = tensor_name(t[0]);
                      rq.box = to_box(t[1]);
-                     rq.dst = to_span(t[2], t[3]);
+                     rq.dst = writable_bytes(t[2], "the destination of '" + rq.tensor + "'", keep);
                      reqs.push_back(std::move(rq));
                  }
-                 py_plan p{self.r, {}, {}};
-                 for (auto k : keep) p.keep.push_back(py::reinterpret_borrow<py::object>(k));
-                 p.plan = r.plan(reqs);
-                 return p;
+                 return plan_requests(self, std::move(reqs), std::move(keep));
              },
-             py::arg("requests"), py::arg("keep") = py::list(),
-             "Plans boxes: a list of (name, [(start, stop), ...], address, size).")
+             py::arg("requests"),
+             "Plans boxes: a list of (name, [(start, stop), ...], buffer), each buffer writable, C-contiguous "
+             "and at least the box's packed size.")
         .def("execute", [](const py_reader& self, const py_plan& p, const py::object& progress) {
                  auto r = p.r;
                  if (r != self.r) self.get();  // a closed reader is refused
@@ -286,38 +346,75 @@ void bind_reader(py::module_& m) {
                  return new py_pending(start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }), p.keep);
              },
              "Starts a plan on a call thread; returns a Pending to wait() on.")
-        .def("read_to_device",
-             [](const py_reader& self, const std::vector<std::string>& names,
-                const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, bool stand_in,
-                std::size_t staging_size, std::size_t staging_count, const py::object& progress,
-                std::shared_ptr<device_stager> stager) {
-                 auto r = self.r;
-                 self.get();
-                 if (stager && (stager->options().device != device || stager->options().stand_in != stand_in))
-                     raise(errc::InvalidArgument,
-                           "read_to_device: the stager is for " +
-                               (stager->options().stand_in ? std::string("the host stand-in")
-                                                           : "CUDA device " + std::to_string(stager->options().device)) +
-                               ", the call for " +
-                               (stand_in ? std::string("the host stand-in") : "CUDA device " + std::to_string(device)));
-                 device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
-                 // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
-                 run_blocking(
-                     [r, names, q, stager](pending_call& pc) {
-                         if (stager)
-                             stager->read(*r, r->select(names), q.spans, pc.control());
-                         else
-                             read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
-                     },
-                     progress, false);
-             },
-             py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
-             py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
-             py::arg("progress") = py::none(), py::arg("stager") = py::none(),
-             "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
-             "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stand_in=True: the "
-             "destinations are host memory playing the device (no CUDA). stager: a DeviceStager for the same "
-             "device and stand_in whose ring (and staging sizes) are used instead, kept across calls.");
+        ;
+
+    // The low-level calls: raw addresses, which the engine writes to unchecked
+    // (ringsafe.lowlevel; the package's own loaders use them for tensor memory).
+    m.def("plan_tensors_at",
+          [](const py_reader& self, const py::object& names, const py::list& dsts, const py::list& keep) {
+              std::vector<std::span<std::byte>> spans;
+              for (auto d : dsts) {
+                  auto t = d.cast<py::tuple>();
+                  spans.push_back(to_span(t[0], t[1]));
+              }
+              return plan_tensors(self, tensor_names(names), spans, kept(keep));
+          },
+          py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("keep") = py::list(),
+          "Plans whole tensors into (address, size) destinations; `keep` owns that memory. Unchecked: the "
+          "caller guarantees the memory.");
+    m.def("plan_requests_at",
+          [](const py_reader& self, const py::list& requests, const py::list& keep) {
+              std::vector<read_request> reqs;
+              for (auto q : requests) {
+                  auto t = q.cast<py::tuple>();  // (name, box, address, size)
+                  read_request rq;
+                  rq.tensor = tensor_name(t[0]);
+                  rq.box = to_box(t[1]);
+                  rq.dst = to_span(t[2], t[3]);
+                  reqs.push_back(std::move(rq));
+              }
+              return plan_requests(self, std::move(reqs), kept(keep));
+          },
+          py::arg("reader"), py::arg("requests"), py::arg("keep") = py::list(),
+          "Plans boxes: a list of (name, [(start, stop), ...], address, size). Unchecked: the caller "
+          "guarantees the memory.");
+    m.def("read_to_device_at",
+          [](const py_reader& self, const py::object& names_arg,
+             const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, bool stand_in,
+             std::size_t staging_size, std::size_t staging_count, const py::object& progress,
+             std::shared_ptr<device_stager> stager, std::uintptr_t stream) {
+              auto r = self.r;
+              self.get();
+              auto names = tensor_names(names_arg);
+              if (stager && (stager->options().device != device || stager->options().stand_in != stand_in))
+                  raise(errc::InvalidArgument,
+                        "read_to_device: the stager is for " +
+                            (stager->options().stand_in ? std::string("the host stand-in")
+                                                        : "CUDA device " + std::to_string(stager->options().device)) +
+                            ", the call for " +
+                            (stand_in ? std::string("the host stand-in") : "CUDA device " + std::to_string(device)));
+              device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
+              q.options.stream = reinterpret_cast<void*>(stream);
+              // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
+              run_blocking(
+                  [r, names, q, stager](pending_call& pc) {
+                      if (stager)
+                          stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream);
+                      else
+                          read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
+                  },
+                  progress, false);
+          },
+          py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
+          py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
+          py::arg("progress") = py::none(), py::arg("stager") = py::none(), py::arg("stream") = 0,
+          "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
+          "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stream: the caller's "
+          "cudaStream_t as an int (torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream): "
+          "the copies wait for the work queued on it, and it waits for the copies. stand_in=True: the "
+          "destinations are host memory playing the device (no CUDA). stager: a DeviceStager for the same "
+          "device and stand_in whose ring (and staging sizes) are used instead, kept across calls. "
+          "Unchecked: the caller guarantees the memory.");
 }
 
 }  // namespace ringsafe::python

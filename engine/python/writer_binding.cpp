@@ -1,16 +1,19 @@
 // Writing from Python: the streaming writer (StreamWriter), a whole dict of
 // tensors through the declared writer (save_declared: the reference's exact
 // bytes, written straight from the tensors' memory by several threads), and
-// serialize() into a bytes object. The GIL is released around every write.
+// serialize() into a bytes object. The GIL is released around every write;
+// a StreamWriter's calls run one at a time (a second thread waits its turn).
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "arguments.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
 #include "ringsafe/writer.hpp"
@@ -35,22 +38,47 @@ dtype parse_dtype(const std::string& name, const std::string& tensor) {
 }
 
 std::vector<std::uint64_t> parse_shape(const py::handle& shape, const std::string& tensor) {
+    if (PyUnicode_Check(shape.ptr()) || !PySequence_Check(shape.ptr()))
+        throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int");
     std::vector<std::uint64_t> out;
     for (auto d : shape) {
-        long long x = d.cast<long long>();
-        if (x < 0) raise(errc::InvalidArgument, "tensor '" + tensor + "': negative dimension " + std::to_string(x));
-        out.push_back(static_cast<std::uint64_t>(x));
+        if (!PyIndex_Check(d.ptr()) || PyBool_Check(d.ptr()))
+            throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int, not of " +
+                                 std::string(py::str(py::type::handle_of(d).attr("__name__"))));
+        const py::object x = py::reinterpret_steal<py::object>(PyNumber_Index(d.ptr()));
+        if (!x) throw py::error_already_set();
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
+        if (overflow == 0 && v == -1 && PyErr_Occurred()) throw py::error_already_set();
+        if (overflow != 0 || v < 0)
+            raise(errc::InvalidArgument, "tensor '" + tensor + "': dimension " + std::string(py::str(x)) +
+                                             (overflow > 0 ? " is too large" : " is negative"));
+        out.push_back(static_cast<std::uint64_t>(v));
     }
     return out;
 }
 
+// A metadata str as UTF-8, named when it cannot be encoded.
+std::string metadata_text(const py::handle& v) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
+    if (!p) {
+        PyErr_Clear();
+        py::object shown = py::reinterpret_steal<py::object>(PyObject_ASCII(v.ptr()));
+        raise(errc::InvalidArgument, "metadata " + (shown ? std::string(py::str(shown)) : std::string("text")) +
+                                         " cannot be encoded as UTF-8 (it holds a lone surrogate)");
+    }
+    return std::string(p, static_cast<std::size_t>(n));
+}
+
 std::optional<metadata_map> parse_metadata(const py::object& md) {
     if (md.is_none()) return std::nullopt;
+    if (!py::isinstance<py::dict>(md)) throw py::type_error("metadata must be a dict of str to str");
     metadata_map out;
     for (auto [k, v] : md.cast<py::dict>()) {
         if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
             raise(errc::InvalidArgument, "metadata keys and values must be str");
-        out.emplace(k.cast<std::string>(), v.cast<std::string>());
+        out.emplace(metadata_text(k), metadata_text(v));
     }
     return out;
 }
@@ -64,7 +92,7 @@ std::vector<tensor_source> parse_tensors(const py::list& tensors) {
     for (auto item : tensors) {
         auto t = item.cast<py::tuple>();
         tensor_source s;
-        s.entry.name = t[0].cast<std::string>();
+        s.entry.name = tensor_name(t[0]);
         s.entry.dtype = parse_dtype(t[1].cast<std::string>(), s.entry.name);
         s.entry.shape = parse_shape(t[2], s.entry.name);
         s.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
@@ -92,8 +120,19 @@ std::vector<tensor_source> parse_tensors(const py::list& tensors) {
     return out;
 }
 
+// A writer that one thread at a time may call: every call takes `m` with the
+// GIL released (a second thread waits its turn, never while holding the GIL,
+// so the first can take the GIL back), so finish() or abandon() on one thread
+// cannot reset the writer under an add() running on another.
 struct py_writer {
     std::optional<writer> w;
+    std::mutex m;
+
+    explicit py_writer(writer x) : w(std::move(x)) {}
+    std::unique_lock<std::mutex> lock() {
+        py::gil_scoped_release nogil;
+        return std::unique_lock(m);
+    }
     writer& get() {
         if (!w) raise(errc::WriterState, "the writer is closed (finished or abandoned)");
         return *w;
@@ -105,11 +144,11 @@ writer_options make_writer_options(const py::dict& kw) {
     for (auto [k, v] : kw) {
         std::string key = k.cast<std::string>();
         if (v.is_none()) continue;
-        if (key == "reserve_bytes") o.reserve_bytes = v.cast<std::uint64_t>();
-        else if (key == "expected_tensors") o.expected_tensors = v.cast<std::uint64_t>();
-        else if (key == "direct") o.direct = v.cast<bool>();
-        else if (key == "sync") o.sync = o.sync_dir = v.cast<bool>();
-        else if (key == "strict_reservation") o.strict_reservation = v.cast<bool>();
+        if (key == "reserve_bytes") o.reserve_bytes = option_uint(v, "writer", key, 0, UINT64_MAX >> 1);
+        else if (key == "expected_tensors") o.expected_tensors = option_uint(v, "writer", key, 0, UINT64_MAX >> 1);
+        else if (key == "direct") o.direct = option_bool(v, "writer", key);
+        else if (key == "sync") o.sync = o.sync_dir = option_bool(v, "writer", key);
+        else if (key == "strict_reservation") o.strict_reservation = option_bool(v, "writer", key);
         else raise(errc::InvalidArgument, "unknown writer option '" + key + "'");
     }
     return o;
@@ -131,8 +170,9 @@ py::dict stats_dict(const writer_stats& s) {
 
 void bind_writer(py::module_& m) {
     m.def("save_declared",
-          [](const std::string& path, const py::list& tensors, const py::object& metadata, bool sync,
+          [](const py::object& path_arg_, const py::list& tensors, const py::object& metadata, bool sync,
              unsigned threads, const py::object& progress) {
+              const std::string path = path_arg(path_arg_, "path");
               auto ts = parse_tensors(tensors);
               auto md = parse_metadata(metadata);
               std::uint64_t total = 0;
@@ -187,47 +227,61 @@ void bind_writer(py::module_& m) {
           py::arg("tensors"), py::arg("metadata") = py::none(),
           "The safetensors bytes of (name, dtype, shape, address, size) tensors, in the reference's layout.");
 
-    py::class_<py_writer>(m, "StreamWriter", "The single-pass streaming writer (one thread calls it).")
-        .def(py::init([](const std::string& path, const py::kwargs& kw) {
+    py::class_<py_writer>(m, "StreamWriter",
+                          "The single-pass streaming writer. Calls from several threads run one at a time.")
+        .def(py::init([](const py::object& path, const py::kwargs& kw) {
+                 const std::string spec = path_arg(path, "path");
                  auto o = make_writer_options(kw);
                  py::gil_scoped_release nogil;
-                 return new py_writer{writer(path, o)};
+                 return new py_writer(writer(spec, o));
              }),
              py::arg("path"), "A new file for `path` (a temporary until finish()). Options: reserve_bytes, "
                               "expected_tensors, direct, sync, strict_reservation.")
-        .def_static("open_append", [](const std::string& path, bool repair, bool sync) {
+        .def_static("open_append", [](const py::object& path, bool repair, bool sync) {
+                 const std::string spec = path_arg(path, "path");
                  append_options o;
                  o.repair = repair;
                  o.sync = sync;
                  py::gil_scoped_release nogil;
-                 return new py_writer{writer::open_append(path, o)};
+                 return new py_writer(writer::open_append(spec, o));
              },
              py::arg("path"), py::arg("repair") = false, py::arg("sync") = true,
              "Reopens an existing file to add tensors after its data.")
-        .def("add", [](py_writer& self, const std::string& name, const std::string& dt, const py::object& shape,
+        .def("add", [](py_writer& self, const py::object& name_arg, const std::string& dt, const py::object& shape,
                        std::uintptr_t addr, std::uint64_t size) {
-                 writer& w = self.get();
+                 const std::string name = tensor_name(name_arg);
                  auto t = parse_dtype(dt, name);
                  auto s = parse_shape(shape, name);
+                 auto lk = self.lock();
+                 writer& w = self.get();
                  py::gil_scoped_release nogil;
                  w.add(name, t, s, {reinterpret_cast<const std::byte*>(addr), size});
              },
              "Adds a whole tensor from (address, size); the bytes are copied before it returns.")
-        .def("begin", [](py_writer& self, const std::string& name, const std::string& dt, const py::object& shape) {
-                 writer& w = self.get();
-                 w.begin(name, parse_dtype(dt, name), parse_shape(shape, name));
+        .def("begin", [](py_writer& self, const py::object& name_arg, const std::string& dt, const py::object& shape) {
+                 const std::string name = tensor_name(name_arg);
+                 auto t = parse_dtype(dt, name);
+                 auto s = parse_shape(shape, name);
+                 auto lk = self.lock();
+                 self.get().begin(name, t, s);
              },
              "Starts a tensor whose bytes come in pieces (append_bytes, then end).")
         .def("append_bytes", [](py_writer& self, std::uintptr_t addr, std::uint64_t size) {
+                 auto lk = self.lock();
                  writer& w = self.get();
                  py::gil_scoped_release nogil;
                  w.append({reinterpret_cast<const std::byte*>(addr), size});
              },
              "Appends bytes to the tensor begun (copied before it returns).")
-        .def("end", [](py_writer& self) { self.get().end(); }, "Ends the tensor begun; its bytes must be complete.")
+        .def("end", [](py_writer& self) {
+                 auto lk = self.lock();
+                 self.get().end();
+             },
+             "Ends the tensor begun; its bytes must be complete.")
         .def("finish", [](py_writer& self, const py::object& metadata) {
-                 writer& w = self.get();
                  auto md = parse_metadata(metadata);
+                 auto lk = self.lock();
+                 writer& w = self.get();
                  {
                      py::gil_scoped_release nogil;
                      w.finish(md ? &*md : nullptr);
@@ -239,6 +293,7 @@ void bind_writer(py::module_& m) {
              py::arg("metadata") = py::none(),
              "Writes the header, syncs and publishes; returns the stats. In append mode None keeps the metadata.")
         .def("abandon", [](py_writer& self) {
+                 auto lk = self.lock();
                  if (self.w) {
                      py::gil_scoped_release nogil;
                      self.w->abandon();
@@ -246,8 +301,14 @@ void bind_writer(py::module_& m) {
                  self.w.reset();
              },
              "Drops the file (or the appended data); never raises.")
-        .def_property_readonly("closed", [](const py_writer& self) { return !self.w; })
-        .def("stats", [](py_writer& self) { return stats_dict(self.get().stats()); });
+        .def_property_readonly("closed", [](py_writer& self) {
+                 auto lk = self.lock();
+                 return !self.w;
+             })
+        .def("stats", [](py_writer& self) {
+                 auto lk = self.lock();
+                 return stats_dict(self.get().stats());
+             });
 }
 
 }  // namespace ringsafe::python

@@ -61,6 +61,7 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     const source_hints hints = src->hints();
     si.device = hints.device;
     si.inode = hints.inode;
+    si.mtime_ns = hints.mtime_ns;
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());

@@ -19,10 +19,12 @@ struct url_scheme {
     http_engine::remote_object (*locate)(const std::string& url, const http_options& opts);
 };
 
-constexpr std::array<url_scheme, 3> url_schemes{{
+constexpr std::array<url_scheme, 5> url_schemes{{
     {"http://", stores::locate_http},
     {"https://", stores::locate_http},
     {"s3://", stores::locate_s3},
+    {"gs://", stores::locate_gcs},
+    {"az://", stores::locate_azure},
 }};
 
 // The scheme `spec` starts with (any case), or null for a local path.

@@ -1,15 +1,12 @@
 #include "stores/s3_object.hpp"
 
-#include <algorithm>
 #include <cstdlib>
-#include <vector>
-
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
+#include "stores/azure_object.hpp"
 #include "stores/locate.hpp"
+#include "stores/sigv4.hpp"
 
 namespace ringsafe::http_engine {
 namespace {
@@ -19,67 +16,7 @@ std::string env(const char* name) {
     return v ? v : "";
 }
 
-std::string hex(const unsigned char* p, std::size_t n) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s;
-    for (std::size_t i = 0; i < n; ++i) s += digits[p[i] >> 4], s += digits[p[i] & 15];
-    return s;
-}
-
-std::string sha256_hex(std::string_view data) {
-    unsigned char md[32];
-    unsigned int n = 0;
-    EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-    return hex(md, n);
-}
-
-std::string hmac(std::string_view key, std::string_view msg) {
-    unsigned char md[32];
-    unsigned int n = 0;
-    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-         msg.size(), md, &n);
-    return std::string(reinterpret_cast<char*>(md), n);
-}
-
-struct timestamp {
-    std::string date, amz;  // YYYYMMDD, YYYYMMDDTHHMMSSZ
-};
-
-timestamp stamp(std::time_t now) {
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char d[16], a[32];
-    std::strftime(d, sizeof d, "%Y%m%d", &tm);
-    std::strftime(a, sizeof a, "%Y%m%dT%H%M%SZ", &tm);
-    return {d, a};
-}
-
-// Query parameters sorted by name, as SigV4 wants them (already encoded).
-std::string canonical_query(std::string_view query) {
-    std::vector<std::string> params;
-    while (!query.empty()) {
-        auto amp = query.find('&');
-        std::string p(query.substr(0, amp));
-        if (p.find('=') == std::string::npos) p += '=';
-        if (p != "=") params.push_back(p);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    }
-    std::sort(params.begin(), params.end());
-    std::string out;
-    for (auto& p : params) out += (out.empty() ? "" : "&") + p;
-    return out;
-}
-
-std::string signature(const s3_options& s, const timestamp& t, const std::string& canonical_request) {
-    const std::string scope = t.date + "/" + s.region + "/s3/aws4_request";
-    const std::string to_sign = "AWS4-HMAC-SHA256\n" + t.amz + "\n" + scope + "\n" + sha256_hex(canonical_request);
-    std::string k = hmac("AWS4" + s.secret_access_key, t.date);
-    k = hmac(k, s.region);
-    k = hmac(k, "s3");
-    k = hmac(k, "aws4_request");
-    const std::string sig = hmac(k, to_sign);
-    return hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
-}
+stores::sigv4_key key_of(const s3_options& s) { return {s.access_key_id, s.secret_access_key, s.region, "s3"}; }
 
 bool dns_compatible(const std::string& bucket) {
     return bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
@@ -121,41 +58,35 @@ url s3_http_url(const url& s3url, const s3_options& s) {
 }
 
 header_fields sigv4_get_fields(const url& target, const s3_options& s, std::time_t now) {
+    using namespace stores;
     static const std::string empty_hash = sha256_hex("");
-    const timestamp t = stamp(now);
-    const auto q = target.target.find('?');
-    const std::string path = target.target.substr(0, q);
-    const std::string query = q == std::string::npos ? "" : target.target.substr(q + 1);
-    std::string headers = "host:" + target.authority() + "\nx-amz-content-sha256:" + empty_hash + "\nx-amz-date:" + t.amz + "\n";
-    std::string signed_headers = "host;x-amz-content-sha256;x-amz-date";
-    if (!s.session_token.empty()) {
-        headers += "x-amz-security-token:" + s.session_token + "\n";
-        signed_headers += ";x-amz-security-token";
-    }
-    const std::string creq = "GET\n" + path + "\n" + canonical_query(query) + "\n" + headers + "\n" + signed_headers + "\n" + empty_hash;
+    const sigv4_time t = sigv4_at(now);
+    signed_fields fields{{"host", target.authority()}, {"x-amz-content-sha256", empty_hash}, {"x-amz-date", t.stamp}};
+    if (!s.session_token.empty()) fields.emplace_back("x-amz-security-token", s.session_token);
+    const std::string sig =
+        sigv4_signature(aws4, key_of(s), t, sigv4_canonical_request("GET", target.target, fields, empty_hash));
     header_fields f;
-    f.emplace_back("x-amz-date", t.amz);
+    f.emplace_back("x-amz-date", t.stamp);
     f.emplace_back("x-amz-content-sha256", empty_hash);
     if (!s.session_token.empty()) f.emplace_back("x-amz-security-token", s.session_token);
-    f.emplace_back("Authorization", "AWS4-HMAC-SHA256 Credential=" + s.access_key_id + "/" + t.date + "/" + s.region +
-                                        "/s3/aws4_request, SignedHeaders=" + signed_headers +
-                                        ", Signature=" + signature(s, t, creq));
+    f.emplace_back("Authorization", sigv4_authorization(aws4, key_of(s), t, fields, sig));
     return f;
 }
 
 std::string sigv4_presign(const url& target, const s3_options& s, std::chrono::seconds expires, std::time_t now) {
-    const timestamp t = stamp(now);
+    using namespace stores;
+    const sigv4_time t = sigv4_at(now);
     const auto q = target.target.find('?');
     const std::string path = target.target.substr(0, q);
     std::string query = q == std::string::npos ? "" : target.target.substr(q + 1);
-    const std::string credential = s.access_key_id + "/" + t.date + "/" + s.region + "/s3/aws4_request";
     query += (query.empty() ? "" : "&") + std::string("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=") +
-             uri_encode(credential, false) + "&X-Amz-Date=" + t.amz + "&X-Amz-Expires=" + std::to_string(expires.count()) +
-             "&X-Amz-SignedHeaders=host";
+             uri_encode(s.access_key_id + "/" + sigv4_scope(aws4, key_of(s), t), false) + "&X-Amz-Date=" + t.stamp +
+             "&X-Amz-Expires=" + std::to_string(expires.count()) + "&X-Amz-SignedHeaders=host";
     if (!s.session_token.empty()) query += "&X-Amz-Security-Token=" + uri_encode(s.session_token, false);
-    const std::string cq = canonical_query(query);
-    const std::string creq = "GET\n" + path + "\n" + cq + "\nhost:" + target.authority() + "\n\nhost\nUNSIGNED-PAYLOAD";
-    return target.origin() + path + "?" + cq + "&X-Amz-Signature=" + signature(s, t, creq);
+    const std::string cq = sigv4_canonical_query(query);
+    const std::string creq =
+        sigv4_canonical_request("GET", path + "?" + cq, {{"host", target.authority()}}, "UNSIGNED-PAYLOAD");
+    return target.origin() + path + "?" + cq + "&X-Amz-Signature=" + sigv4_signature(aws4, key_of(s), t, creq);
 }
 
 remote_object make_s3_object(const url& s3url, const s3_options& opts) {
@@ -165,7 +96,9 @@ remote_object make_s3_object(const url& s3url, const s3_options& opts) {
     if (!s.access_key_id.empty()) {
         if (s.secret_access_key.empty())
             raise(errc::InvalidArgument, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not, for s3://" + s3url.host + "/" + s3url.target);
-        obj.sign = [s](const url& target, std::string_view) { return sigv4_get_fields(target, s, std::time(nullptr)); };
+        obj.sign = [s](const url& target, std::string_view, const header_fields&) {
+            return sigv4_get_fields(target, s, std::time(nullptr));
+        };
     }
     return obj;
 }
@@ -185,9 +118,10 @@ http_engine::remote_object locate_s3(const std::string& spec, const http_options
     return make_s3_object(u, opts.s3);
 }
 
-http_engine::remote_object locate_http(const std::string& spec, const http_options&) {
+http_engine::remote_object locate_http(const std::string& spec, const http_options& opts) {
     http_engine::remote_object obj;
     obj.requested = obj.location = http_engine::parse_url(spec);
+    if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, opts);
     return obj;
 }
 

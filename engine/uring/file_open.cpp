@@ -75,6 +75,7 @@ void stat_opened(const std::string& path, opened_file& f) {
     f.size = static_cast<std::uint64_t>(st.st_size);
     f.device = static_cast<std::uint64_t>(st.st_dev);
     f.inode = static_cast<std::uint64_t>(st.st_ino);
+    f.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
 opened_file open_blocking(const std::string& path, const file_options& opts) {

@@ -70,6 +70,7 @@ struct opened_file {
     owned_fd direct_fd;  // O_DIRECT, when file_options::direct
     std::uint64_t size = 0;
     std::uint64_t device = 0, inode = 0;  // st_dev, st_ino
+    std::int64_t mtime_ns = 0;            // st_mtim in nanoseconds
     dio_alignment align{1, 1};
     std::vector<std::byte> prefix;
 };

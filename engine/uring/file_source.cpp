@@ -30,7 +30,7 @@ public:
     // Takes over a file opened by open_blocking() or async_open.
     file_source(std::string path, const file_options& opts, uring::opened_file f)
         : path_(std::move(path)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : uring::dio_alignment{1, 1}),
-          prefix_(std::move(f.prefix)), device_(f.device), inode_(f.inode) {
+          prefix_(std::move(f.prefix)), device_(f.device), inode_(f.inode), mtime_ns_(f.mtime_ns) {
         fd_ = f.fd.release();
         dfd_ = f.direct_fd.release();
         threads_ = opts_.threads ? opts_.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -109,6 +109,7 @@ public:
         h.alignment = opts_.direct ? align_.offset : 1;
         h.device = device_;
         h.inode = inode_;
+        h.mtime_ns = mtime_ns_;
         return h;
     }
 
@@ -181,6 +182,7 @@ private:
     unsigned threads_ = 1;
     std::vector<std::byte> prefix_;
     std::uint64_t device_ = 0, inode_ = 0;
+    std::int64_t mtime_ns_ = 0;
     std::mutex execute_mutex_;
     // Whether rings are leased from the process-wide pool (ring 0 until the
     // source closes, the others per execute()), or (RINGSAFE_RING_POOL=0)

@@ -52,6 +52,15 @@ struct device_options {
     std::optional<std::uint64_t> stand_in_fail_piece;
     // Stand-in only, for tests: runs on the copier thread before each piece's copy.
     std::function<void(std::uint64_t piece)> stand_in_before_copy;
+    // Stand-in only, for tests: told each step of the copier in the order it
+    // takes them ("wait for stream S", "copy N", "record done", "stream S waits
+    // for done", "copier stopped", "staging freed").
+    std::function<void(const std::string& step)> stand_in_trace;
+    // The caller's CUDA stream (a cudaStream_t, e.g. PyTorch's
+    // torch.cuda.current_stream().cuda_stream; nullptr is the legacy default
+    // stream). The copies start after the work queued on it before the call,
+    // and work queued on it after the call starts after the copies.
+    void* stream = nullptr;
 };
 
 // What a read_to_device() call did.
@@ -91,10 +100,12 @@ public:
     device_stager& operator=(device_stager&&) noexcept;
 
     // read_to_device() through this stager's ring: the same checks, errors and
-    // guarantees. After any failure (a copy, a read, a cancel) the ring and the
-    // copier are freed, and the next read makes them anew.
+    // guarantees, ordered against the caller's `stream` (as device_options::stream;
+    // the stager's own options' stream is not used). After any failure (a copy,
+    // a read, a cancel) the ring and the copier are freed, and the next read
+    // makes them anew.
     device_read_stats read(reader& r, const selection& sel, std::span<const device_span> dsts,
-                           const read_control& ctl = {});
+                           const read_control& ctl = {}, void* stream = nullptr);
     // Staging buffers held now (at most the options' staging_count).
     std::size_t staging_buffers() const;
     // Frees the staging buffers and the copier now; the next read makes them again.

@@ -1,4 +1,4 @@
-// HTTP(S) and S3 objects as byte sources, read with parallel Range requests.
+// HTTP(S), S3, GCS and Azure Blob objects as byte sources, read with parallel Range requests.
 //
 //   auto src = ringsafe::open_url("https://host/model.safetensors");  // one request: size, ETag, header
 //   src->execute(ops, ctl);   // ranges split into chunk_size requests over keep-alive connections
@@ -33,6 +33,48 @@ struct s3_options {
     std::string endpoint;           // e.g. "http://127.0.0.1:7480"; default https://s3.<region>.amazonaws.com
     enum class addressing { automatic, path, virtual_host };
     addressing style = addressing::automatic;  // automatic: virtual host on AWS, path style on custom endpoints
+};
+
+// Google Cloud Storage, for gs://BUCKET/OBJECT URLs (engine/stores/README.md).
+// Empty fields are taken from the environment when a gs:// URL is opened;
+// credentials are looked for in this order, the first found is used:
+// http_options::bearer_token; credentials_file; $RUNAI_STREAMER_GCS_CREDENTIAL_FILE;
+// $GOOGLE_APPLICATION_CREDENTIALS; gcloud's application_default_credentials.json
+// ($CLOUDSDK_CONFIG, else ~/.config/gcloud); the metadata server (on a Compute
+// Engine VM, or when $GCE_METADATA_HOST names one); HMAC keys; else anonymous.
+struct gcs_options {
+    // XML API endpoint; default $STORAGE_EMULATOR_HOST, else $CLOUD_STORAGE_EMULATOR_ENDPOINT
+    // (an emulator: its requests are anonymous unless credentials are given here or as
+    // the bearer token), else https://storage.googleapis.com. "host:port" means http://.
+    std::string endpoint;
+    // A service-account key (JSON: an RS256 JWT exchanged at its token_uri) or an
+    // authorized-user file (gcloud auth application-default login: a refresh token).
+    std::string credentials_file;
+    // HMAC key (requests signed with GOOG4-HMAC-SHA256); default $GS_ACCESS_KEY_ID and
+    // $GS_SECRET_ACCESS_KEY (boto's and gsutil's names).
+    std::string hmac_access_id;
+    std::string hmac_secret;
+    // Public buckets: no credentials at all; also $RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS=1/true.
+    bool anonymous = false;
+};
+
+// Azure Blob Storage, for az://CONTAINER/BLOB and https://ACCOUNT.blob.core.windows.net/
+// URLs (engine/stores/README.md). Each empty field is filled when such a URL is opened:
+// from connection_string (else $AZURE_STORAGE_CONNECTION_STRING), then from
+// $AZURE_STORAGE_ACCOUNT / $AZURE_STORAGE_ACCOUNT_NAME, $AZURE_STORAGE_KEY /
+// $AZURE_STORAGE_ACCOUNT_KEY and $AZURE_STORAGE_SAS_TOKEN. Requests are signed with
+// Shared Key when a key is known, else carry the SAS token, else are anonymous; a
+// URL's own SAS query (sig=...) is used as it is.
+struct azure_options {
+    std::string account;            // storage account name
+    std::string key;                // its Shared Key (base64, as the portal shows it)
+    std::string sas_token;          // "sv=...&sig=..." (a leading '?' is dropped), appended as the query, never re-encoded
+    std::string connection_string;  // AccountName=...;AccountKey=...;BlobEndpoint=...;SharedAccessSignature=...;...
+    // Blob service URL, e.g. an emulator's path-style http://127.0.0.1:10000/devstoreaccount1;
+    // default https://ACCOUNT.blob.<EndpointSuffix, default core.windows.net>.
+    std::string endpoint;
+    std::string api_version;        // x-ms-version sent with every request; default "2025-01-05"
+    bool anonymous = false;         // public containers: neither Shared Key nor SAS
 };
 
 // Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
@@ -83,6 +125,8 @@ struct http_options {
     bool verify_peer = true;                   // TLS certificate and host-name verification
     std::string ca_file;                       // extra CA bundle (PEM) trusted besides the system's; empty = system only
     s3_options s3;                             // for s3:// URLs
+    gcs_options gcs;                           // for gs:// URLs
+    azure_options azure;                       // for az:// and https://ACCOUNT.blob.core.windows.net/ URLs
 };
 
 // `o` with connections_per_origin, threads and chunk_size resolved (0 takes the
@@ -91,12 +135,15 @@ struct http_options {
 // of range or malformed.
 http_options resolved_http_options(const http_options& o);
 
-// Opens an http://, https:// or s3://bucket/key URL with one Range request of
+// Opens an http://, https://, s3://bucket/key, gs://bucket/object or
+// az://container/blob URL with one Range request of
 // `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
 // and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
 // URL or options, a header name or value, token or S3 credential holding CR,
 // LF or NUL), HttpError (status such as 401/403/404, TLS or connection
-// failure after retries), RangeNotSupported (the server ignores Range).
+// failure after retries, a token endpoint's refusal), RangeNotSupported (the
+// server ignores Range). A gs:// object that needs an OAuth token fetches it
+// inside its first request (and again before it expires), never before it.
 // The source's execute() runs its own event loop on the calling thread, and
 // threads-1 more on threads it starts and joins before returning.
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});

@@ -63,6 +63,9 @@ public:
     // with shard_info's to know the mapping is the file a reader parsed.
     std::uint64_t device() const noexcept { return device_; }
     std::uint64_t inode() const noexcept { return inode_; }
+    // Its last modification (st_mtim, in ns) when it was mapped: with size(),
+    // compare with shard_info::mtime_ns to know it was not rewritten in place since.
+    std::int64_t mtime_ns() const noexcept { return mtime_ns_; }
 
     // Makes every byte of `ranges` resident and mapped, on up to `threads`
     // threads (0: one per core, at least 8 when sampled chunks are not cached,
@@ -98,6 +101,7 @@ private:
     std::uint64_t size_ = 0;
     std::string path_;
     std::uint64_t device_ = 0, inode_ = 0;
+    std::int64_t mtime_ns_ = 0;
 };
 
 }  // namespace ringsafe

@@ -55,6 +55,7 @@ struct shard_info {
     std::uint32_t first_tensor = 0;         // its tensors are tensors()[first_tensor, +tensor_count)
     std::uint32_t tensor_count = 0;
     std::uint64_t device = 0, inode = 0;    // a local shard's identity as opened (st_dev, st_ino); else 0
+    std::int64_t mtime_ns = 0;              // a local shard's st_mtim (ns) as opened: a rewrite in place changes it; else 0
 };
 
 // An open checkpoint. Movable, not copyable. Listing and planning are const

@@ -42,6 +42,8 @@ struct source_hints {
     std::uint64_t alignment = 1;               // O_DIRECT alignment (1 when unconstrained)
     // A local file's identity (st_dev, st_ino) as opened; 0, 0 for other sources.
     std::uint64_t device = 0, inode = 0;
+    // A local file's last modification (st_mtim, in ns) as opened; 0 for other sources.
+    std::int64_t mtime_ns = 0;
 };
 
 // A random-access, read-only byte source. Thread-compatible: one execute()

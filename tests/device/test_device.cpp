@@ -1,17 +1,21 @@
 // Tests for include/ringsafe/device.hpp through the host stand-in (a thread
 // copying into host memory that plays the device): bytes exact for every
 // dtype, tensors many times larger than the staging ring, many small tensors,
-// injected copy failures, reader failures, cancellation, argument checks, and
-// the clear error when the CUDA runtime is missing ([no_cuda], run with
-// RINGSAFE_CUDART naming a library that does not exist).
+// injected copy failures, reader failures, cancellation, argument checks, the
+// order of the stream wait, the copies and the final event against the
+// caller's stream (and the staging freed after the copier), and the clear
+// error when the CUDA runtime is missing ([no_cuda], run with RINGSAFE_CUDART
+// naming a library that does not exist).
 // Internal: the staging pipeline over a host copier the test owns
 // (device/staged_read.hpp, device/host_copier.hpp), to see that every staging
 // buffer is returned and every copy waited for after a failure; the loaded
 // runtime (device/cuda_runtime.hpp) where a machine has one but no GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -80,6 +84,28 @@ std::size_t held(const std::vector<device::staging_block>& mem) {
     std::size_t n = 0;
     for (const auto& b : mem) n += b.data() != nullptr;
     return n;
+}
+
+// The stand-in's steps, in the order it reports them (from the copier thread and the caller's).
+struct step_log {
+    std::mutex m;
+    std::vector<std::string> steps;
+    std::function<void(const std::string&)> hook() {
+        return [this](const std::string& s) {
+            std::lock_guard lk(m);
+            steps.push_back(s);
+        };
+    }
+    std::vector<std::string> take() {
+        std::lock_guard lk(m);
+        return std::exchange(steps, {});
+    }
+};
+
+std::vector<std::string> copies(std::size_t n) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back("copy " + std::to_string(i));
+    return out;
 }
 
 std::vector<tensor_spec> every_dtype() {
@@ -304,6 +330,64 @@ TEST_CASE("a stager frees its ring after a failure and reads cleanly next time")
     CHECK(t.exact(specs));
 }
 
+TEST_CASE("copies wait for the caller's stream and the stream waits for the copies, in that order") {
+    std::vector<tensor_spec> specs = {{"w", "F32", {5000}, 20000}, {"b", "U8", {100}, 100}};
+    fixture f(specs);
+    step_log log;
+    void* stream = reinterpret_cast<void*>(std::uintptr_t{0x5eed});
+    SECTION("read_to_device") {
+        targets t(specs);
+        auto opts = stand_in(4096, 2);
+        opts.stream = stream;
+        opts.stand_in_trace = log.hook();
+        auto stats = read_to_device(f.r, f.r.all(), t.spans, opts);
+        CHECK(t.exact(specs));
+        std::vector<std::string> want = {"wait for stream 0x5eed"};
+        for (auto& c : copies(stats.copies)) want.push_back(c);
+        want.insert(want.end(), {"record done", "stream 0x5eed waits for done", "copier stopped"});
+        // The staging buffers go after the copier, which finishes what it queued.
+        for (std::uint64_t i = 0; i < 2; ++i) want.push_back("staging freed");
+        CHECK(log.take() == want);
+    }
+    SECTION("a stager, one stream per read") {
+        auto opts = stand_in(4096, 3);
+        opts.stand_in_trace = log.hook();
+        device_stager s(opts);
+        for (std::uintptr_t k : {0x10, 0x20}) {
+            targets t(specs);
+            auto stats = s.read(f.r, f.r.all(), t.spans, {}, reinterpret_cast<void*>(k));
+            CHECK(t.exact(specs));
+            const std::string name = k == 0x10 ? "0x10" : "0x20";
+            std::vector<std::string> want = {"wait for stream " + name};
+            // Pieces are numbered over the copier's life: the second read goes on counting.
+            for (std::uint64_t i = 0; i < stats.copies; ++i)
+                want.push_back("copy " + std::to_string((k == 0x10 ? 0 : stats.copies) + i));
+            want.insert(want.end(), {"record done", "stream " + name + " waits for done"});
+            CHECK(log.take() == want);
+        }
+        s.release();
+        CHECK(log.take() == std::vector<std::string>{"copier stopped", "staging freed", "staging freed", "staging freed"});
+    }
+    SECTION("a failed copy hands nothing to the stream") {
+        targets t(specs);
+        auto opts = stand_in(4096, 2);
+        opts.stream = stream;
+        opts.stand_in_trace = log.hook();
+        opts.stand_in_fail_piece = 2;
+        CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts); }).find("IoError") == 0);
+        auto steps = log.take();
+        REQUIRE(!steps.empty());
+        CHECK(steps.front() == "wait for stream 0x5eed");
+        CHECK(std::find(steps.begin(), steps.end(), "record done") == steps.end());
+        CHECK(std::find(steps.begin(), steps.end(), "stream 0x5eed waits for done") == steps.end());
+        // The copier stopped before its staging buffers were freed.
+        auto stopped = std::find(steps.begin(), steps.end(), "copier stopped");
+        REQUIRE(stopped != steps.end());
+        CHECK(std::find(steps.begin(), stopped, "staging freed") == stopped);
+        CHECK(device::host_copier::live_staging() == 0);
+    }
+}
+
 TEST_CASE("a stager's options are checked when it is made") {
     CHECK(kind_of([] { device_stager s(stand_in(4096, 1)); }).find("InvalidArgument") == 0);
     CHECK(kind_of([] { device_stager s(stand_in(0, 2)); }).find("InvalidArgument") == 0);
@@ -332,6 +416,10 @@ TEST_CASE("destinations and options are checked before any I/O") {
     bad = opts;
     bad.stand_in = false;
     bad.stand_in_fail_piece = 1;
+    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("need stand_in") != std::string::npos);
+    bad = opts;
+    bad.stand_in = false;
+    bad.stand_in_trace = [](const std::string&) {};
     CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("need stand_in") != std::string::npos);
     CHECK(f.src->executed.empty());
     CHECK(t.mem[0][0] == guard);

@@ -1,17 +1,20 @@
 // Tests for include/ringsafe/device.hpp against a real CUDA runtime and GPU:
 // bytes exact in device memory for every dtype, a tensor much larger than the
 // staging ring, host and pinned-host destinations read directly, a bad device
-// index; [bench] times a load into device memory against one into host memory
+// index, copies ordered after the work queued on the caller's stream; [bench] times a load into device memory against one into host memory
 // (printed, never judged). Exits 77 (skipped) without a CUDA runtime or device:
 // CI has none; tests/device/gpu_check.sh runs it on a GPU machine.
 // Internal: the loaded runtime (device/cuda_runtime.hpp) to allocate and read back device memory.
 #include <catch2/catch.hpp>
+
+#include <dlfcn.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint_bytes.hpp"
@@ -131,6 +134,38 @@ TEST_CASE("a stager reuses its pinned ring across one-tensor reads") {
     CHECK(s.staging_buffers() == 3);
     s.release();
     CHECK(s.staging_buffers() == 0);
+}
+
+TEST_CASE("copies wait for the work queued on the caller's stream") {
+    const auto& api = need_cuda();
+    // cudaLaunchHostFunc of the loaded runtime: a host function that holds the
+    // caller's stream for a while, with a device-to-device copy of junk into
+    // the destination queued behind it. Unordered, the copier's bytes would
+    // land first and the junk over them.
+    void* lib = ::dlopen(api.library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(lib != nullptr);
+    using host_fn = void (*)(void*);
+    auto launch_host_func =
+        reinterpret_cast<device::cuda_error (*)(device::cuda_stream, host_fn, void*)>(::dlsym(lib, "cudaLaunchHostFunc"));
+    REQUIRE(launch_host_func != nullptr);
+    constexpr std::size_t n = 8u << 20;
+    temp_dir dir;
+    reader r = open_built(dir, {{"w", "U8", {n}, n}});
+    device_memory dst(api, n), junk(api, n);
+    std::vector<std::byte> fill(n, std::byte{0x5a});
+    REQUIRE(api.memcpy(junk.p, fill.data(), n, device::cuda_memcpy_default) == device::cuda_success);
+    device::cuda_stream caller = nullptr;
+    REQUIRE(api.stream_create_with_flags(&caller, device::cuda_stream_non_blocking) == device::cuda_success);
+    REQUIRE(launch_host_func(caller, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+                             nullptr) == device::cuda_success);
+    REQUIRE(api.memcpy_async(dst.p, junk.p, n, device::cuda_memcpy_default, caller) == device::cuda_success);
+    device_options o;
+    o.staging_size = 1u << 20;
+    o.stream = caller;
+    read_to_device(r, r.all(), std::vector<device_span>{{dst.p, n}}, o);
+    REQUIRE(api.stream_synchronize(caller) == device::cuda_success);
+    CHECK(dst.read_back() == tensor_bytes("w", n));
+    api.stream_destroy(caller);
 }
 
 TEST_CASE("a device index that does not exist fails naming CUDA's error") {

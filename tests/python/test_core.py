@@ -6,6 +6,7 @@ import hashlib
 import json
 import pathlib
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -205,14 +206,24 @@ def test_load_model_fills_parameters_in_place(tmp_path):
         spt.load_model(torch.nn.Sequential(torch.nn.Embedding(50, 8)), tmp_path / "m.safetensors", strict=False)
 
 
-def test_get_slice_refuses_boolean_masks_and_takes_huge_steps(tmp_path):
+def test_get_slice_takes_boolean_masks_as_the_framework_does_and_huge_steps(tmp_path):
     full = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     rnp.save_file({"t": full}, tmp_path / "t.safetensors")
     for framework in ("np", "pt"):
         with ringsafe.safe_open(tmp_path / "t.safetensors", framework) as f:
             s = f.get_slice("t")
-            with pytest.raises(IndexError, match="boolean"):
-                s[[True, False, True]]  # read as rows 1, 0, 1 before: silently wrong
+            # Masks, nested lists and 2-d index arrays: the whole tensor indexed by the
+            # framework (as the reference's torch slices do), never rows 1, 0, 1.
+            for index in ([True, False, True], (slice(None), np.array([True, False, False, True])),
+                          [[0, 2], [1, 1]], np.array([[2, 0]])):
+                with warnings.catch_warnings():  # torch's own deprecation of a nested list index
+                    warnings.simplefilter("ignore")
+                    got = s[index]
+                    want = torch.from_numpy(full)[index] if framework == "pt" else None
+                if framework == "pt":
+                    assert torch.equal(got, want), index
+                else:
+                    assert np.array_equal(got, full[index]), index
             for index in ((slice(None, None, 2**63 - 1),), (slice(None, None, -2**63),), (slice(None, None, 2**64),)):
                 got = s[index]
                 assert np.array_equal(got.numpy() if framework == "pt" else got, full[index]), index

@@ -1,6 +1,8 @@
 """GPU destinations from Python (ringsafe._ringsafe.read_to_device) through the
 host stand-in: bytes exact for several dtypes, a tensor many staging buffers
-long, cancellation, an injected copy failure naming the tensor; the real CUDA
+long, cancellation, an injected copy failure naming the tensor, the order of
+the stream wait, the copies and the final event against the caller's stream,
+load_model filling parameters where they are; the real CUDA
 path only where torch sees a GPU (skipped otherwise), and the clear error of a
 device read on a machine without one."""
 
@@ -171,17 +173,14 @@ def test_load_file_to_a_device_goes_through_the_staging_pipeline(stand_in, tmp_p
     torch = stand_in
     import ringsafe.torch as rpt
     path, data = _torch_checkpoint(torch, tmp_path)
-    calls = []
-    real = _ringsafe.Reader.read_to_device
-    monkeypatch.setattr(_ringsafe.Reader, "read_to_device",
-                        lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
+    calls = _recording(monkeypatch)
     seen = []
     out = rpt.load_file(path, device="cuda:0", progress=lambda done, total: seen.append((done, total)))
     assert list(out) == sorted(data)
     for k, v in data.items():
         assert out[k].dtype == v.dtype and out[k].shape == v.shape and torch.equal(out[k], v), k
     (args, kwargs), = calls
-    assert kwargs["stand_in"] and kwargs["device"] == 0
+    assert kwargs["stand_in"] and kwargs["device"] == 0 and kwargs["stream"] == 0
     assert "empty" not in args[0]  # zero-byte tensors need no copy
     total = sum(v.numel() * v.element_size() for v in data.values())
     assert seen and seen[-1] == (total, total)
@@ -225,10 +224,11 @@ def test_a_device_load_reports_a_missing_tensor_and_a_bad_file(stand_in, tmp_pat
 
 
 def _recording(monkeypatch):
+    """The calls the loaders make to the engine's device read (ringsafe.lowlevel.read_to_device_at)."""
     calls = []
-    real = _ringsafe.Reader.read_to_device
-    monkeypatch.setattr(_ringsafe.Reader, "read_to_device",
-                        lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
+    real = _ringsafe.read_to_device_at
+    monkeypatch.setattr(_ringsafe, "read_to_device_at",
+                        lambda reader, *a, **k: calls.append((a, k)) or real(reader, *a, **k))
     return calls
 
 
@@ -283,13 +283,63 @@ def test_a_stager_for_another_device_is_refused(stand_in, tmp_path):
     r = _ringsafe.Reader(path)
     dst = torch.empty_like(data["embed.weight"])
     with pytest.raises(ringsafe.SafetensorError) as e:
-        r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=1, stand_in=True,
-                         stager=_ringsafe.DeviceStager(device=0, stand_in=True))
+        _ringsafe.read_to_device_at(r, ["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=1,
+                                    stand_in=True, stager=_ringsafe.DeviceStager(device=0, stand_in=True))
     assert e.value.kind == "InvalidArgument" and "stager" in str(e.value)
     with pytest.raises(ringsafe.SafetensorError):
-        r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0, stand_in=True,
-                         stager=_ringsafe.DeviceStager(device=0, stand_in=False))
+        _ringsafe.read_to_device_at(r, ["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0,
+                                    stand_in=True, stager=_ringsafe.DeviceStager(device=0, stand_in=False))
     s = _ringsafe.DeviceStager(device=0, stand_in=True)
-    r.read_to_device(["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0, stand_in=True, stager=s)
+    _ringsafe.read_to_device_at(r, ["embed.weight"], [(dst.data_ptr(), dst.numel() * 4)], device=0, stand_in=True,
+                                stager=s)
     assert torch.equal(dst, data["embed.weight"])
     r.close()
+
+
+def test_copies_wait_for_the_callers_stream_and_the_stream_for_the_copies(tmp_path):
+    # The host stand-in takes the steps the CUDA copier queues, in order: the
+    # copier's stream waits on an event recorded on the caller's stream
+    # (PyTorch's current one) before its first copy, and the caller's stream
+    # waits on the copies' event before the tensors are handed out. The staging
+    # buffers are freed after the copier, which finishes what it queued.
+    data = arrays()
+    path = tmp_path / "m.safetensors"
+    snp.save_file(data, str(path))
+    names = list(data)
+    out, dsts = destinations(data, names)
+    stats = _ringsafe.read_to_device(str(path), names, dsts, stand_in=True, staging_size=4096, staging_count=2,
+                                     stream=0x5EED, trace=True)
+    for n in names:
+        assert out[n].tobytes() == data[n].tobytes(), n
+    steps = stats["trace"]
+    copies = [f"copy {i}" for i in range(stats["copies"])]
+    assert steps == (["wait for stream 0x5eed"] + copies + ["record done", "stream 0x5eed waits for done",
+                                                            "copier stopped"] + ["staging freed"] * 2)
+
+
+def test_the_loaders_pass_the_current_stream(stand_in, tmp_path, monkeypatch):
+    # With the stand-in there is no torch.cuda: the stream is the legacy default (0).
+    # On a GPU it is torch.cuda.current_stream(index).cuda_stream (_device._stream).
+    from ringsafe import _device
+    torch = stand_in
+    path, data = _torch_checkpoint(torch, tmp_path)
+    calls = _recording(monkeypatch)
+    with ringsafe.safe_open(path, "pt", device="cuda:0") as f:
+        f.get_tensor("embed.weight")
+    assert calls and all(kw["stream"] == _device._stream(0) == 0 for _, kw in calls)
+
+
+def test_load_model_fills_parameters_where_they_are_and_does_not_move_the_model(tmp_path):
+    # The reference's load_model copies into the parameters where they are
+    # (load_state_dict); device= used to move the whole model with .to(device).
+    torch = pytest.importorskip("torch")
+    import ringsafe.torch as rpt
+    import safetensors.torch as spt
+    model = torch.nn.Linear(8, 4)
+    want = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+    spt.save_file(want, str(tmp_path / "m.safetensors"))
+    before = {k: v.data_ptr() for k, v in model.state_dict().items()}
+    for device in ("meta", "cuda:0"):  # neither is where the parameters are; no CUDA here (no stand-in)
+        assert rpt.load_model(model, str(tmp_path / "m.safetensors"), device=device) == (set(), [])
+        for k, v in model.state_dict().items():
+            assert v.device.type == "cpu" and v.data_ptr() == before[k] and torch.equal(v, want[k]), (device, k)

@@ -6,6 +6,10 @@ Each behaviour is checked against the reference's output for the same input."""
 import io
 import os
 import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -357,3 +361,242 @@ def test_pickled_loaded_tensors_carry_only_their_bytes(tmp_path):
     again = pickle.loads(pickle.dumps(loaded["layers.1.w"]))
     assert torch.equal(again, tensors["layers.1.w"])
     assert again.untyped_storage().nbytes() == tensors["layers.1.w"].numel() * 2
+
+
+def test_shared_groups_come_in_the_reference_order():
+    # State-dict order, not sorted: code and tests compare these lists.
+    w, v = torch.zeros(10), torch.zeros(4)
+    state = {"z.weight": w, "y.weight": w[:5], "m": torch.ones(2), "c.bias": v, "b.bias": v, "a": torch.ones(3)}
+    assert rpt._find_shared_tensors(state) == spt._find_shared_tensors(state)
+    assert list(rpt._remove_duplicate_names(state).items()) == list(spt._remove_duplicate_names(state).items())
+    # save_file names the groups in that order too.
+    mine, ref = _both(lambda mod: mod.save_file({"q": w, "p": w, "s": v[:2], "r": v[1:3]}, "unused.safetensors"))
+    for e in (mine, ref):
+        assert type(e) is RuntimeError and str(e).index("'q'") < str(e).index("'s'")
+    # The reference's text, word for word, with the group it names.
+    group = {"p2": w[:6], "q2": w[4:]}
+    msgs = []
+    for mod in (rpt, spt):
+        with pytest.raises(RuntimeError) as e:
+            mod._remove_duplicate_names(group)
+        msgs.append(str(e.value).replace("{'q2', 'p2'}", "{'p2', 'q2'}"))
+    assert msgs[0] == msgs[1]
+
+
+def _both(call):
+    """The exceptions ``call(module)`` raises with ringsafe.torch and with the reference."""
+    out = []
+    for mod in (rpt, spt):
+        with pytest.raises(Exception) as e:
+            call(mod)
+        out.append(e.value)
+    return out
+
+
+@pytest.mark.parametrize("case", ["not a dict", "not a tensor", "sparse", "non-contiguous",
+                                  "not a tensor before sparse", "sparse before shared", "shared before layout"])
+def test_save_errors_have_the_reference_types_messages_and_order(tmp_path, case):
+    base = torch.zeros(4, 4)
+    tensors = {
+        "not a dict": [base],
+        "not a tensor": {"a": base, "k": 3},
+        "sparse": {"s": base.to_sparse(), "a": base, "t": base.to_sparse()},
+        "non-contiguous": {"a": torch.ones(2), "n": base.t()},
+        "not a tensor before sparse": {"s": base.to_sparse(), "k": 3},
+        "sparse before shared": {"x": base, "y": base, "s": torch.ones(2, 2).to_sparse()},
+        "shared before layout": {"n": torch.ones(3, 3).t(), "x": base, "y": base},
+    }[case]
+    mine, ref = _both(lambda mod: mod.save_file(tensors, str(tmp_path / "e.safetensors")))
+    assert type(mine) is type(ref)
+    if case == "shared before layout":
+        assert "Some tensors share memory" in str(mine) and "Some tensors share memory" in str(ref)
+    else:
+        assert str(mine) == str(ref)
+    assert not (tmp_path / "e.safetensors").exists()
+
+
+def test_save_model_names_force_contiguous_as_the_reference_does(tmp_path):
+    model = torch.nn.Linear(3, 4)
+    with torch.no_grad():
+        model.weight.set_(model.weight.detach().t().contiguous().t())
+    mine, ref = _both(lambda mod: mod.save_model(model, str(tmp_path / "m.safetensors"), force_contiguous=False))
+    assert type(mine) is type(ref) is ValueError and str(mine) == str(ref)
+    assert "use save_model(..., force_contiguous=True)" in str(mine)
+
+
+def test_a_missing_file_reads_as_the_reference_says_it(tmp_path):
+    missing = str(tmp_path / "missing.safetensors")
+    for mine, ref in (_both(lambda mod: mod.load_file(missing)),
+                      _both(lambda mod: (ringsafe if mod is rpt else safetensors).safe_open(missing, "pt"))):
+        assert isinstance(mine, FileNotFoundError) and isinstance(ref, FileNotFoundError)
+        assert str(ref) == f"No such file or directory: {missing}"
+        assert str(mine).startswith(str(ref))  # the reference's text, then the engine's detail
+        assert isinstance(mine, ringsafe.SafetensorError)
+        assert mine.errno == 2 and mine.filename == missing
+
+
+_LOCKED = """
+import os, sys
+import torch
+import ringsafe, ringsafe.torch as rpt
+if os.geteuid() == 0:  # root is not refused: become nobody (after the imports, which read root's files)
+    os.setgid(65534)
+    os.setuid(65534)
+try:
+    rpt.save_file({"a": torch.zeros(2)}, os.path.join(sys.argv[1], "x.safetensors"))
+except PermissionError as e:
+    print(type(e).__name__, isinstance(e, ringsafe.SafetensorError))
+"""
+
+
+def test_save_file_system_errors_are_also_safetensor_errors(tmp_path):
+    # Code written for the reference wraps save_file in `except SafetensorError`;
+    # code written for Python's errors catches the OSError subclass: both catch them.
+    t = {"a": torch.zeros(2)}
+    for target, cls in ((tmp_path, IsADirectoryError), (tmp_path / "no" / "x.safetensors", FileNotFoundError)):
+        for catch in (ringsafe.SafetensorError, cls):
+            with pytest.raises(catch) as e:
+                rpt.save_file(t, str(target))
+            assert isinstance(e.value, ringsafe.SafetensorError) and isinstance(e.value, cls)
+            assert e.value.errno is not None and os.strerror(e.value.errno) in str(e.value)
+    with pytest.raises(safetensors.SafetensorError):  # the reference raises its own error there
+        spt.save_file(t, str(tmp_path))
+    top = tempfile.mkdtemp(dir="/tmp")  # a directory nobody may enter, holding one nobody may not write
+    try:
+        os.chmod(top, 0o755)
+        locked = os.path.join(top, "locked")
+        os.mkdir(locked, 0o555)
+        os.chmod(locked, 0o555)
+        out = subprocess.run([sys.executable, "-c", _LOCKED, locked], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        assert out.returncode == 0 and out.stdout.split() == ["PermissionError", "True"], out.stdout + out.stderr
+    finally:
+        os.chmod(os.path.join(top, "locked"), 0o755)
+        shutil.rmtree(top)
+    # Pickled and unpickled (multiprocessing passes errors so), they are still both.
+    with pytest.raises(FileNotFoundError) as e:
+        rpt.load_file(str(tmp_path / "gone.safetensors"))
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is type(e.value) and again.filename == e.value.filename and again.kind == "IoError"
+
+
+def test_conjugate_and_negative_views_save_the_values_they_show(tmp_path):
+    # Both libraries used to save the bytes under a .conj() or ._neg_view(): the wrong values.
+    c = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    n = torch.arange(4, dtype=torch.float32)
+    tensors = {"c": c.conj(), "n": n._neg_view()}
+    assert tensors["c"].is_conj() and tensors["n"].is_neg()
+    rpt.save_file(tensors, str(tmp_path / "v.safetensors"))
+    for loaded in (spt.load_file(str(tmp_path / "v.safetensors")), rpt.load(rpt.save(tensors))):
+        assert torch.equal(loaded["c"], torch.tensor([1 - 2j, 3 + 4j], dtype=torch.complex64))
+        assert torch.equal(loaded["n"], -n)
+    with ringsafe.Writer(str(tmp_path / "w.safetensors")) as w:
+        w.write("c", c.conj())
+    assert torch.equal(spt.load_file(str(tmp_path / "w.safetensors"))["c"], c.conj().resolve_conj())
+    assert not c.is_conj() and torch.equal(c, torch.tensor([1 + 2j, 3 - 4j]))  # the caller's tensor untouched
+    dst = torch.zeros(2, dtype=torch.complex64)
+    with pytest.raises(ValueError, match="conjugate view"):
+        rpt.read_into(str(tmp_path / "v.safetensors"), {"c": dst.conj()})
+
+
+class _Misbehaving(io.BytesIO):
+    """A file object that breaks the protocol in one way; counts its calls so a loop shows."""
+
+    def __init__(self, blob, how):
+        super().__init__(blob)
+        self.how, self.calls = how, 0
+
+    def readinto(self, b):
+        self.calls += 1
+        if self.calls > 1000:
+            raise RuntimeError("still looping")
+        if self.how == "negative readinto":
+            return -1
+        if self.how == "readinto too much":
+            n = super().readinto(b)
+            return n + 5 if n else n
+        return super().readinto(b)
+
+    def seek(self, *a):
+        pos = super().seek(*a)
+        return None if self.how == "seek returns None" else pos
+
+
+class _ReadOnly:
+    """A file object with read() only, which returns more than it was asked for."""
+
+    name = "readonly.bin"
+
+    def __init__(self, blob):
+        self.blob, self.pos = blob, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, off, whence=0):
+        self.pos = off if whence == 0 else len(self.blob) + off
+        return self.pos
+
+    def read(self, n=-1):
+        return self.blob[self.pos:self.pos + n + 3]
+
+
+@pytest.mark.parametrize("how", ["negative readinto", "readinto too much", "seek returns None", "read too much"])
+def test_file_objects_that_break_the_protocol_raise_safetensor_errors_naming_them(tmp_path, how):
+    path, _ = _checkpoint(tmp_path)
+    blob = path.read_bytes()
+    f = _ReadOnly(blob) if how == "read too much" else _Misbehaving(blob, how)
+    f.name = "weird.bin"
+    with pytest.raises(ringsafe.SafetensorError, match="weird.bin: the file object broke the file protocol") as e:
+        with ringsafe.safe_open(f, "pt") as h:
+            h.get_tensor("embed.weight")
+    assert e.value.kind == "InvalidArgument"
+    assert getattr(f, "calls", 0) <= 2  # refused at once, never looping
+
+
+def test_compressed_wrappers_are_read_through_their_own_read(tmp_path):
+    # GzipFile and BZ2File expose the underlying file's fileno(): its bytes are compressed.
+    import bz2
+    import gzip
+    path, tensors = _checkpoint(tmp_path)
+    for opener, suffix in ((gzip.open, "gz"), (bz2.open, "bz2")):
+        packed = tmp_path / f"model.safetensors.{suffix}"
+        with opener(packed, "wb") as out:
+            out.write(path.read_bytes())
+        with opener(packed, "rb") as f, ringsafe.safe_open(f, "pt") as h:
+            assert h.keys() == sorted(tensors)
+            for k, v in tensors.items():
+                assert torch.equal(h.get_tensor(k), v)
+        bad = tmp_path / f"bad.safetensors.{suffix}"
+        with opener(bad, "wb") as out:
+            out.write(b"\xff" * 64)
+        with opener(bad, "rb") as f:
+            with pytest.raises(ringsafe.SafetensorError) as e:
+                ringsafe.safe_open(f, "pt")
+            assert str(bad) in str(e.value) and "/proc/self/fd" not in str(e.value)
+
+
+def test_errors_of_a_plain_file_object_name_its_file(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}    " + b"\x00" * 8)
+    with open(bad, "rb") as f:
+        with pytest.raises(ringsafe.SafetensorError) as e:
+            ringsafe.safe_open(f, "pt")
+    assert str(bad) in str(e.value) and "/proc/self/fd" not in str(e.value)
+
+
+def test_a_closed_file_object_is_reopened_by_its_name(tmp_path):
+    path, tensors = _checkpoint(tmp_path)
+    f = open(path, "rb")
+    f.close()
+    with ringsafe._safe_open_handle(f, "pt") as mine, safetensors._safe_open_handle(f, "pt") as ref:
+        assert mine.keys() == ref.keys() == sorted(tensors)
+        assert torch.equal(mine.get_tensor("embed.weight"), ref.get_tensor("embed.weight"))
+    assert torch.equal(rpt.load_file(f)["ids"], tensors["ids"])
+    b = io.BytesIO(path.read_bytes())
+    b.close()
+    with pytest.raises(ringsafe.SafetensorError, match="closed and has no name"):
+        ringsafe.safe_open(b, "pt")

@@ -50,11 +50,13 @@ def test_install_reaches_modules_that_imported_the_reference_earlier():
         import safetensors as now
         import safetensors.numpy as now_numpy
         import safetensors.torch as now_torch
-        assert now.safe_open is ringsafe.safe_open and now.__version__ == "0.8.0"
-        assert now_torch is rpt and now_numpy.load_file.__module__ == "ringsafe.numpy"
-        assert early.lf is rpt.load_file and early.so is ringsafe.safe_open and early.sp is rpt.storage_ptr
-        assert spt.load_file is rpt.load_file  # the reference's module object, held since before
-        assert now.SafetensorError is ringsafe.SafetensorError
+        # What the switch hands out is ringsafe's, in objects of its own (uninstall tells them apart).
+        assert issubclass(now.safe_open, ringsafe.safe_open) and now.__version__ == safetensors.__version__
+        assert now_torch.load_file.__wrapped__ is rpt.load_file and now_numpy.load_file.__module__ == "ringsafe.numpy"
+        assert early.lf.__wrapped__ is rpt.load_file and issubclass(early.so, ringsafe.safe_open)
+        assert early.sp.__wrapped__ is rpt.storage_ptr
+        assert spt.load_file is now_torch.load_file  # the reference's module object, held since before
+        assert issubclass(ringsafe.SafetensorError, now.SafetensorError)  # catches every ringsafe error
     finally:
         ringsafe.uninstall()
         del sys.modules["early_user"]
@@ -62,6 +64,102 @@ def test_install_reaches_modules_that_imported_the_reference_earlier():
     import safetensors as back
     assert back is safetensors and spt.load_file is ref_load_file and early.lf is ref_load_file
     assert "ringsafe" not in type(back.safe_open).__module__
+
+
+_LATE_USER = """
+import safetensors
+import safetensors.torch as st
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+import ringsafe
+from ringsafe import SafetensorError as own_error
+from ringsafe.torch import load_file as own_load_file
+"""
+
+
+def test_uninstall_rebinds_what_modules_imported_while_installed(tmp_path):
+    # A module imported while installed bound what `import safetensors` handed out;
+    # after uninstall() those names are the reference's, and the names it took
+    # from ringsafe itself stay ringsafe's.
+    (tmp_path / "late_user.py").write_text(_LATE_USER)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        ringsafe.install()
+        try:
+            import late_user
+            assert late_user.load_file.__wrapped__ is rpt.load_file
+        finally:
+            ringsafe.uninstall()
+        assert late_user.load_file is spt.load_file and late_user.st is spt
+        assert late_user.safetensors is safetensors and late_user.safe_open is safetensors.safe_open
+        assert late_user.SafetensorError is safetensors.SafetensorError
+        assert late_user.own_error is ringsafe.SafetensorError and late_user.own_load_file is rpt.load_file
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("late_user", None)
+
+
+def test_reloads_under_the_switch_keep_the_package_whole():
+    import importlib
+    import importlib.util
+    ringsafe.install()
+    try:
+        import safetensors as now
+        import safetensors.torch as now_torch
+        reference_dir = os.path.dirname(safetensors.__file__)
+        # The reference's attributes: tools find the package through __file__ and __path__.
+        assert now.__file__ == safetensors.__file__ and now.__path__ == [reference_dir]
+        assert now.__version__ == safetensors.__version__ and now.__spec__.origin == safetensors.__file__
+        importlib.reload(now)
+        assert now.__path__ == [reference_dir] and now.__file__ == safetensors.__file__
+        assert issubclass(now.safe_open, ringsafe.safe_open)
+        # The reference's other submodules are found where they are (flax itself needs jax).
+        assert importlib.util.find_spec("safetensors.flax").origin == os.path.join(reference_dir, "flax.py")
+        importlib.reload(now_torch)
+        assert now_torch.load_file.__wrapped__ is rpt.load_file
+    finally:
+        ringsafe.uninstall()
+    # ringsafe's own modules keep their names and specs: they reload.
+    assert rpt.__spec__.name == "ringsafe.torch"
+    importlib.reload(rpt)
+
+
+_SPAWNED = """
+import multiprocessing as mp
+import sys
+
+
+def which(_):
+    import safetensors.torch
+    return safetensors.torch.load_file.__module__
+
+
+if __name__ == "__main__":
+    import ringsafe
+    ringsafe.install()
+    for method in ("spawn", "forkserver", "fork"):
+        with mp.get_context(method).Pool(1) as pool:
+            print(method, pool.map(which, [0])[0])
+    ringsafe.uninstall()
+    with mp.get_context("spawn").Pool(1) as pool:
+        print("after", pool.map(which, [0])[0])
+"""
+
+
+def test_install_carries_over_to_spawned_children(tmp_path):
+    # Children started by spawn and forkserver run the interpreter afresh: the
+    # variable install() sets switches them at start-up, through the .pth file
+    # the package installs in site-packages (here the build tree's, added as a
+    # site directory by a sitecustomize, as site-packages is at start-up).
+    (tmp_path / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({_site_dir()!r})\n")
+    (tmp_path / "spawned.py").write_text(_SPAWNED)
+    env = {k: v for k, v in os.environ.items() if k != "RINGSAFE_AS_SAFETENSORS"}
+    env["PYTHONPATH"] = str(tmp_path)
+    out = subprocess.run([sys.executable, str(tmp_path / "spawned.py")], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:4] == ["spawn ringsafe.torch", "forkserver ringsafe.torch", "fork ringsafe.torch",
+                                           "after safetensors.torch"], out.stdout
 
 
 def _site_dir():

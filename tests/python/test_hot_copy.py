@@ -133,10 +133,10 @@ def test_copy_to_checks_every_buffer_before_any_byte_moves(pattern_file):
         m.copy_to([(-1, 10, ok)])
     with pytest.raises(ringsafe.SafetensorError, match="triples"):
         m.copy_to([(0, 10)])
-    with pytest.raises(BufferError):
-        m.copy_to([(0, 10, b"\0" * 10)])  # read-only
-    with pytest.raises((BufferError, ValueError)):
-        m.copy_to([(0, 10, np.zeros((10, 4), np.uint8)[:, 0])])  # not C-contiguous
+    with pytest.raises(TypeError, match="read-only"):
+        m.copy_to([(0, 10, b"\0" * 10)])
+    with pytest.raises(TypeError, match="C-contiguous"):
+        m.copy_to([(0, 10, np.zeros((10, 4), np.uint8)[:, 0])])  # a strided view
     with pytest.raises(ringsafe.SafetensorError, match="overlaps the mapping"):
         m.copy_to([(0, 10, memoryview(m)[100:200])])
     assert not ok.any()
@@ -245,16 +245,22 @@ def test_the_mapped_copy_checks_destinations_as_the_reads_do(ckpt, loads):
         rpt.read_into(path, {k1: torch.empty(3)})
 
 
-def test_memory_numpy_cannot_view_is_read(tmp_path, loads, monkeypatch):
-    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 0)
-    path = tmp_path / "c.safetensors"
-    z = torch.complex(torch.arange(8.0), -torch.arange(8.0))
-    spt.save_file({"z": z}, str(path))
-    read_whole(path)
-    base = torch.zeros(8, dtype=torch.complex64)
-    rpt.read_into(str(path), {"z": base.conj()})  # its bytes, as the reads always wrote them
-    assert torch.equal(base, z)
-    assert loads() == {"reader": 1}
+def test_memory_numpy_cannot_view_is_read(ckpt, loads):
+    # A parameter with its conjugate bit set (load_model fills its bytes as they lie):
+    # NumPy cannot view it, so the whole load reads instead of copying.
+    _, path, want = ckpt
+    z = torch.zeros(4, dtype=torch.complex64).conj()
+    assert ADAPTER.byte_view(z) is None
+    r = ringsafe.Reader(path)
+    try:
+        infos = r.tensors()
+        maps, views, chosen = _source.mapped_or_read(r, path, {}, infos, _source.byte_views(ADAPTER, [z]))
+        assert (maps, views, chosen) == (None, None, r)
+        maps, views, chosen = _source.mapped_or_read(r, path, {}, infos, _source.byte_views(ADAPTER, []))
+        assert maps is not None and views == [] and chosen is r
+    finally:
+        r.close()
+    assert loads() == {"reader": 1, "mapped": 1}
 
 
 def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads, monkeypatch):
@@ -268,3 +274,33 @@ def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads, monkeypatch
     for k in want:
         assert np.array_equal(dst[k], want[k])
     assert loads() == {"mapped": 1}
+
+
+def test_a_file_changed_after_the_reader_opened_it_is_not_copied_from(ckpt, tmp_path):
+    _, path, want = ckpt
+    r = ringsafe.Reader(path)
+    try:
+        infos = r.tensors()
+        # Another file renamed over the path: the reader reads the one it parsed.
+        other = tmp_path / "other.safetensors"
+        spt.save_file({k: v + 1 for k, v in want.items()}, str(other))
+        os.replace(path, str(tmp_path / "kept.safetensors"))
+        os.replace(other, path)
+        read_whole(path)
+        assert _source.mapped_when_hot(r, {}, infos) is None
+    finally:
+        r.close()
+    r = ringsafe.Reader(path)
+    try:
+        infos = r.tensors()
+        # Rewritten in place (same size, new bytes and time): ObjectChanged, as the mmap backend says.
+        data = bytearray(open(path, "rb").read())
+        data[-1] ^= 0xFF
+        with open(path, "r+b") as f:
+            f.write(data)
+        os.utime(path, ns=(10**9, 10**9))  # a time surely not the one the reader saw (one tick may hold both)
+        with pytest.raises(ringsafe.SafetensorError, match="rewritten in place") as e:
+            _source.mapped_when_hot(r, {}, infos)
+        assert e.value.kind == "ObjectChanged"
+    finally:
+        r.close()

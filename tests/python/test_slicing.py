@@ -19,10 +19,12 @@ import ctypes
 import math
 import mmap
 import os
+import warnings
 
 import numpy as np
 import pytest
 import ringsafe
+import safetensors
 import safetensors.numpy as snp
 import safetensors.torch as spt
 import torch
@@ -239,18 +241,39 @@ def test_1d_int_arrays_index_like_lists(tmp_path, framework, make):
         _check(s[make(1), make([3])], full[1, [3]], framework, np.int32)  # a 0-d array is an int
 
 
-@pytest.mark.parametrize("index, match", [
-    (np.array([True, False, True]), "boolean"), (torch.tensor([True, False, True]), "boolean"),
-    (np.array([[0, 1]]), "2-d index array"), (np.array([0.5]), "integers"),
-    ([[0, 1], [1, 2]], "nested"), ([0, np.array([1])], "nested"),
-])
-def test_unsupported_index_arrays_raise_index_error(tmp_path, index, match):
+@pytest.mark.parametrize("index", [
+    np.array([True, False, True]), torch.tensor([True, False, True]), np.array([[0, 1]]), [[0, 1], [1, 2]],
+], ids=["np-mask", "torch-mask", "2-d", "nested"])
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_masks_and_nested_indexes_index_the_whole_tensor_as_the_framework_does(tmp_path, index, framework):
+    # The reference's torch slices take torch's whole indexing; so do ringsafe's (both frameworks).
+    full = np.arange(15, dtype=np.float32).reshape(3, 5)
+    path = tmp_path / "t.safetensors"
+    _save(path, "t", full, torch.float32, framework)
+    with warnings.catch_warnings():  # torch deprecates a nested list as a multi-dimensional index
+        warnings.simplefilter("ignore")
+        with ringsafe.safe_open(str(path), framework) as f:
+            got = f.get_slice("t")[index]
+        if framework == "pt":
+            want = torch.from_numpy(full)[torch.from_numpy(index) if isinstance(index, np.ndarray) else index]
+            assert torch.equal(got, want)
+        else:
+            want = full[index.numpy() if isinstance(index, torch.Tensor) else index]
+            assert np.array_equal(got, want)
+    if framework == "pt":
+        with safetensors.safe_open(str(path), "pt") as ref, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert torch.equal(got, ref.get_slice("t")[index])
+
+
+def test_an_index_array_of_floats_raises_both_index_error_and_safetensor_error(tmp_path):
     full = np.arange(15, dtype=np.float32).reshape(3, 5)
     path = tmp_path / "t.safetensors"
     _save(path, "t", full, torch.float32, "pt")
     with ringsafe.safe_open(str(path), "pt") as f:
-        with pytest.raises(IndexError, match=match):
-            f.get_slice("t")[index]
+        with pytest.raises(IndexError, match="integers") as e:
+            f.get_slice("t")[np.array([0.5])]
+        assert isinstance(e.value, ringsafe.SafetensorError)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -268,10 +291,13 @@ def test_out_of_range_int_raises_index_error(tmp_path, shape, data):
     _save(path, "t", full, torch.float32, "np")
     for framework in ("np", "pt"):
         with ringsafe.safe_open(str(path), framework) as f:
-            with pytest.raises(IndexError):
+            # Both an IndexError (the reference's torch slices) and a SafetensorError (its NumPy slices).
+            with pytest.raises(IndexError) as e:
                 f.get_slice("t")[index]
-            with pytest.raises(IndexError):
+            assert isinstance(e.value, ringsafe.SafetensorError)
+            with pytest.raises(ringsafe.SafetensorError) as e:
                 f.get_slice("t")[(0,) * len(shape) + (0,)]  # too many indices
+            assert isinstance(e.value, IndexError)
 
 
 @pytest.mark.parametrize("framework", ["np", "pt"])
@@ -424,7 +450,9 @@ def test_row_slice_reads_only_those_rows(tmp_path, framework):
         part = s[2000:2002]
         grown = _resident_bytes(path) - opened
         assert raw_bytes(part) == full[2000:2002].tobytes()
-        assert grown < 8 << 20, f"{grown} bytes brought into the cache for a 32 KiB slice"
+        # The kernel's readahead around the slice, which a loaded machine was seen to
+        # grow to exactly 8 MiB; a read of the tensor would bring 64.
+        assert grown <= 12 << 20, f"{grown} bytes brought into the cache for a 32 KiB slice"
         part = s[-3:, 100:200]
         assert raw_bytes(part) == np.ascontiguousarray(full[-3:, 100:200]).tobytes()
         assert _resident_bytes(path) - opened < 16 << 20

@@ -1,6 +1,8 @@
 // Tests for include/ringsafe/mapped_file.hpp: mapping, populate() over cached
 // and evicted ranges, bounds, progress, cancellation, a file that shrank under
-// the mapping, and private (copy-on-write) writes.
+// the mapping, private (copy-on-write) writes, and the identity and
+// modification time recorded at mapping, which a reader of the same file
+// records too (what a loader compares before it uses a mapping).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -13,8 +15,11 @@
 #include <filesystem>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "ringsafe/error.hpp"
 #include "ringsafe/mapped_file.hpp"
+#include "ringsafe/reader.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -87,6 +92,37 @@ TEST_CASE("mapped_file keeps the old bytes after the path is replaced") {
     const std::vector<mapped_range> all{{0, m.size()}};
     m.populate(all);
     CHECK(std::memcmp(m.data(), old_bytes.data(), old_bytes.size()) == 0);
+}
+
+TEST_CASE("mapped_file and the reader record the file's identity and modification time as opened") {
+    temp_dir dir;
+    const auto path = (dir / "m.safetensors").string();
+    const std::string header = R"({"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})";
+    std::vector<std::byte> bytes(8 + header.size() + 16, std::byte{7});
+    const std::uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
+    std::memcpy(bytes.data() + 8, header.data(), header.size());
+    write_file(path, bytes);
+    struct timespec times[2] = {{0, UTIME_OMIT}, {1'700'000'000, 123'456'789}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    const std::int64_t then = 1'700'000'000LL * 1'000'000'000 + 123'456'789;
+    auto r = reader::open(path);
+    auto m = mapped_file::open(path);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(r.shards()[0].mtime_ns == then);
+    CHECK(m.mtime_ns() == then);
+    CHECK(r.shards()[0].device == m.device());
+    CHECK(r.shards()[0].inode == m.inode());
+    CHECK(m.inode() == static_cast<std::uint64_t>(st.st_ino));
+    // A rewrite in place keeps the identity and changes the time: what was recorded stays.
+    times[1] = {1'700'000'001, 0};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    auto again = mapped_file::open(path);
+    CHECK(again.inode() == m.inode());
+    CHECK(again.mtime_ns() == 1'700'000'001LL * 1'000'000'000);
+    CHECK(m.mtime_ns() == then);
+    CHECK(r.shards()[0].mtime_ns == then);
 }
 
 TEST_CASE("mapped_file refuses ranges past the end, missing files and directories") {

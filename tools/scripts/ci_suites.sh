@@ -111,11 +111,14 @@ for s in $STAGES; do
         # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
         # asio_writer_threads tests. asio_teardown destroys io_contexts while the blocking pool
         # still works for them; asio_resolve abandons a resolver thread's getaddrinfo and
-        # asio_resolve_shared has eight opens wait on one.
+        # asio_resolve_shared has eight opens wait on one. stores_gcs: the event loops of one
+        # read share a gs:// object's OAuth token cache (a refresh per request in one case).
+        # device runs the staging pipeline against the stand-in's copier thread (the order of
+        # stream waits, copies and frees). mapped_file: copy_to's and populate()'s threads.
         tsan_programs=(uring/test_file_source uring/test_ring_pool uring/test_mapped_file read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
-            asio/test_asio_teardown asio/test_asio_resolve)
+            asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs device/test_device)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \

@@ -1,7 +1,11 @@
 """device="cuda:N": tensors read straight into device memory. The engine reads
 each tensor's bytes into a ring of pinned staging buffers and copies them on a
 CUDA stream to their place while the next reads run (ringsafe/device.hpp),
-instead of loading into host memory and calling .to(device).
+instead of loading into host memory and calling .to(device). The copies are
+ordered against PyTorch's current stream of the device: they start after the
+work queued on it (kernels still reading parameters being overwritten, memory
+the caching allocator handed out again), and the work queued on it afterwards
+starts after them.
 
 RINGSAFE_DEVICE_STAND_IN=1 runs the same pipeline on a machine without a GPU
 (the tests do): host memory plays the device, so "cuda:N" tensors come back on
@@ -51,15 +55,27 @@ def stager(device):
     return DeviceStager(device=_index(device), stand_in=stand_in())
 
 
+def _stream(index):
+    """PyTorch's current stream on CUDA device ``index`` as a cudaStream_t
+    (an int; 0 is the legacy default stream), what the copies order against."""
+    if stand_in():
+        return 0
+    import torch
+    return torch.cuda.current_stream(index).cuda_stream
+
+
 def read_into(reader, device, targets, progress, description, staging=None):
     """Reads {name: tensor} (contiguous, on ``device``, or on the CPU with the
     stand-in) straight from the file into the tensors' memory, through
-    ``staging`` (a DeviceStager) when given, else a ring made for this call."""
+    ``staging`` (a DeviceStager) when given, else a ring made for this call,
+    ordered against PyTorch's current stream on the device."""
+    from ._ringsafe import read_to_device_at
     names = [n for n, t in targets.items() if t.numel()]
     dsts = [(targets[n].data_ptr(), targets[n].numel() * targets[n].element_size()) for n in names]
+    index = _index(device)
     with progress_callback(progress, description) as cb:
-        reader.read_to_device(names, dsts, device=_index(device), stand_in=stand_in(), progress=cb,
-                              stager=staging)
+        read_to_device_at(reader, names, dsts, device=index, stand_in=stand_in(), progress=cb, stager=staging,
+                          stream=_stream(index))
 
 
 def load(adapter, reader, names, by_name, device, progress, description, staging=None):

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ._dtypes import error
+from . import _ringsafe
 from ._ringsafe import SafetensorError
 from ._dist_plan import _A2A, _LOCAL, _file_bytes, _slices
 
@@ -23,13 +24,20 @@ _REBUILD = {c.__name__: c for c in (ValueError, TypeError, KeyError, IndexError,
 
 
 def _describe(exc):
-    """(class name, kind, errno, message) of an exception: what a rank sends the others."""
+    """(class name, kind, errno, message) of an exception: what a rank sends the others.
+    A system error is named by its OSError class (the engine's are both it and
+    SafetensorError, and are rebuilt so)."""
     if isinstance(exc, KeyboardInterrupt):
         return ("SafetensorError", "Cancelled", None, "interrupted (KeyboardInterrupt)")
     kind = getattr(exc, "kind", None)
-    name = "SafetensorError" if isinstance(exc, SafetensorError) else type(exc).__name__
+    if isinstance(exc, OSError):
+        name = next(c.__name__ for c in type(exc).__mro__ if issubclass(c, OSError) and c.__module__ == "builtins")
+    else:
+        name = "SafetensorError" if isinstance(exc, SafetensorError) else type(exc).__name__
     if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
-        msg = exc.strerror + (f": '{exc.filename}'" if exc.filename else "")
+        msg = exc.strerror  # the engine's names the path already
+        if not isinstance(exc, SafetensorError) and exc.filename:
+            msg += f": '{exc.filename}'"
     else:
         msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     return (name, kind, getattr(exc, "errno", None), msg)
@@ -43,10 +51,11 @@ def _rebuild(desc, text):
     cls = _REBUILD.get(name)
     if cls is None:
         return error("DistributedError", f"{text} ({name})")
-    e = cls(text)
-    if issubclass(cls, OSError):
-        e.errno = errno
-    return e
+    if issubclass(cls, OSError) and errno is not None:
+        e = getattr(_ringsafe, name, cls)(errno, text)  # both the OSError and SafetensorError, as raised
+        e.kind = kind
+        return e
+    return cls(text)
 
 
 def _names(names, most=8):

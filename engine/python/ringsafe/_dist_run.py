@@ -14,7 +14,7 @@ import torch
 
 from ._dtypes import error
 from ._source import open_reader
-from ._ringsafe import http_connections
+from ._ringsafe import http_connections, plan_requests_at
 from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, _slices, plan
 from ._dist_exchange import _Exchange, _describe, _rebuild
 
@@ -191,7 +191,7 @@ class _Run(_Exchange):
         state["context"] += f" (batch {k + 1} of {len(self.batches)})"
         self.stats["fetched_bytes"] += sum(u.nbytes for u in mine)
         self.stats["fetch_requests"] += len(reqs)
-        plan_ = self.reader.plan_requests(reqs, keep)
+        plan_ = plan_requests_at(self.reader, reqs, keep)
         state["job"] = self.reader.start(plan_)
         return state
 

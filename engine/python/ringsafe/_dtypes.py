@@ -33,6 +33,14 @@ def error(kind, message):
     return e
 
 
+class SliceIndexError(SafetensorError, IndexError):
+    """An index get_slice cannot take (out of bounds, too many, a mask): an
+    IndexError, as the reference's torch slices raise, and a SafetensorError,
+    as its NumPy slices raise, so code written for either catches it."""
+
+    kind = "InvalidArgument"
+
+
 def unsupported(dtype, framework, name):
     return error("InvalidArgument", f"tensor '{name}': dtype {dtype} has no {framework} type")
 

@@ -4,6 +4,7 @@ source. Also where arenas are laid out."""
 
 from ._dtypes import error
 from ._memory import new_arena
+from ._ringsafe import plan_requests_at, plan_tensors_at
 from ._selection import resolve
 
 ALIGNMENT = 64  # every tensor of a packed arena starts on a 64-byte boundary
@@ -48,7 +49,7 @@ class EngineSource:
         if arena is None:
             arena, offsets = new_packed_arena(sizes)
         dsts = [(arena.address + off, n) for off, n in zip(offsets, sizes)]
-        self.reader.execute(self.reader.plan_tensors(names, dsts, [arena]), progress)
+        self.reader.execute(plan_tensors_at(self.reader, names, dsts, [arena]), progress)
         return adapter.views(arena, packed_items(self.by_name, names, offsets))
 
     def one(self, adapter, name):
@@ -57,7 +58,7 @@ class EngineSource:
         nbytes = info[4] - info[3]
         t, addr = adapter.fresh(info[1], info[2], nbytes, name)
         if nbytes:
-            self.reader.execute(self.reader.plan_tensors([name], [(addr, nbytes)], [t]))
+            self.reader.execute(plan_tensors_at(self.reader, [name], [(addr, nbytes)], [t]))
         return t
 
     def box(self, adapter, info, box, box_shape):
@@ -66,7 +67,7 @@ class EngineSource:
         nbytes = self.reader.box_bytes(name, box) if all(box_shape) else 0
         block, addr = adapter.fresh(dtype, box_shape, nbytes, name)
         if nbytes:
-            self.reader.execute(self.reader.plan_requests([(name, box, addr, nbytes)], [block]))
+            self.reader.execute(plan_requests_at(self.reader, [(name, box, addr, nbytes)], [block]))
         return block
 
     def close(self):

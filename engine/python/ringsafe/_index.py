@@ -5,6 +5,8 @@ read, and the index that picks the result out of that box."""
 import operator
 from collections import namedtuple
 
+from ._dtypes import SliceIndexError
+
 # box: [(start, stop)] per dimension; relative: the index applied to the box read
 # into memory; flips: box dimensions to reverse first (negative steps); last: the
 # relative entry of the last dimension (slice(None) under an Ellipsis; None if 0-d).
@@ -22,24 +24,33 @@ def _array_dims(x):
 
 def _as_list(x):
     """A 1-d NumPy array or torch tensor of ints as a list; 0-d ones stay scalars
-    (they have __index__); boolean and multi-dimensional ones raise IndexError."""
+    (they have __index__); boolean and multi-dimensional ones raise SliceIndexError."""
     dims = _array_dims(x)
     if dims == 0:
         return x
     kind = str(getattr(x, "dtype", ""))
     if "bool" in kind:
-        raise IndexError("boolean masks are not supported by get_slice: index with ints, "
-                         "slices or lists of ints")
+        raise _needs_whole("boolean masks are not supported by get_slice: index with ints, "
+                           "slices or lists of ints")
     if dims > 1:
-        raise IndexError(f"a {dims}-d index array is not supported by get_slice: "
-                         "index each dimension with an int, a slice or a 1-d list of ints")
+        raise _needs_whole(f"a {dims}-d index array is not supported by get_slice: "
+                           "index each dimension with an int, a slice or a 1-d list of ints")
     if "int" not in kind:
-        raise IndexError(f"index arrays must hold integers, got dtype {kind}")
+        raise SliceIndexError(f"index arrays must hold integers, got dtype {kind}")
     return x.tolist()
 
 
+def _needs_whole(message):
+    """An index the box planner cannot take (a boolean mask, a nested list, a
+    multi-dimensional index array): get_slice then indexes the whole tensor
+    with the framework's own indexing (``.whole``)."""
+    e = SliceIndexError(message)
+    e.whole = True
+    return e
+
+
 def _dim_error(i, dim, size):
-    return IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+    return SliceIndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
 
 
 def plan_index(index, shape):
@@ -49,9 +60,9 @@ def plan_index(index, shape):
         index = (index,)
     used = sum(1 for x in index if x is not None and x is not Ellipsis)
     if sum(1 for x in index if x is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise SliceIndexError("an index can only have a single ellipsis ('...')")
     if used > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        raise SliceIndexError(f"too many indices for tensor of dimension {len(shape)}")
     # The dimensions an Ellipsis stands for are read whole and stay an Ellipsis in
     # the relative index: even when it stands for none, NumPy counts advanced
     # indexes on both sides of it as separated (their dimension goes first).
@@ -95,16 +106,16 @@ def plan_index(index, shape):
         elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
             if isinstance(x, (list, tuple)):
                 if any(isinstance(i, (list, tuple)) or _array_dims(i) for i in x):
-                    raise IndexError(f"nested index lists are not supported by get_slice (dimension {dim}): "
-                                     "index each dimension with an int, a slice or a flat list of ints")
+                    raise _needs_whole(f"nested index lists are not supported by get_slice (dimension {dim}): "
+                                       "index each dimension with an int, a slice or a flat list of ints")
                 if not x:
                     box.append((0, 0))
                     relative.append([])
                     dim += 1
                     continue
                 if any(isinstance(i, (bool,)) or type(i).__name__ == "bool_" for i in x):
-                    raise IndexError("boolean masks are not supported by get_slice: index with ints, "
-                                     "slices or lists of ints")
+                    raise _needs_whole("boolean masks are not supported by get_slice: index with ints, "
+                                       "slices or lists of ints")
                 ints = [operator.index(i) for i in x]
             else:
                 ints = None

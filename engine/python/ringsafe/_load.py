@@ -6,7 +6,7 @@ import os
 from . import _device
 from ._dtypes import error
 from ._progress import progress_callback
-from ._ringsafe import Reader, parse_bytes
+from ._ringsafe import Reader, parse_bytes, plan_tensors_at
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
 from ._mapped import copy_into
@@ -15,7 +15,7 @@ from ._source import byte_views, mapped_or_read, open_reader, open_source
 
 def load_file(adapter, filename, device, select, progress, backend, options):
     device = adapter.check_device(device)
-    if _device.applies(adapter, device) and isinstance(filename, (str, os.PathLike)):
+    if _device.applies(adapter, device) and isinstance(filename, (str, bytes, os.PathLike)):
         return _load_to_device(adapter, filename, device, select, progress, options)
     source = open_source(filename, backend, options)
     try:
@@ -49,6 +49,9 @@ def load_bytes(adapter, data, device):
     device = adapter.check_device(device)
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
+    if not memoryview(data).c_contiguous:  # before any byte is read
+        raise TypeError(f"expected contiguous bytes: this {type(data).__name__} is strided or reversed "
+                        f"(copy it first, e.g. bytes(view))")
     infos, _, start = parse_bytes(data)
     for t in infos:
         adapter.check_dtype(t[1], t[2], t[0])
@@ -88,7 +91,7 @@ def read_into(adapter, filename, tensors, progress, options):
         if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
             maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
                                                  byte_views(adapter, owners))
-        plan = reader.plan_tensors(names, dsts, owners)  # checks the destinations either way (overlaps)
+        plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
             if maps is not None:
                 copy_into(maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, views)],
@@ -167,7 +170,7 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
 def _start(reader, by_name, batch):
     arena, offsets = new_packed_arena([by_name[n][4] - by_name[n][3] for n in batch])
     dsts = [(arena.address + off, by_name[n][4] - by_name[n][3]) for n, off in zip(batch, offsets)]
-    plan = reader.plan_tensors(batch, dsts, [arena])
+    plan = plan_tensors_at(reader, batch, dsts, [arena])
     return reader.start(plan), arena, offsets
 
 

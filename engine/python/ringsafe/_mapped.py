@@ -16,6 +16,30 @@ READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 POPULATE_MIN = 1 << 20
 
 
+def checked_mapping(reader, shard, m=None):
+    """A MappedFile of local shard ``shard`` of ``reader`` (``m`` when given,
+    else mapped now), checked against what the reader parsed: ObjectChanged
+    when another file is at its path now, or it was rewritten in place (size
+    or modification time), or its header differs."""
+    spec, size, data_start = reader.shards()[shard]
+    if m is None:
+        m = MappedFile(spec)
+    dev, ino, _, mtime = reader.shard_stat(shard)
+    if m.identity != (dev, ino):
+        raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
+                                     f"(another file is at that path now)")
+    if m.stat != (dev, ino, size, mtime):
+        raise error("ObjectChanged", f"{spec} was rewritten in place between reading its header and mapping "
+                                     f"it ({size} bytes then, {m.size} now; modified at {mtime} ns then, "
+                                     f"{m.stat[3]} now)")
+    # The header as mapped: resident first (a file cut short since raises
+    # Truncated, not SIGBUS), then compared with the one the reader parsed.
+    m.populate([(0, data_start)], 1)
+    if not reader.header_matches(shard, m):
+        raise error("ObjectChanged", f"{spec}'s header changed between reading it and mapping the file")
+    return m
+
+
 class MappedSource(EngineSource):
     backend = "mmap"
 
@@ -30,16 +54,7 @@ class MappedSource(EngineSource):
         self._maps = [self._map(i) for i in range(len(self._shards))]
 
     def _map(self, shard):
-        spec, size, data_start = self._shards[shard]
-        m = MappedFile(spec)
-        n = int.from_bytes(memoryview(m)[:8], "little") if m.size >= 8 else -1
-        if m.identity != self.reader.shard_identity(shard):
-            raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
-                                         f"(another file is at that path now)")
-        if m.size != size or 8 + n != data_start:
-            raise error("ObjectChanged", f"{spec} changed between reading its header and mapping it "
-                                         f"({size} bytes then, {m.size} now)")
-        return m
+        return checked_mapping(self.reader, shard)
 
     def mapping(self, shard):
         """The shard's MappedFile."""
@@ -144,10 +159,19 @@ class MappedSource(EngineSource):
                             return
                         m.will_need(o, min(READ_AHEAD_STEP, off + length - o))
 
-        threading.Thread(target=run, name="ringsafe-read-ahead", daemon=True).start()
+        # Not a daemon: a daemon thread inside will_need (GIL released) when the
+        # interpreter finalizes is ended by a forced unwind through the binding,
+        # which aborts the process ("terminate called without an active
+        # exception"). The interpreter waits for this one at exit instead; it
+        # stops at the next step once the handle is closed.
+        self._ahead_thread = threading.Thread(target=run, name="ringsafe-read-ahead")
+        self._ahead_thread.start()
 
     def close(self):
         self._stop.set()
+        ahead = getattr(self, "_ahead_thread", None)
+        if ahead is not None and ahead is not threading.current_thread():
+            ahead.join()
         super().close()
 
 

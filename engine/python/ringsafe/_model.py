@@ -6,6 +6,7 @@ import torch
 
 from . import _device, _write
 from ._progress import progress_callback
+from ._ringsafe import plan_tensors_at
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
 from ._mapped import copy_into, mapped_views
@@ -71,7 +72,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
                 dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
-                plan = reader.plan_tensors(direct, dsts, [state[k] for k in direct])  # checks them either way
+                plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])  # checks them either way
                 if maps is not None:
                     copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],
                               options.get("threads"), cb)
@@ -88,8 +89,6 @@ def load_model(model, filename, strict, device, progress, backend, options):
                         state[k].copy_(sources[k])
     finally:
         reader.close()
-    if device.type != "cpu" and not (_device.stand_in() and device.type == "cuda"):
-        model.to(device)
     return missing, unexpected
 
 
@@ -106,4 +105,5 @@ def save_model(model, filename, metadata, force_contiguous, sync):
     try:
         _write.save_file(ADAPTER, state, filename, metadata, sync, None)
     except ValueError as e:
-        raise ValueError(f"{e}\nsave_model(..., force_contiguous=True) makes every tensor contiguous first.") from e
+        raise ValueError(f"{e} Or use save_model(..., force_contiguous=True), read the docs for potential "
+                         f"caveats.") from e

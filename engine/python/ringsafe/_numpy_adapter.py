@@ -13,6 +13,7 @@ _NAMES = {np.dtype(attr): name for name, attr in NUMPY_NAMES.items()}
 
 class _NumpyAdapter:
     framework = "np"
+    tensor_type = "np.ndarray"
 
     def check_device(self, device):
         if device != "cpu":
@@ -49,9 +50,15 @@ class _NumpyAdapter:
             v = np.empty(shape, dtype=t)
         return v, v.ctypes.data
 
-    def describe(self, obj, name, for_write=True):
+    def check_type(self, obj, name):
         if not isinstance(obj, np.ndarray):
             raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(obj)}")
+
+    def is_sparse(self, obj):
+        return False
+
+    def describe(self, obj, name, for_write=True):
+        self.check_type(obj, name)
         if not for_write and not obj.flags.writeable:
             raise ValueError(f"read_into needs a writable array: `{name}` is read-only")
         if not obj.flags.c_contiguous:

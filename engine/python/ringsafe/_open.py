@@ -3,7 +3,7 @@
 import threading
 
 from . import _device
-from ._dtypes import error
+from ._dtypes import SliceIndexError, error
 from ._frameworks import adapter_for
 from ._index import plan_index
 from ._load import read_into
@@ -151,9 +151,12 @@ class TensorSlice:
     """One tensor of an open file, read on indexing. Indexes follow NumPy:
     ints (negative ones wrap), slices with any step (negative too), Ellipsis,
     None, lists of ints and 1-d integer arrays (NumPy or torch); stops clamp; an
-    out-of-range int raises IndexError, as do boolean masks and nested lists.
-    Only the bounding box of the index is read (one contiguous range when
-    only leading dimensions are sliced)."""
+    out-of-range int raises SliceIndexError, both an IndexError (as the
+    reference's torch slices raise) and a SafetensorError (as its NumPy slices
+    raise). Only the bounding box of the index is read (one contiguous range
+    when only leading dimensions are sliced); boolean masks, nested lists and
+    multi-dimensional index arrays read the whole tensor and index it with the
+    framework's own indexing, as the reference's torch slices do."""
 
     def __init__(self, handle, info):
         self._handle = handle
@@ -182,7 +185,13 @@ class TensorSlice:
         h = self._handle
         source = h._open_source()
         name, dtype, shape = self._info[0], self._info[1], self._info[2]
-        box, relative, flips, last = plan_index(index, shape)
+        try:
+            box, relative, flips, last = plan_index(index, shape)
+        except SliceIndexError as e:
+            if not getattr(e, "whole", False):
+                raise
+            h._adapter.check_dtype(dtype, shape, name)
+            return h._adapter.to_device(source.one(h._adapter, name)[index], h._device)
         if dtype == "F4" and last is not None and (len(shape) - 1 in flips or not _plain(last)):
             raise error("InvalidArgument",
                         f"tensor '{name}': F4 values are packed two per byte; an index that reverses or "

@@ -100,16 +100,20 @@ def serialize_file(tensor_dict, filename, metadata=None):
     """Writes {name: TensorSpec} to ``filename`` (str or os.PathLike) in the
     reference's layout, straight from the given memory, GIL released; the file
     appears whole or not at all."""
-    if not isinstance(filename, (str, os.PathLike)):
-        raise TypeError(f"argument 'filename': expected str or os.PathLike, got {type(filename).__name__}")
-    save_declared(os.fspath(filename), _described(tensor_dict), _metadata(metadata), False, 2, None)
+    if not isinstance(filename, (str, bytes, os.PathLike)):
+        raise TypeError(f"argument 'filename': expected str, bytes or os.PathLike, got {type(filename).__name__}")
+    save_declared(os.fsdecode(filename), _described(tensor_dict), _metadata(metadata), False, 2, None)
 
 
 def deserialize(data):
-    """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes, in
-    data order (the reference's order varies from run to run)."""
+    """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes
+    (any C-contiguous bytes-like object), in data order (the reference's order
+    varies from run to run)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
+    if not memoryview(data).c_contiguous:  # before any byte is read
+        raise TypeError(f"argument 'bytes': a strided or reversed {type(data).__name__} is not contiguous bytes "
+                        f"(copy it first, e.g. bytes(view))")
     infos, _, start = parse_bytes(data)
     view = memoryview(data).cast("B")
     return [(name, {"dtype": dtype, "shape": list(shape), "data": bytearray(view[start + b:start + e])})

@@ -59,7 +59,9 @@ def _filter_shared_not_shared(tensors, state_dict):
 
 
 def _find_shared_tensors(state_dict):
-    """Sets of names whose tensors' bytes overlap (singletons for the others)."""
+    """Sets of names whose tensors' bytes overlap (singletons for the others),
+    in state-dict order of each storage's first name, as the reference lists
+    them (its sort of disjoint sets keeps that order)."""
     by_storage = defaultdict(set)
     for name, t in state_dict.items():
         if t.device == _META:
@@ -67,7 +69,7 @@ def _find_shared_tensors(state_dict):
         ptr, size = storage_ptr(t), storage_size(t)
         if ptr != 0 and size != 0:
             by_storage[(t.device, ptr, size)].add(name)
-    return _filter_shared_not_shared(sorted(by_storage.values(), key=sorted), state_dict)
+    return _filter_shared_not_shared(list(by_storage.values()), state_dict)
 
 
 def _remove_duplicate_names(state_dict, *, preferred_names=None, discard_names=None):
@@ -79,10 +81,10 @@ def _remove_duplicate_names(state_dict, *, preferred_names=None, discard_names=N
     drops = defaultdict(list)
     for group in _find_shared_tensors(state_dict):
         complete = {n for n in group if _is_complete(state_dict[n])}
-        if not complete:
+        if not complete:  # the reference's text, to the character
             raise RuntimeError(
                 "Error while trying to find names to remove to save state dict, but found no suitable name to keep"
-                f" for saving amongst: {group}. None is covering the entire storage. Refusing to save/load the model"
+                f" for saving amongst: {group}. None is covering the entire storage.Refusing to save/load the model"
                 " since you could be storing much more memory than needed. Please refer to"
                 " https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. Or open an"
                 " issue.")

@@ -5,9 +5,11 @@ load_file share; open_source() picks the source:
   tensors are views of a private mapping, made resident in parallel first;
 - EngineSource (_engine_source.py): backend="pread", URLs, s3:// and remote
   indexes: parallel io_uring / HTTP reads into owned memory;
-- StreamSource (_stream.py): an open Python file object that is not an
-  operating-system file (BytesIO, fsspec); one that is, is opened by path
-  through /proc/self/fd.
+- StreamSource (_stream.py): an open Python file object that is not a plain
+  operating-system file (BytesIO, fsspec, GzipFile); a plain binary file
+  (io.FileIO, or a buffered reader over one) is opened by path through
+  /proc/self/fd, with errors naming the object's name; a closed one is
+  reopened by its name, as the reference does.
 
 A source knows its tensors as (name, dtype, shape, begin, end, shard) in data
 order and hands out whole tensors (load, one) and boxes of one (box)."""
@@ -19,10 +21,10 @@ import stat
 
 from ._dtypes import SafetensorError, error
 from ._engine_source import EngineSource
-from ._mapped import MappedSource
+from ._mapped import MappedSource, checked_mapping
 from ._paths import is_url, spec_of
 from ._ringsafe import Reader
-from ._stream import StreamSource
+from ._stream import StreamSource, describe
 
 BACKENDS = ("mmap", "pread")
 
@@ -39,6 +41,27 @@ def check_backend(backend):
 def open_reader(filename, options):
     """A Reader for a path, URL or index, with the caller's Reader options."""
     return Reader(spec_of(filename), **options)
+
+
+def _compare_checkpoints(a, b):
+    """How what reader ``b`` opened compares with what ``a`` opened (by the same
+    path): "same" (every shard's identity, size, modification time and
+    header), "replaced" (another file is at a path now: ``a`` still holds the
+    one it parsed) or the spec of a shard rewritten in place (same identity,
+    another size, time or header: neither reader reads what ``a`` parsed)."""
+    shards, others = a.shards(), b.shards()
+    if len(shards) != len(others):
+        return "replaced"
+    changed = None
+    for i in range(len(shards)):
+        sa, sb = a.shard_stat(i), b.shard_stat(i)
+        if sa[:2] != sb[:2]:
+            return "replaced"
+        if sa != sb and changed is None:
+            changed = shards[i][0]
+    if changed is None and (a.metadata() != b.metadata() or a.tensors() != b.tensors()):
+        changed = shards[0][0] if len(shards) == 1 else a.spec  # a header differs, within one timestamp tick
+    return changed or "same"
 
 
 # Loads into memory the caller already holds (load_model into host parameters,
@@ -85,8 +108,8 @@ def _cold_local(reader, infos):
     resident = 0
     for shard, rs in ranges.items():
         m = MappedFile(shards[shard][0])
-        if m.identity != reader.shard_identity(shard) or m.size != shards[shard][1]:
-            return False  # replaced since the reader opened it: leave it to the reader
+        if m.stat != reader.shard_stat(shard):
+            return False  # replaced or rewritten since the reader opened it: leave it to the reader
         resident += sum(m.resident(off, n) for off, n in rs)
     return resident < COLD_FRACTION * total
 
@@ -94,7 +117,11 @@ def _cold_local(reader, infos):
 def direct_when_cold(reader, filename, options, infos):
     """``reader``, or in its place (closing it) one opened with direct=True
     when the checkpoint is local, the tensors ``infos`` (reader.tensors()
-    tuples) are cold (see above) and the caller did not choose ``direct``."""
+    tuples) are cold (see above) and the caller did not choose ``direct``.
+    The second open is by path, and used only when it opened the checkpoint
+    ``reader`` parsed: when another file was renamed over it, ``reader`` is
+    kept (its descriptors still hold the files it parsed); when one was
+    rewritten in place, ObjectChanged."""
     if "direct" in options:
         return reader
     try:
@@ -103,6 +130,13 @@ def direct_when_cold(reader, filename, options, infos):
         direct = open_reader(filename, dict(options, direct=True))
     except (OSError, SafetensorError):  # no O_DIRECT on this filesystem, or gone: stay buffered
         return reader
+    verdict = _compare_checkpoints(reader, direct)
+    if verdict != "same":
+        direct.close()
+        if verdict == "replaced":
+            return reader
+        raise error("ObjectChanged", f"{verdict} was rewritten in place while it was being loaded (its size, "
+                                     f"modification time or header changed since its header was read)")
     reader.close()
     return direct
 
@@ -144,7 +178,8 @@ def mapped_when_hot(reader, options, infos):
     still the one the reader opened, the caller did not ask for O_DIRECT, the
     tensors come to COPY_MIN_BYTES or more and at least HOT_FRACTION of their
     bytes are in the page cache; else None (the loads read them, see
-    direct_when_cold)."""
+    direct_when_cold). The mappings pass checked_mapping's checks (a shard
+    rewritten in place since the reader parsed it raises ObjectChanged)."""
     from ._ringsafe import MappedFile
     if options.get("direct"):
         return None
@@ -153,20 +188,23 @@ def mapped_when_hot(reader, options, infos):
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < max(COPY_MIN_BYTES, 1):
         return None
+    if any(reader.shard_identity(shard) == (0, 0) for shard in ranges):
+        return None  # a URL
     maps, resident = {}, 0
     for shard, rs in ranges.items():
-        identity = reader.shard_identity(shard)
-        if identity == (0, 0):
-            return None  # a URL
         try:
             m = MappedFile(shards[shard][0])
         except (OSError, SafetensorError):
             return None  # gone, or not mappable: the reader has it open
-        if m.identity != identity or m.size != shards[shard][1]:
-            return None  # replaced since the reader opened it
+        if m.identity != reader.shard_identity(shard):
+            return None  # another file at the path: the reader reads the one it parsed
         resident += sum(m.resident(off, n) for off, n in rs)
         maps[shard] = m
-    return maps if resident >= HOT_FRACTION * total else None
+    if resident < HOT_FRACTION * total:
+        return None
+    # Copied from: checked as the mmap backend checks (a rewrite in place or
+    # another header raises ObjectChanged).
+    return {shard: checked_mapping(reader, shard, m) for shard, m in maps.items()}
 
 
 # How loads into caller memory went, counted per call (the tests read it):
@@ -203,25 +241,53 @@ def byte_views(adapter, objs):
 
 
 def _os_file(f):
-    """The descriptor of a file object backed by a regular operating-system file, else None."""
-    try:
-        fd = f.fileno()
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+    """The descriptor of a plain binary operating-system file (io.FileIO, or a
+    buffered reader over one) on a regular file, else None. Wrappers that
+    transform the bytes (GzipFile, BZ2File, text layers) expose the underlying
+    file's fileno() too: they are read through their own read()."""
+    raw = f.raw if isinstance(f, (io.BufferedReader, io.BufferedRandom)) else f
+    if not isinstance(raw, io.FileIO):
         return None
-    return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    try:
+        fd = raw.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError):
+        return None
 
 
-def open_source(filename, backend, options):
-    """The source for ``filename`` (a path, URL, index or binary file object)."""
-    check_backend(backend)
-    if not isinstance(filename, (str, os.PathLike)) and hasattr(filename, "read"):
-        fd = _os_file(filename)
-        if fd is None:
-            if options:
-                raise error("InvalidArgument", f"reader options ({', '.join(sorted(options))}) apply to paths "
-                                               f"and URLs, not to a {type(filename).__name__}")
-            return StreamSource(filename)
-        filename = f"/proc/self/fd/{fd}"  # the engine reads it: in parallel, the GIL released
+def _renamed(e, proc, name):
+    """``e`` (raised for ``proc``, a /proc/self/fd path) naming the file object's ``name`` instead."""
+    if isinstance(e, OSError) and isinstance(e, SafetensorError):
+        out = type(e)(e.errno, (e.strerror or "").replace(proc, name), name)
+    elif isinstance(e, SafetensorError):
+        out = SafetensorError(str(e).replace(proc, name))
+    else:
+        return e
+    out.kind = getattr(e, "kind", None)
+    return out
+
+
+def _open_file_object(f, backend, options):
+    """The source for an open binary file object."""
+    if getattr(f, "closed", False):
+        name = getattr(f, "name", None)
+        if isinstance(name, (str, bytes, os.PathLike)):
+            return None, name  # closed: reopened by its name, as the reference does
+        raise error("InvalidArgument", f"the {type(f).__name__} is closed and has no name to reopen it by")
+    fd = _os_file(f)
+    if fd is None:
+        if options:
+            raise error("InvalidArgument", f"reader options ({', '.join(sorted(options))}) apply to paths "
+                                           f"and URLs, not to a {type(f).__name__}")
+        return StreamSource(f), None
+    proc = f"/proc/self/fd/{fd}"  # the engine reads it: in parallel, the GIL released
+    try:
+        return _open_path(proc, backend, options), None
+    except (OSError, SafetensorError) as e:
+        raise _renamed(e, proc, describe(f)) from None
+
+
+def _open_path(filename, backend, options):
     reader = open_reader(filename, options)
     try:
         if backend == "mmap" and all(not is_url(s[0]) for s in reader.shards()):
@@ -230,5 +296,15 @@ def open_source(filename, backend, options):
     except BaseException:
         reader.close()
         raise
+
+
+def open_source(filename, backend, options):
+    """The source for ``filename`` (a path, URL, index or binary file object)."""
+    check_backend(backend)
+    if not isinstance(filename, (str, bytes, os.PathLike)) and hasattr(filename, "read"):
+        source, filename = _open_file_object(filename, backend, options)
+        if source is not None:
+            return source
+    return _open_path(filename, backend, options)
 
 

@@ -5,9 +5,10 @@ backed by an operating-system file through /proc/self/fd instead.)"""
 
 import ctypes
 import io
+import os
 import threading
 
-from ._dtypes import error
+from ._dtypes import SafetensorError, error
 from ._ringsafe import glob_match, parse_header, parse_prefix
 from ._selection import is_glob
 
@@ -16,37 +17,91 @@ def _writable_bytes(addr, nbytes):
     return memoryview((ctypes.c_char * nbytes).from_address(addr)).cast("B")
 
 
+def describe(f):
+    """How errors name a file object: its ``name`` when it has one; else the
+    file its descriptor is open on (a BZ2File over a file), else its type."""
+    name = getattr(f, "name", None)
+    if isinstance(name, (str, bytes)) and name:
+        return repr(name) if isinstance(name, bytes) else name
+    try:
+        fd = f.fileno()
+        return f"{type(f).__name__} over {os.readlink(f'/proc/self/fd/{fd}')}"
+    except Exception:
+        pass
+    if isinstance(name, int):
+        return f"{type(f).__name__} (descriptor {name})"
+    return type(f).__name__
+
+
+def _protocol(name, what):
+    return error("InvalidArgument", f"{name}: the file object broke the file protocol: {what}")
+
+
 class StreamSource:
     backend = "stream"
 
     def __init__(self, f):
+        self._f = f
+        self._name = describe(f)
         seekable = getattr(f, "seekable", None)
         if seekable is not None and not seekable():
-            raise error("InvalidArgument", f"a {type(f).__name__} that cannot seek: safe_open needs random access")
-        self._f = f
+            raise error("InvalidArgument", f"{self._name}: a {type(f).__name__} that cannot seek: safe_open needs "
+                                           f"random access")
         self._lock = threading.Lock()
-        self._name = getattr(f, "name", None) or type(f).__name__
-        size = f.seek(0, io.SEEK_END)
-        prefix = self._read_at(0, min(8, size))
-        n = parse_prefix(prefix, size)
-        self.infos, self._metadata, self._data_start = parse_header(self._read_at(8, n), size)
+        size = self._seek(0, io.SEEK_END)
+        try:
+            prefix = self._read_at(0, min(8, size))
+            n = parse_prefix(prefix, size)
+            self.infos, self._metadata, self._data_start = parse_header(self._read_at(8, n), size)
+        except SafetensorError as e:
+            if str(e).startswith(self._name + ":"):
+                raise
+            raise error(getattr(e, "kind", "InvalidHeaderDeserialization"), f"{self._name}: {e}") from None
         self.by_name = {t[0]: t for t in self.infos}
         self.closed = False
 
+    def _seek(self, offset, whence=io.SEEK_SET):
+        """f.seek(), whose result must be the new position (a non-negative int)."""
+        pos = self._f.seek(offset, whence)
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            raise _protocol(self._name, f"seek() returned {pos!r}, not the new position")
+        if whence == io.SEEK_SET and pos != offset:
+            raise _protocol(self._name, f"seek({offset}) moved to {pos}")
+        return pos
+
     def _read_at(self, offset, nbytes, into=None):
-        """``nbytes`` bytes at ``offset`` (into the writable memoryview ``into`` if given)."""
+        """``nbytes`` bytes at ``offset`` (into the writable memoryview ``into`` if given).
+        readinto() must return how many bytes it stored (0..len(buffer)), read()
+        a C-contiguous bytes-like object of at most the size asked for; anything
+        else is a SafetensorError naming the object, never a hang or a write
+        outside the buffer."""
         out = into if into is not None else memoryview(bytearray(nbytes))
         with self._lock:
-            self._f.seek(offset)
+            self._seek(offset)
             got = 0
             readinto = getattr(self._f, "readinto", None)
             while got < nbytes:
+                want = nbytes - got
                 if readinto is not None:
                     k = readinto(out[got:])
+                    if k is None:
+                        raise _protocol(self._name, "readinto() returned None (no data available from a "
+                                                    "non-blocking object)")
+                    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= want:
+                        raise _protocol(self._name, f"readinto() of {want} bytes returned {k!r}")
                 else:
-                    chunk = self._f.read(nbytes - got)
-                    k = len(chunk)
-                    out[got:got + k] = chunk
+                    chunk = self._f.read(want)
+                    try:
+                        view = memoryview(chunk)
+                    except TypeError:
+                        raise _protocol(self._name, f"read() returned a {type(chunk).__name__}, "
+                                                    f"not bytes") from None
+                    if not view.c_contiguous:
+                        raise _protocol(self._name, "read() returned a strided view")
+                    k = view.nbytes
+                    if k > want:
+                        raise _protocol(self._name, f"read({want}) returned {k} bytes")
+                    out[got:got + k] = view.cast("B")
                 if not k:
                     raise error("Truncated", f"{self._name}: the file object ended at offset {offset + got}, "
                                              f"{nbytes - got} bytes short of what the header describes")
@@ -95,10 +150,10 @@ class StreamSource:
         return out
 
     def box(self, adapter, info, box, box_shape):
-        whole = self.one(adapter, info[0])
-        if info[1] == "F4":
+        if info[1] == "F4":  # refused before anything is read
             raise error("InvalidArgument", f"tensor '{info[0]}': slicing F4 tensors of a file object is not supported; "
                                            f"use get_tensor")
+        whole = self.one(adapter, info[0])
         return whole[tuple(slice(a, b) for a, b in box)]
 
     def close(self):

@@ -14,6 +14,7 @@ _F4 = _TYPES.get("F4")
 
 class _TorchAdapter:
     framework = "pt"
+    tensor_type = "torch.Tensor"  # as the reference's messages name it
 
     def check_device(self, device):
         if isinstance(device, int):
@@ -72,16 +73,39 @@ class _TorchAdapter:
             v = torch.empty(s, dtype=t)
         return v, v.data_ptr()
 
-    def describe(self, obj, name, for_write=True):
-        """(dtype, shape, address, nbytes, owner) of a caller's tensor, in safetensors terms."""
+    def check_type(self, obj, name):
         if not isinstance(obj, torch.Tensor):
             raise ValueError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(obj)}")
+
+    def is_sparse(self, obj):
+        return obj.layout != torch.strided
+
+    def describe(self, obj, name, for_write=True):
+        """(dtype, shape, address, nbytes, owner) of a caller's tensor, in safetensors terms.
+        A conjugate or negative view (t.conj(), t._neg_view()) shares the bytes of
+        the tensor it views, its values are those bytes conjugated or negated: a
+        write takes the values it shows (resolved into a copy, the owner), a
+        read_into destination is refused (the bytes read would show changed)."""
+        self.check_type(obj, name)
         if obj.layout != torch.strided:
-            raise ValueError(f"You are trying to save a sparse tensor: `{name}` which ringsafe does not support;"
-                             " make it dense with `.to_dense()` first")
+            raise ValueError(f"You are trying to save a sparse tensors: `{[name]}` which this library does not"
+                             " support. You can make it a dense tensor before saving with `.to_dense()` but be"
+                             " aware this might make a much larger file than needed.")
         if not obj.is_contiguous():
-            raise ValueError(f"You are trying to {'save' if for_write else 'read into'} a non contiguous tensor:"
-                             f" `{name}` which is not allowed; call `.contiguous()` on it first")
+            if for_write:
+                raise ValueError(f"You are trying to save a non contiguous tensor: `{name}` which is not allowed. It"
+                                 " either means you are trying to save tensors which are reference of each other in"
+                                 " which case it's recommended to save only the full tensors, and reslice at load"
+                                 " time, or simply call `.contiguous()` on your tensor to pack it before saving.")
+            raise ValueError(f"You are trying to read into a non contiguous tensor: `{name}` which is not allowed;"
+                             " call `.contiguous()` on it first")
+        if obj.is_conj() or obj.is_neg():
+            view = "a conjugate" if obj.is_conj() else "a negative"
+            if not for_write:
+                raise ValueError(f"tensor `{name}` is {view} view: its bytes are another tensor's, shown "
+                                 f"{'conjugated' if obj.is_conj() else 'negated'}; read into that tensor, or into "
+                                 f"`.resolve_conj()` / `.resolve_neg()` of it")
+            obj = obj.resolve_conj().resolve_neg()  # the values it shows, in bytes of their own
         dtype = _NAMES.get(obj.dtype)
         if dtype is None:
             raise ValueError(f"tensor `{name}`: torch dtype {obj.dtype} has no safetensors dtype")

@@ -22,13 +22,18 @@ def _check_metadata(metadata):
 
 def describe_all(adapter, tensors):
     """([(name, dtype, shape, address, nbytes)], [owners]) of a dict of tensors,
-    after the reference's checks: a dict, tensors, dense, no overlapping bytes,
-    contiguous (in that order)."""
+    after the reference's checks, in its order and with its messages: a dict,
+    each value a tensor, none sparse (all named at once), no overlapping bytes,
+    each contiguous; then names that are str."""
     if not isinstance(tensors, dict):
-        raise ValueError(f"Expected a dict of [str, tensor] but received {type(tensors)}")
-    for name in tensors:
-        if not isinstance(name, str):
-            raise TypeError(f"tensor names must be str, got {name!r}")
+        raise ValueError(f"Expected a dict of [str, {adapter.tensor_type}] but received {type(tensors)}")
+    for name, t in tensors.items():
+        adapter.check_type(t, name)
+    sparse = [name for name, t in tensors.items() if adapter.is_sparse(t)]
+    if sparse:
+        raise ValueError(f"You are trying to save a sparse tensors: `{sparse}` which this library does not support."
+                         " You can make it a dense tensor before saving with `.to_dense()` but be aware this might"
+                         " make a much larger file than needed.")
     shared = adapter.shared_groups(tensors)
     if shared:
         raise RuntimeError(
@@ -40,6 +45,9 @@ def describe_all(adapter, tensors):
         dtype, shape, addr, nbytes, owner = adapter.describe(t, name)
         described.append((name, dtype, shape, addr, nbytes))
         owners.append(owner)
+    for name in tensors:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {name!r}")
     return described, owners
 
 
@@ -106,7 +114,11 @@ class Writer:
         safetensors dtype ("F32", "BF16", ...) and shape."""
         import numpy as np
 
-        raw = np.frombuffer(data, dtype=np.uint8)
+        view = memoryview(data)
+        if not view.c_contiguous:
+            raise TypeError(f"write_bytes() of '{name}': data must be C-contiguous memory; this "
+                            f"{type(data).__name__} is strided or reversed (copy it first, e.g. bytes(view))")
+        raw = np.frombuffer(view.cast("B"), dtype=np.uint8)
         self._w.add(name, dtype, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
 
     def finish(self, metadata=None):

@@ -69,7 +69,11 @@ def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     save_file, straight from the tensors' memory with parallel writes. The file
     appears whole or not at all (temporary + rename); sync=True writes it with
     O_DIRECT (through 32 MiB of staging: the bytes go to the disk, not to the
-    page cache) and fsyncs it before it appears."""
+    page cache) and fsyncs it before it appears. Conjugate and negative views
+    (``t.conj()``, ``t._neg_view()``) are saved with the values they show (the
+    reference saves the bytes under them). A failure of the system (a
+    directory as the target, a missing parent, no permission) raises the
+    OSError subclass that is also a SafetensorError."""
     _write.save_file(ADAPTER, tensors, filename, metadata, sync, progress)
 
 
@@ -79,9 +83,13 @@ def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", pr
     every core out of a mapping of a local file whose bytes are in the page
     cache (not with backend="pread", which never maps the file), read with
     O_DIRECT when they are cold, read through the page cache otherwise
-    (``direct=`` overrides, as in read_into). Returns (missing, unexpected)
-    as the reference does; with strict=True a mismatch raises RuntimeError
-    before any byte is read."""
+    (``direct=`` overrides, as in read_into). The parameters are filled where
+    they are, as the reference's load_state_dict copies into them: ``device``
+    does not move the model (call ``model.to(device)`` yourself); CUDA
+    parameters are read straight into device memory, ordered against
+    PyTorch's current stream. Returns (missing, unexpected) as the reference
+    does; with strict=True a mismatch raises RuntimeError before any byte is
+    read."""
     return _model.load_model(model, filename, strict, device, progress, backend, options)
 
 

@@ -1,0 +1,115 @@
+#include "arguments.hpp"
+
+#include "ringsafe/error.hpp"
+
+namespace py = pybind11;
+
+namespace ringsafe::python {
+
+namespace {
+
+std::string type_name(const py::handle& obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+
+// A memoryview of `obj` (holding its export) that is C-contiguous.
+py::object contiguous_view(const py::handle& obj, const std::string& what) {
+    if (!PyObject_CheckBuffer(obj.ptr()))
+        throw py::type_error(what + " must be a bytes-like object (the buffer protocol), not " + type_name(obj));
+    py::object view = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(obj.ptr()));
+    if (!view) throw py::error_already_set();
+    if (!PyBuffer_IsContiguous(PyMemoryView_GET_BUFFER(view.ptr()), 'C'))
+        throw py::type_error(what + " must be C-contiguous memory; this " + type_name(obj) +
+                             " is strided or reversed (copy it first, e.g. bytes(view))");
+    return view;
+}
+
+}  // namespace
+
+std::span<const std::byte> readable_bytes(const py::handle& obj, const std::string& what, py::object& hold) {
+    hold = contiguous_view(obj, what);
+    const Py_buffer* b = PyMemoryView_GET_BUFFER(hold.ptr());
+    return {static_cast<const std::byte*>(b->buf), static_cast<std::size_t>(b->len)};
+}
+
+std::span<std::byte> writable_bytes(const py::handle& obj, const std::string& what, std::vector<py::object>& keep) {
+    py::object view = contiguous_view(obj, what);
+    Py_buffer* b = PyMemoryView_GET_BUFFER(view.ptr());
+    if (b->readonly) throw py::type_error(what + " is read-only (" + type_name(obj) + "); the engine writes into it");
+    keep.push_back(view);
+    return {static_cast<std::byte*>(b->buf), static_cast<std::size_t>(b->len)};
+}
+
+std::string path_arg(const py::handle& obj, const char* what) {
+    py::object fs = py::reinterpret_steal<py::object>(PyOS_FSPath(obj.ptr()));
+    if (!fs) {
+        PyErr_Clear();
+        throw py::type_error(std::string(what) + " must be a path (str, bytes or os.PathLike), not " + type_name(obj));
+    }
+    if (PyBytes_Check(fs.ptr())) return std::string(py::bytes(fs));
+    // str: os.fsencode's bytes (surrogateescape gives back the bytes a name had on disk).
+    py::object b = py::reinterpret_steal<py::object>(PyUnicode_EncodeFSDefault(fs.ptr()));
+    if (!b) throw py::error_already_set();
+    return std::string(py::bytes(b));
+}
+
+py::str path_str(const std::string& path) {
+    py::object s = py::reinterpret_steal<py::object>(
+        PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+    if (!s) throw py::error_already_set();
+    return py::reinterpret_borrow<py::str>(s);
+}
+
+std::string tensor_name(const py::handle& obj) {
+    if (!PyUnicode_Check(obj.ptr())) throw py::type_error("tensor names must be str, not " + type_name(obj));
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(obj.ptr(), &n);
+    if (!p) {
+        PyErr_Clear();
+        py::object shown = py::reinterpret_steal<py::object>(PyObject_ASCII(obj.ptr()));
+        if (!shown) throw py::error_already_set();
+        raise(errc::InvalidArgument, "tensor name " + std::string(py::str(shown)) +
+                                         " cannot be encoded as UTF-8 (it holds a lone surrogate); safetensors "
+                                         "names are UTF-8");
+    }
+    return std::string(p, static_cast<std::size_t>(n));
+}
+
+std::vector<std::string> tensor_names(const py::handle& seq) {
+    if (PyUnicode_Check(seq.ptr()) || !PySequence_Check(seq.ptr()))
+        throw py::type_error("tensor names must be a list of str, not " + type_name(seq));
+    std::vector<std::string> out;
+    for (auto n : seq) out.push_back(tensor_name(n));
+    return out;
+}
+
+std::uint64_t option_uint(const py::handle& v, const std::string& owner, const std::string& key, std::uint64_t lo,
+                          std::uint64_t hi) {
+    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr()))
+        throw py::type_error(owner + " option " + key + " must be an int, not " + type_name(v));
+    const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+    if (!as_int) throw py::error_already_set();
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+    if (overflow == 0 && x == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow != 0 || x < 0 || static_cast<std::uint64_t>(x) < lo || static_cast<std::uint64_t>(x) > hi)
+        throw py::value_error(owner + " option " + key + "=" + std::string(py::str(v)) + " is out of range " +
+                              std::to_string(lo) + ".." + std::to_string(hi));
+    return static_cast<std::uint64_t>(x);
+}
+
+bool option_bool(const py::handle& v, const std::string& owner, const std::string& key) {
+    if (!py::isinstance<py::bool_>(v)) throw py::type_error(owner + " option " + key + " must be a bool, not " + type_name(v));
+    return v.cast<bool>();
+}
+
+std::string option_str(const py::handle& v, const std::string& owner, const std::string& key) {
+    if (!py::isinstance<py::str>(v)) throw py::type_error(owner + " option " + key + " must be a str, not " + type_name(v));
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
+    if (!p) {
+        PyErr_Clear();
+        throw py::value_error(owner + " option " + key + " cannot be encoded as UTF-8 (it holds a lone surrogate)");
+    }
+    return std::string(p, static_cast<std::size_t>(n));
+}
+
+}  // namespace ringsafe::python

@@ -1,0 +1,55 @@
+// How the bindings take arguments from Python, checked before any byte is
+// read or written (engine-internal, the Python front end only):
+// - buffers: C-contiguous memory only (a strided or reversed view is refused
+//   with a TypeError, never read as if it were contiguous), writable where the
+//   engine writes; the export is held while the engine uses the memory;
+// - paths: what the operating system accepts (str, decoded with
+//   surrogateescape as os.fsencode does, bytes, os.PathLike), and back;
+// - tensor names: UTF-8, with a named error for a str that has no UTF-8 form;
+// - keyword options: TypeError / ValueError naming the option.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ringsafe::python {
+
+// The bytes of a C-contiguous buffer `obj` to read; `hold` keeps the export
+// (a memoryview) until the caller is done. TypeError naming `what` otherwise.
+std::span<const std::byte> readable_bytes(const pybind11::handle& obj, const std::string& what,
+                                          pybind11::object& hold);
+
+// The bytes of a writable C-contiguous buffer `obj` the engine will write;
+// the export (a memoryview, which also keeps a bytearray from resizing) is
+// appended to `keep`. TypeError naming `what` otherwise.
+std::span<std::byte> writable_bytes(const pybind11::handle& obj, const std::string& what,
+                                    std::vector<pybind11::object>& keep);
+
+// A path as the operating system takes it: str (os.fsencode's bytes), bytes
+// or os.PathLike. TypeError naming `what` for anything else.
+std::string path_arg(const pybind11::handle& obj, const char* what);
+
+// A path back to Python as os.fsdecode gives it (undecodable bytes as surrogates).
+pybind11::str path_str(const std::string& path);
+
+// A tensor name as UTF-8. SafetensorError (InvalidArgument) naming it, with
+// ascii()'s escapes, when the str cannot be encoded (a lone surrogate);
+// TypeError when it is not a str.
+std::string tensor_name(const pybind11::handle& obj);
+// Each name of a sequence (not a str) as tensor_name() takes it.
+std::vector<std::string> tensor_names(const pybind11::handle& seq);
+
+// Keyword options: TypeError naming `owner` and `key` when not of the type
+// (an int is an int or has __index__, never a bool), ValueError naming the
+// value when out of [lo, hi].
+std::uint64_t option_uint(const pybind11::handle& v, const std::string& owner, const std::string& key,
+                          std::uint64_t lo, std::uint64_t hi);
+bool option_bool(const pybind11::handle& v, const std::string& owner, const std::string& key);
+std::string option_str(const pybind11::handle& v, const std::string& owner, const std::string& key);
+
+}  // namespace ringsafe::python

@@ -1,0 +1,23 @@
+"""Raw-address calls of the engine: reads into memory given as integers.
+
+Nothing here checks that an address is valid, writable, large enough or
+still alive: a wrong one makes the engine write anywhere in the process. The
+public API takes buffer objects instead (``Reader.plan_tensors(names,
+[buffer])``, ``Reader.plan_requests([(name, box, buffer)])``), checks their
+bounds and holds them while the engine writes. These are for code that owns
+memory Python cannot describe as a buffer (device memory, a framework's
+tensors) and keeps it alive itself (``keep`` is held by the plan):
+
+- ``plan_tensors_at(reader, names, [(address, size)], keep=[])``
+- ``plan_requests_at(reader, [(name, [(start, stop), ...], address, size)], keep=[])``
+- ``read_to_device_at(reader, names, [(address, size)], device=0, stand_in=False,
+  staging_size=16 MiB, staging_count=4, progress=None, stager=None, stream=0)``:
+  CUDA destinations through pinned staging buffers, the copies ordered against
+  the cudaStream_t ``stream`` (PyTorch's ``torch.cuda.current_stream().cuda_stream``).
+
+Plans run with ``reader.execute(plan)`` or ``reader.start(plan)``.
+"""
+
+from ._ringsafe import DeviceStager, plan_requests_at, plan_tensors_at, read_to_device_at
+
+__all__ = ["plan_tensors_at", "plan_requests_at", "read_to_device_at", "DeviceStager"]

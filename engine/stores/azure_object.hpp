@@ -1,0 +1,50 @@
+// Azure Blob objects: az://CONTAINER/BLOB (the account from azure_options or
+// the environment) and https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB
+// URLs; connection strings, Shared Key signing, SAS tokens, x-ms-version.
+#pragma once
+
+#include <ctime>
+#include <string>
+#include <string_view>
+
+#include "http/range_fetch.hpp"
+#include "http/url.hpp"
+#include "ringsafe/http.hpp"
+
+namespace ringsafe::stores {
+
+// The x-ms-version sent when azure_options::api_version is empty.
+inline constexpr std::string_view default_azure_api_version = "2025-01-05";
+
+// `o` with each empty field filled: from its connection string (else
+// $AZURE_STORAGE_CONNECTION_STRING: AccountName, AccountKey, BlobEndpoint,
+// SharedAccessSignature, DefaultEndpointsProtocol, EndpointSuffix), then from
+// $AZURE_STORAGE_ACCOUNT(_NAME), $AZURE_STORAGE_KEY / $AZURE_STORAGE_ACCOUNT_KEY,
+// $AZURE_STORAGE_SAS_TOKEN; endpoint https://ACCOUNT.blob.SUFFIX when an
+// account is known; api_version the default. Throws InvalidArgument naming
+// `spec` (never a secret) for a malformed connection string or a credential
+// holding CR, LF or NUL.
+azure_options resolve_azure_options(const azure_options& o, const std::string& spec);
+
+// Whether `host` is an Azure Blob service host (ACCOUNT.blob.core.windows.net,
+// and the same under the Azure sovereign clouds' suffixes).
+bool is_azure_blob_host(std::string_view host);
+
+// The Shared Key string to sign of a GET of `target` carrying `fields` (the
+// standard fields If-Match, ... and x-ms-* ones, names in any case) and Range
+// `range` ("" for none), for `account` (the canonicalized resource is
+// "/ACCOUNT" + the path as sent, so a path-style emulator URL names the
+// account twice; then the query parameters, sorted, decoded).
+std::string azure_string_to_sign(const http_engine::url& target, std::string_view account, std::string_view range,
+                                 const http_engine::header_fields& fields);
+
+// "SharedKey ACCOUNT:base64(HMAC-SHA256(base64decode(key), string_to_sign))",
+// `key_base64` as the portal shows it. Throws InvalidArgument (never naming
+// the key) when it is not base64.
+std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64,
+                                           std::string_view string_to_sign);
+
+// The x-ms-date value of `now` (RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT").
+std::string azure_date(std::time_t now);
+
+}  // namespace ringsafe::stores

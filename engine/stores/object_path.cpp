@@ -1,0 +1,33 @@
+#include "stores/object_path.hpp"
+
+#include <cctype>
+
+#include "ringsafe/error.hpp"
+
+namespace ringsafe::stores {
+
+object_path split_object_url(std::string_view spec, std::string_view scheme) {
+    const std::string prefix = std::string(scheme) + "://";
+    auto bad = [&](const std::string& why) -> object_path {
+        raise(errc::InvalidArgument, "invalid URL '" + std::string(spec) + "': " + why);
+    };
+    if (spec.size() < prefix.size()) return bad("expected " + prefix + "BUCKET/OBJECT");
+    for (std::size_t i = 0; i < prefix.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(spec[i])) != prefix[i]) return bad("expected " + prefix + "BUCKET/OBJECT");
+    std::string_view rest = spec.substr(prefix.size());
+    const auto slash = rest.find('/');
+    object_path p;
+    p.bucket = std::string(rest.substr(0, slash));
+    if (p.bucket.empty()) return bad("missing the bucket: " + prefix + "BUCKET/OBJECT");
+    for (char c : p.bucket)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+            return bad("invalid character in the bucket name '" + p.bucket + "'");
+    if (slash == std::string_view::npos || slash + 1 == rest.size())
+        return bad("missing the object: " + prefix + p.bucket + "/OBJECT");
+    p.object = std::string(rest.substr(slash + 1));
+    for (char c : p.object)
+        if (c == '\0' || c == '\r' || c == '\n') return bad("control character in the object name");
+    return p;
+}
+
+}  // namespace ringsafe::stores
