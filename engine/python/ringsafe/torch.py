@@ -43,7 +43,7 @@ def load(data, device="cpu"):
 def read_into(filename, tensors, *, progress=None, **options):
     """Fills existing CPU tensors {name: tensor} in place from the checkpoint,
     with no intermediate copy: copied on every core out of a mapping of a
-    local file whose selected bytes (8 MiB or more) are in the page cache,
+    local file whose selected bytes (16 MiB or more) are in the page cache,
     read with O_DIRECT when they are cold, read through the page cache
     otherwise (``direct=True`` always reads with O_DIRECT, ``direct=False``
     never). Dtypes and sizes are checked for all of them before any I/O
