@@ -142,13 +142,17 @@ def direct_when_cold(reader, filename, options, infos):
 
 
 # And they copy a checkpoint whose selected bytes are in the page cache out of
-# a mapping of it (MappedFile.copy_to: memcpy from the mapping on every core,
-# the GIL released; a piece that is not cached is read in first) instead of
-# reading it: the kernel's copy into the caller's pages (pread, io_uring)
-# costs more CPU than a user-space copy from a mapping of the page cache's
-# folios, and a cached file's large folios map by the 2 MiB. Measured on the
-# 2-core VM, 2.2 GB hot (see bench/bench_python.py's load_model and read_into
-# rows). Not with direct=True, nor for load_model(backend="pread"), which
+# a mapping of it (MappedFile.copy_to: a copy with non-temporal stores from
+# the mapping on every core, the GIL released; a piece that is not cached is
+# read in first) instead of reading it: the kernel's copy into the caller's
+# pages (pread, io_uring) runs at the speed of an ordinary memcpy, and the
+# cached file's folios map cheaply. Measured on the 2-core VM, 2.2 GB hot,
+# bench/bench_python.py --only load_model,read_into (two runs, load average
+# 2-15): load_model 1.45-1.64x the reference's load_file + load_state_dict
+# (the load alone; 1.25-1.37x with every byte read after it), read_into
+# 1.38-1.98x its load_file + copy_ (1.18-1.58x); the CPU time of a 2.2 GB
+# load_model 0.17 s against 0.26-0.31 s reading. Not with direct=True, nor
+# for load_model(backend="pread"), which
 # never map the file (a file truncated in place while a mapping is copied
 # from raises SIGBUS, as the reference's mmap loads do). Nor under
 # COPY_MIN_BYTES: mapping, asking the page cache and unmapping cost about
