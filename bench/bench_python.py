@@ -6,8 +6,8 @@ weights, f32 norms, TinyLlama's shapes, names model.layers.N.*) written once
 with safetensors.torch.save_file.
 
   PYTHONPATH=build/engine/python .venv/bin/python bench/bench_python.py
-      [--size-gib 2] [--reps 3] [--only load_file,load_model,...] [--hot | --cold]
-      [--dir DIR] [--quick]
+      [--size-gib 2] [--reps 5] [--only load_file,load_model,...] [--hot | --cold]
+      [--dir DIR] [--quick] [--save-gib 1] [--series 6]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
 page-cache state and peak RSS); arms are interleaved (A B C A B C ...); the
@@ -21,9 +21,13 @@ http and s3: to the download + load arm). Operations (--only):
                    (O_DIRECT, its default, and FASTSAFETENSORS_ODIRECT=0); streamed tensors
                    are read as they arrive. Cold only: ringsafe pread and iter_tensors with
                    direct=True (they stay buffered otherwise)
-  load_model       into an existing model's parameters (made with torch.empty, zeroed): the
-                   two load_model()s; the peers copy each streamed tensor into its parameter;
-                   cold only: ringsafe's with direct=False
+  load_model       into an existing model's parameters, built as a constructed model has them
+                   (torch.empty, then zeroed: every page written before the clock): the two
+                   load_model()s (the reference's is load_file + load_state_dict); the peers copy
+                   each streamed tensor into its parameter; cold only: ringsafe's with
+                   direct=False
+  read_into        into existing tensors (made as load_model's parameters): ringsafe.torch.read_into
+                   against the reference's load_file + copy_ of each tensor
   loop             with safe_open(path, "pt"): get_tensor(k) for every key, read as it comes
   sharded          the checkpoint split into 4 shards + model.safetensors.index.json:
                    ringsafe.torch.load_file(index) against the reference's load_file per shard
@@ -55,17 +59,37 @@ http and s3: to the download + load arm). Operations (--only):
   hf_pretrained    LlamaForCausalLM.from_pretrained("bench/model") of transformers through the
                    stand-in against ringsafe.transformers.from_pretrained("hf://bench/model"),
                    dtype=bf16, an empty Hub cache each repetition
-  save_file        X.save_file(dict in memory, fresh path) (ringsafe with sync=False)
+  select           `ringsafe load --json` (the CLI, a new process each time) of the whole file
+                   against `--select` of evenly spaced layers making about 16 % of its bytes;
+                   ratio = the selection's bytes per second / the whole file's, by the CLI's own
+                   clock (open, headers, plan, reads) and by the process's wall time
+  save_file        X.save_file(a --save-gib state dict in memory, a fresh path): the reference,
+                   ringsafe with sync=False and with sync=True, and `dd oflag=direct bs=16M
+                   conv=fsync` of as many bytes (the disk's sequential write rate, this run);
+                   each child reports the time until the call returned and until the file
+                   was on disk (fsync of it after the return)
+  save_series      --series saves of that state dict in a row (fresh paths), then an fsync of
+                   every file: the reference against ringsafe with sync=False; enough bytes
+                   that the kernel's dirty-page limit throttles the writers
 
-"One read of every byte" = the int64 sum of every tensor's bytes (torch with
-one thread: both libraries pay it equally, and two threads on two shared cores
-make it noisy); the arms' checksums must agree. hot: the file is read once
-(read(2)) before each repetition; cold: fsync + POSIX_FADV_DONTNEED before each
-repetition ("guest-cold": the VM's host may still cache it), checked with
-mincore(2); a `dd iflag=direct bs=16M` row gives the disk's own rate in the
-same run, and two cold-only baseline arms read the file on 8 threads into reused
-buffers, through the page cache (the cost of filling it, which a mapped load
-also pays) and with O_DIRECT. peak RSS = VmHWM minus the RSS after imports. GB = 1e9 bytes.
+Cache states: "hot" = the file as written (the page cache as the writes left it, in
+large folios where the kernel makes them; before the first repetition of an operation
+the file is rewritten in place, its bytes read back with O_DIRECT, then synced), read
+once (read(2)) before each repetition; "hot, read back" (load_file, load_model,
+read_into, sharded, select) = evicted, then read once in 16 MiB read(2)s before the
+first repetition (the page cache as a reader left it); "cold" = fsync +
+POSIX_FADV_DONTNEED before each repetition ("guest-cold": the VM's host may still cache
+it), checked with mincore(2).
+
+"load s" = the call alone; "+ touch s" = the call and one read of every byte =
+the int64 sum of every tensor's bytes (torch with one thread: both libraries pay it
+equally, and two threads on two shared cores make it noisy); the arms' checksums must
+agree; GB/s is of the file by "+ touch s". Streamed arms read as tensors arrive (no
+"load s"). A `dd iflag=direct bs=16M` row gives the disk's own read rate in the same
+run, and two cold-only baseline arms read the file on 8 threads into reused buffers,
+through the page cache (the cost of filling it, which a mapped load also pays) and
+with O_DIRECT. peak RSS = VmHWM minus the RSS after imports. GB = 1e9 bytes. The load
+average is printed with every operation (other processes share the cores).
 """
 
 import argparse
@@ -82,8 +106,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OPS = ("load_file", "load_model", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs", "az", "save_file",
-       "hf", "hf_cached", "hf_pretrained")
+OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs",
+       "az", "hf", "hf_cached", "hf_pretrained", "select", "save_file", "save_series")
 REF, REF_PREAD = "safetensors", "safetensors pread"
 MINE, MINE_PREAD = "ringsafe", "ringsafe pread"
 MINE_STREAM = "ringsafe iter_tensors"  # streaming with bounded memory, as the peers stream
@@ -95,6 +119,8 @@ MINE_BUF = "ringsafe, direct=False"
 RUNAI, RUNAI_BUF = "runai O_DIRECT", "runai buffered"
 FST, FST_BUF = "fastsafetensors O_DIRECT", "fastsafetensors buffered"
 DOWNLOAD, BOTO, RUNAI_S3 = "requests + load", "boto3 + load", "runai s3"
+WHOLE, SELECTION = "ringsafe load (CLI), whole file", "ringsafe load --select (CLI), ~16 % in scattered layers"
+MINE_SYNC, DISK_WRITE = "ringsafe, sync=True", "dd oflag=direct bs=16M conv=fsync (the disk)"
 GCS_DL, RUNAI_GS = "google-cloud-storage + load", "runai gs"
 AZ_DL = "azure-storage-blob + load"
 # The Hub (hf, hf_cached, hf_pretrained): the stand-in's repo bench/model.
@@ -120,19 +146,31 @@ ARMS = {
     "pss": [REF, MINE, MINE_PREAD],
     "http": [DOWNLOAD, MINE],
     "s3": [BOTO, RUNAI_S3, MINE],
+    "read_into": [REF, MINE, MINE_BUF],
     "gs": [GCS_DL, RUNAI_GS, MINE],
     # No Run:ai arm: its Azure backend (libstreamerazure.so) names no endpoint setting besides
     # AZURE_STORAGE_ACCOUNT_NAME/_KEY/_SAS_TOKEN (AZURE_STORAGE_ENDPOINT did not reach the
     # stand-in: "File access error"), so it would go to ACCOUNT.blob.core.windows.net.
     "az": [AZ_DL, MINE],
-    "save_file": [REF, MINE],
     "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE],
     "hf_cached": [LOCAL, MINE_HF_CACHED],
     "hf_pretrained": [TF_REF, MINE_TF],
+    "select": [WHOLE, SELECTION],
+    "save_file": [REF, MINE, MINE_SYNC, DISK_WRITE],
+    "save_series": [REF, MINE],
 }
-NO_CACHE_STATE = ("save_file", "http", "s3", "gs", "az", "pss", "hf", "hf_pretrained")
+# Remote or in-memory sources: one state.
+NO_CACHE_STATE = ("save_file", "save_series", "http", "s3", "gs", "az", "pss", "hf", "hf_pretrained")
 HUB_OPS = ("hf", "hf_cached", "hf_pretrained")
-OPTIONAL_ARMS = (RUNAI_GS,)  # left out (with a note) when they cannot reach the local server  # remote or in-memory sources: one state
+OPTIONAL_ARMS = (RUNAI_GS,)  # left out (with a note) when they cannot reach the local server
+SAVES = ("save_file", "save_series")
+# Ops that also run on the page cache as a reader leaves it (evicted, read back once).
+READ_BACK = ("load_file", "load_model", "read_into", "sharded", "select")
+STREAMED = (MINE_STREAM, MINE_STREAM_DIRECT, RUNAI, RUNAI_BUF, FST, FST_BUF, RUNAI_S3, RUNAI_GS, HF_FS)  # no "load s"
+PEERS = {RUNAI: "runai_model_streamer", RUNAI_BUF: "runai_model_streamer", RUNAI_S3: "runai_model_streamer",
+         RUNAI_GS: "runai_model_streamer", FST: "fastsafetensors", FST_BUF: "fastsafetensors", BOTO: "boto3",
+         DOWNLOAD: "requests", GCS_DL: "google.cloud.storage", AZ_DL: "azure.storage.blob",
+         HF_REF: "huggingface_hub", HF_FS: "huggingface_hub", TF_REF: "transformers"}
 
 # TinyLlama-1.1B's shapes (22 layers: 2.2 GB, 201 tensors); the layer count follows --size-gib.
 HIDDEN, INTER, KV, VOCAB = 2048, 5632, 256, 32000
@@ -316,6 +354,55 @@ def read_baseline(path, direct, threads=8, piece=8 << 20):
         raise errors[0]
 
 
+def save_state(path, gib, st):
+    """The first tensors of the checkpoint, cloned, up to ``gib`` GiB: the state dict the saves write."""
+    out, total = {}, 0
+    with st.safe_open(path, "pt") as f:
+        for k in f.keys():
+            t = f.get_tensor(k).clone()
+            if out and total + t.numel() * t.element_size() > gib * 2**30:
+                break
+            out[k] = t
+            total += t.numel() * t.element_size()
+    return out
+
+
+def fsync_path(p):
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_child(op, arm, path, work, torch, st, rt):
+    """One timed save (or series of saves); returns the child's result fields."""
+    prep = save_state(path, float(os.environ.get("BENCH_SAVE_GIB", "1")), st)
+    count = int(os.environ.get("BENCH_SERIES", "6")) if op == "save_series" else 1
+    targets = [work / f"saved-{os.getpid()}-{k}.safetensors" for k in range(count)]
+    nbytes = sum(t.numel() * t.element_size() for t in prep.values())
+    t0 = time.perf_counter()
+    for target in targets:
+        if arm == REF:
+            st.save_file(prep, str(target))
+        elif arm == MINE:
+            rt.save_file(prep, str(target), sync=False)
+        elif arm == MINE_SYNC:
+            rt.save_file(prep, str(target), sync=True)
+        else:  # the disk: as many bytes, sequential O_DIRECT writes of 16 MiB, then fsync
+            subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=16M", f"count={-(-nbytes // (16 << 20))}",
+                            "oflag=direct", "conv=fsync"], check=True, capture_output=True)
+    returned = time.perf_counter() - t0
+    for target in targets:
+        fsync_path(target)
+    on_disk = time.perf_counter() - t0
+    size = sum(t.stat().st_size for t in targets)
+    for target in targets:
+        target.unlink()
+    return {"seconds": returned, "touched": on_disk, "bytes": size,
+            "check": None if arm == DISK_WRITE else size}
+
+
 def child(op, arm, path, work):
     """One timed repetition in this fresh process; prints one JSON line."""
     if arm == RUNAI_BUF:
@@ -342,15 +429,17 @@ def child(op, arm, path, work):
     with open("/proc/self/clear_refs", "w") as f:  # the imports' peak must not count
         f.write("5")
     base = status_kib("VmRSS")
+    if op in SAVES:
+        out = save_child(op, arm, path, work, torch, st, rt)
+        out["peak_mib"] = (status_kib("VmHWM") - base) / 1024
+        print(json.dumps(out))
+        return
     if op == "pss":  # every process imported: the parent reads PSS, then says go
         print("ready", flush=True)
         sys.stdin.readline()
     prep = None
-    if op == "load_model":
+    if op in ("load_model", "read_into"):
         prep = build_model(json.loads((work / "header.json").read_text()), torch)
-    elif op == "save_file":
-        prep = {k: v.clone() for k, v in st.load_file(path).items()}
-        target = work / f"saved-{os.getpid()}.safetensors"
     backend = "pread" if arm in (REF_PREAD, MINE_PREAD, MINE_PREAD_DIRECT) else "mmap"
     kw = {"direct": arm != MINE_BUF} if arm in (MINE_PREAD_DIRECT, MINE_STREAM_DIRECT, MINE_BUF) else {}
     acc = [0]
@@ -358,6 +447,7 @@ def child(op, arm, path, work):
     def each(_name, t):
         acc[0] += touch(t, torch)
 
+    d = None  # what the load returned, touched after the clock's first reading
     t0 = time.perf_counter()
     if arm in BASELINES:
         read_baseline(path, arm == BASE_DIRECT)
@@ -368,18 +458,12 @@ def child(op, arm, path, work):
         elif arm in (MINE, MINE_PREAD, MINE_PREAD_DIRECT):
             d = rt.load_file(path, backend=backend, **kw)
         elif arm in (MINE_STREAM, MINE_STREAM_DIRECT):
-            d = None
             for name, t in rt.iter_tensors(path, **kw):
                 each(name, t)
         elif arm in (RUNAI, RUNAI_BUF):
-            d = None
             _runai_stream([path], torch, each)
         else:
-            d = None
             _fst_stream(path, torch, each)
-        if d is not None:
-            for t in d.values():
-                acc[0] += touch(t, torch)
     elif op == "load_model":
         params = prep.state_dict()
         if arm in (REF, MINE, MINE_BUF):
@@ -388,6 +472,18 @@ def child(op, arm, path, work):
             with torch.no_grad():
                 (_runai_stream if arm == RUNAI_BUF else (lambda p, tr, e: _fst_stream(p[0], tr, e)))(
                     [path], torch, lambda n, t: params[n].copy_(t))
+        d = dict(sorted(params.items()))
+    elif op == "read_into":
+        params = prep.state_dict()
+        if arm == REF:
+            loaded = st.load_file(path)
+            with torch.no_grad():
+                for k, v in loaded.items():
+                    params[k].copy_(v)
+            del loaded
+        else:
+            rt.read_into(path, params, **kw)
+        d = dict(sorted(params.items()))
     elif op == "loop":
         with (safetensors if arm == REF else ringsafe).safe_open(path, "pt") as f:
             for k in f.keys():
@@ -401,38 +497,25 @@ def child(op, arm, path, work):
                 d.update(st.load_file(str(f)))
         else:
             d = rt.load_file(str(shards / "model.safetensors.index.json"))
-        for t in d.values():
-            acc[0] += touch(t, torch)
     elif op == "from_pretrained":
         model = transformers.LlamaForCausalLM.from_pretrained(str(work / "hf"), dtype=torch.bfloat16)
-        for _, p in sorted(model.state_dict().items()):
-            acc[0] += touch(p, torch)
+        d = dict(sorted(model.state_dict().items()))
     elif op == "http":
         url = (work / "http_url").read_text().strip()
         d = st.load(requests.get(url, timeout=600).content) if arm == DOWNLOAD else rt.load_file(url)
-        for t in d.values():
-            acc[0] += touch(t, torch)
     elif op == "s3":
         bucket, key = "bench", "model.safetensors"
         if arm == BOTO:
             body = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
             d = st.load(body)
         elif arm == RUNAI_S3:
-            d = None
             _runai_stream([f"s3://{bucket}/{key}"], torch, each)
         else:
             d = rt.load_file(f"s3://{bucket}/{key}")
-        if d is not None:
-            for t in d.values():
-                acc[0] += touch(t, torch)
     elif op in HUB_OPS:
         d = hub_child(op, arm, path, torch, st, rt, each)
-        if d is not None:
-            for t in d.values():
-                acc[0] += touch(t, torch)
     elif op in ("gs", "az"):
         bucket, key = "bench", "model.safetensors"
-        d = None
         if arm == GCS_DL:
             from google.auth.credentials import AnonymousCredentials
             from google.cloud import storage
@@ -446,27 +529,20 @@ def child(op, arm, path, work):
             _runai_stream([f"gs://{bucket}/{key}"], torch, each)
         else:
             d = rt.load_file(f"{op}://{bucket}/{key}")
-        if d is not None:
-            for t in d.values():
-                acc[0] += touch(t, torch)
-    elif op == "save_file":
-        if arm == REF:
-            st.save_file(prep, target)
-        else:
-            rt.save_file(prep, target, sync=False)
+    loaded = time.perf_counter() - t0
+    if d is not None:
+        for t in d.values():
+            acc[0] += touch(t, torch)
     seconds = time.perf_counter() - t0
     peak = status_kib("VmHWM")
     check = None if acc[0] is None else acc[0] & (2**64 - 1)
-    if op == "load_model":  # untimed: the parameters hold the file's bytes
-        check = sum(touch(p, torch) for _, p in sorted(prep.state_dict().items())) & (2**64 - 1)
-    elif op == "save_file":
-        check = target.stat().st_size
-        target.unlink()
+    out = {"seconds": None if arm in STREAMED or op == "loop" else loaded, "touched": seconds,
+           "peak_mib": (peak - base) / 1024, "check": check}
     if op == "pss":  # hold the tensors until the parent has read every process's PSS
-        print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}), flush=True)
+        print(json.dumps(out), flush=True)
         sys.stdin.readline()
         return
-    print(json.dumps({"seconds": seconds, "peak_mib": (peak - base) / 1024, "check": check}))
+    print(json.dumps(out))
 
 
 def hub_child(op, arm, path, torch, st, rt, each):
@@ -513,6 +589,66 @@ def warm(path):
             pass
 
 
+def rewrite(path, piece=64 << 20):
+    """Leaves ``path`` in the page cache as freshly written: its bytes are read
+    back with O_DIRECT (past the page cache, which is emptied first), written
+    again in place in 64 MiB writes (the inode, and the hard link the
+    transformers folder holds, stay), and synced. Where O_DIRECT is refused,
+    the file is left as it is."""
+    import mmap
+    drop_cache(path)
+    try:
+        src = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return
+    buf = mmap.mmap(-1, piece)
+    dst = os.open(path, os.O_WRONLY)
+    try:
+        size = os.fstat(src).st_size
+        for off in range(0, size, piece):
+            n = os.preadv(src, [buf], off)
+            os.pwrite(dst, memoryview(buf)[:min(n, size - off)], off)
+        os.fsync(dst)
+    finally:
+        os.close(dst)
+        os.close(src)
+        buf.close()
+
+
+def read_back(path):
+    """Leaves ``path`` in the page cache as a reader leaves it: evicted, then read once in 16 MiB read(2)s."""
+    drop_cache(path)
+    warm(path)
+
+
+def scattered_layers(header, share=0.16):
+    """--select patterns for evenly spaced layers making about ``share`` of the
+    checkpoint's bytes, and the bytes they select."""
+    layers = sorted({int(n.split(".")[2]) for n in header if n.startswith("model.layers.")})
+    size = {i: 0 for i in layers}
+    for n, info in header.items():
+        if n.startswith("model.layers."):
+            size[int(n.split(".")[2])] += info["data_offsets"][1] - info["data_offsets"][0]
+    total = sum(i["data_offsets"][1] - i["data_offsets"][0] for i in header.values())
+    k = max(1, min(len(layers), round(share * total / (sum(size.values()) / len(layers)))))
+    chosen = [layers[round(j * (len(layers) - 1) / max(k - 1, 1))] for j in range(k)] if k > 1 else [layers[0]]
+    return [f"model.layers.{i}.*" for i in chosen], sum(size[i] for i in chosen)
+
+
+def run_cli_load(path, patterns):
+    """`ringsafe load --json [--select P]... path` in a new process: the CLI's own
+    seconds (open, headers, plan, reads), the process's wall time, and its bytes."""
+    cli = REPO / "build" / "tools" / "ringsafe"
+    args = [str(cli), "load", "--json"] + [a for p in patterns for a in ("--select", p)] + [str(path)]
+    t0 = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode:
+        raise SystemExit(f"{' '.join(args)} failed (exit {out.returncode}):\n{out.stdout}{out.stderr}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"seconds": r["seconds"], "touched": wall, "bytes": r["bytes"], "peak_mib": 0, "check": None}
+
+
 def resident_fraction(path):
     """Fraction of the file in the page cache (fincore), None if unknown."""
     try:
@@ -523,8 +659,11 @@ def resident_fraction(path):
         return None
 
 
+SAVE_ENV = {}  # BENCH_SAVE_GIB, BENCH_SERIES for the save children (set by main)
+
+
 def child_env():
-    env = dict(os.environ)
+    env = dict(os.environ, **SAVE_ENV)
     if not env.get("PYTHONPATH"):
         env["PYTHONPATH"] = str(REPO / "build" / "engine" / "python")
     env.pop("RINGSAFE_AS_SAFETENSORS", None)
@@ -565,7 +704,7 @@ def run_pss(arm, path, work, n=4):
             except OSError:
                 pass
             p.wait(timeout=120)
-    return {"seconds": wall, "peak_mib": added, "check": results[0]["check"],
+    return {"seconds": wall, "touched": wall, "peak_mib": added, "check": results[0]["check"],
             "pss_ratio": added * 2**20 / os.path.getsize(path)}
 
 
@@ -595,7 +734,8 @@ def machine_facts():
          "    try: print(p, m.version(p))\n    except m.PackageNotFoundError: print(p, 'missing')"],
         capture_output=True, text=True, env=child_env()).stdout.split("\n")
     return (f"nproc {os.cpu_count()} ({cpu}), {mem / 2**20:.1f} GiB RAM, kernel {platform.release()}\n"
-            f"THP enabled: {read('/sys/kernel/mm/transparent_hugepage/enabled')}\n"
+            f"THP enabled: {read('/sys/kernel/mm/transparent_hugepage/enabled')}; vm.dirty_ratio "
+            f"{read('/proc/sys/vm/dirty_ratio')} %, dirty_background_ratio {read('/proc/sys/vm/dirty_background_ratio')} %\n"
             f"python {platform.python_version()}; {', '.join(v for v in versions if v)}; "
             f"load average {os.getloadavg()[0]:.2f}")
 
@@ -695,11 +835,13 @@ class Servers:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-gib", type=float, default=2.0, help="checkpoint size (default 2)")
-    ap.add_argument("--reps", type=int, default=3, help="repetitions per arm (default 3)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per arm (default 5)")
     ap.add_argument("--only", default=",".join(OPS), help="comma-separated operations (default: all)")
-    ap.add_argument("--hot", action="store_true", help="page cache hot only")
+    ap.add_argument("--hot", action="store_true", help="page cache hot only (both hot states)")
     ap.add_argument("--cold", action="store_true", help="page cache cold only")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 0.5 GiB, 1 repetition, saves of 0.25 GiB x 2")
+    ap.add_argument("--save-gib", type=float, default=1.0, help="state dict the saves write (default 1)")
+    ap.add_argument("--series", type=int, default=6, help="saves in a row for save_series (default 6)")
     ap.add_argument("--store-rate", type=int, default=0,
                     help="gs/az/hf: bytes/s per response of the servers (hf: per CDN connection; default "
                          "0: unlimited)")
@@ -716,12 +858,15 @@ def main():
     if a.make:
         return make_checkpoint(Path(a.make[0]), float(a.make[1]))
     if a.quick:
-        a.size_gib, a.reps = 0.5, 1
+        a.size_gib, a.reps, a.save_gib, a.series = 0.5, 1, 0.25, 2
     ops = [o for o in a.only.split(",") if o]
     bad = [o for o in ops if o not in OPS]
-    if bad or a.reps < 1:
-        ap.error(f"unknown operation(s) {bad}; choose from {','.join(OPS)}" if bad else "--reps must be >= 1")
-    states = [s for s, on in (("hot", a.hot or not a.cold), ("cold", a.cold or not a.hot)) if on]
+    if bad or a.reps < 1 or a.series < 1 or a.save_gib <= 0:
+        ap.error(f"unknown operation(s) {bad}; choose from {','.join(OPS)}" if bad else
+                 "--reps and --series must be >= 1, --save-gib > 0")
+    SAVE_ENV.update(BENCH_SAVE_GIB=str(a.save_gib), BENCH_SERIES=str(a.series))
+    states = [s for s, on in (("hot", a.hot or not a.cold), ("hot, read back", a.hot or not a.cold),
+                              ("cold", a.cold or not a.hot)) if on]
     work = Path(a.dir or tempfile.mkdtemp(prefix="ringsafe-bench-python-")).resolve()
     work = work / f"{a.size_gib:g}gib"
     work.mkdir(parents=True, exist_ok=True)
@@ -738,9 +883,11 @@ def main():
         size = path.stat().st_size
         print(machine_facts())
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} tensors; median of {a.reps}, "
-              f"every repetition a fresh process, arms interleaved\n", flush=True)
+              f"every repetition a fresh process, arms interleaved; saves: {a.save_gib:g} GiB, series of "
+              f"{a.series}\n", flush=True)
+        print("command: " + " ".join([Path(sys.executable).name, "bench/bench_python.py"] + sys.argv[1:]) + "\n")
         servers = Servers(work, path, ops, a.store_rate, a.store_delay_ms)
-        run_all(ops, states, a.reps, path, work, size, servers)
+        run_all(ops, states, a.reps, path, work, size, header, servers)
     finally:
         if servers is not None:
             servers.close()
@@ -748,24 +895,50 @@ def main():
             shutil.rmtree(work.parent, ignore_errors=True)
 
 
-def run_all(ops, states, reps, path, work, size, servers):
-    print(f"| operation | cache | arm | median s | GB/s | peak RSS MiB | vs {REF} |\n|---|---|---|---|---|---|---|",
-          flush=True)
+def peer_missing(arm):
+    import importlib.util
+    mod = PEERS.get(arm)
+    try:
+        return mod is not None and importlib.util.find_spec(mod) is None
+    except ModuleNotFoundError:  # its parent package is missing
+        return True
+
+
+def fmt(x, digits=3):
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def run_all(ops, states, reps, path, work, size, header, servers):
     notes = []
+    patterns, selected = scattered_layers(header)
     for op in ops:
-        arms = ARMS[op]
         files = [path] if op != "sharded" else sorted((work / "sharded").glob("*.safetensors"))
-        for state in (["-"] if op in NO_CACHE_STATE else states):
-            arms = [a for a in ARMS[op] if state == "cold" or a not in COLD_ONLY]
+        skipped = [a for a in ARMS[op] if peer_missing(a)]
+        if skipped:
+            notes.append(f"{op}: skipped {', '.join(skipped)} (not installed: bash tools/dev.sh bench installs it)")
+        op_states = ["-"] if op in NO_CACHE_STATE else [s for s in states if s != "hot, read back" or op in READ_BACK]
+        for state in op_states:
+            arms = [a for a in ARMS[op] if (state == "cold" or a not in COLD_ONLY) and a not in skipped]
+            load_before = os.getloadavg()[0]
+            if state == "hot":
+                for f in files:
+                    rewrite(f)
+            elif state == "hot, read back":
+                for f in files:
+                    read_back(f)
             runs = {arm: [] for arm in arms}
             failed = {}
             for _ in range(reps):
                 for arm in arms:
+                    if op in SAVES:
+                        os.sync()  # earlier writes (and the discards of deleted outputs) out of the way
                     for f in files:
                         drop_cache(f) if state == "cold" else warm(f)
                     if op == "pss":
                         warm(path)
                         runs[arm].append(run_pss(arm, path, work))
+                    elif op == "select":
+                        runs[arm].append(run_cli_load(path, patterns if arm == SELECTION else []))
                     elif arm in failed:
                         continue
                     else:
@@ -790,22 +963,78 @@ def run_all(ops, states, reps, path, work, size, servers):
             checks = {r["check"] for arm in arms for r in runs[arm] if r["check"] is not None}
             if len(checks) > 1 and op not in ("from_pretrained", "hf_pretrained"):
                 raise SystemExit(f"{op} {state}: the arms disagree (checksums {sorted(checks)})")
-            med = {arm: statistics.median(r["seconds"] for r in runs[arm]) for arm in arms}
-            for arm in arms:
-                rss = statistics.median(r["peak_mib"] for r in runs[arm])
-                ratio = med[arms[0]] / med[arm]
-                rate = size / med[arm] / 1e9
-                extra = ""
-                if op == "pss":
-                    extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
-                print(f"| {op} | {state} | {arm}{extra} | {med[arm]:.3f} | {rate:.2f} | {rss:.0f} | {ratio:.2f}x |",
-                      flush=True)
+            load_avg = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
+            if op in SAVES:
+                print_saves(op, arms, runs, load_avg)
+            elif op == "select":
+                print_select(state, arms, runs, selected, size, load_avg)
+            else:
+                print_loads(op, state, arms, runs, size, load_avg)
     print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load; "
           f"hf: {HF_REF}; hf_cached: {LOCAL}; hf_pretrained: {TF_REF})")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
     for n in notes:
         print(n)
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (other processes share these cores)")
+
+
+def median_of(runs, key):
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def print_loads(op, state, arms, runs, size, load_avg):
+    print(f"\n{op}, {state} ({load_avg})\n"
+          f"| arm | load s | + touch s | GB/s | peak RSS MiB | vs {arms[0]} (load) | vs {arms[0]} (+ touch) |\n"
+          f"|---|---|---|---|---|---|---|", flush=True)
+    base_load, base_all = median_of(runs[arms[0]], "seconds"), median_of(runs[arms[0]], "touched")
+    for arm in arms:
+        load, everything = median_of(runs[arm], "seconds"), median_of(runs[arm], "touched")
+        rss = statistics.median(r["peak_mib"] for r in runs[arm])
+        extra = ""
+        if op == "pss":
+            extra = f" (PSS added {statistics.median(r['pss_ratio'] for r in runs[arm]):.2f}x the file)"
+        vs_load = f"{base_load / load:.2f}x" if load and base_load else "–"
+        print(f"| {arm}{extra} | {fmt(load)} | {everything:.3f} | {size / everything / 1e9:.2f} | {rss:.0f} | "
+              f"{vs_load} | {base_all / everything:.2f}x |", flush=True)
+        print(f"|   (each: {' '.join(fmt(r['touched'], 2) for r in runs[arm])}) | | | | | | |")
+
+
+def print_select(state, arms, runs, selected, size, load_avg):
+    print(f"\nselect, {state} ({load_avg}): the selection is {selected / size:.1%} of the file\n"
+          f"| arm | CLI s | process wall s | GB/s (CLI) | GB/s (wall) | per byte vs whole (CLI) | "
+          f"per byte vs whole (wall) |\n|---|---|---|---|---|---|---|", flush=True)
+    rate = {}
+    for arm in arms:
+        nbytes = runs[arm][0]["bytes"]
+        cli, wall = median_of(runs[arm], "seconds"), median_of(runs[arm], "touched")
+        rate[arm] = (nbytes / cli / 1e9, nbytes / wall / 1e9)
+    for arm in arms:
+        r = rate[arm]
+        w = rate[arms[0]]
+        print(f"| {arm} | {median_of(runs[arm], 'seconds'):.4f} | {median_of(runs[arm], 'touched'):.4f} | "
+              f"{r[0]:.2f} | {r[1]:.2f} | {r[0] / w[0]:.2f}x | {r[1] / w[1]:.2f}x |", flush=True)
+        print(f"|   (each, CLI: {' '.join(fmt(x['seconds'], 4) for x in runs[arm])}) | | | | | | |")
+
+
+def print_saves(op, arms, runs, load_avg):
+    nbytes = runs[arms[0]][0]["bytes"]
+    print(f"\n{op}, {nbytes / 1e9:.2f} GB ({load_avg})\n"
+          f"| arm | returned s | on disk s | GB/s returned | GB/s on disk | vs {arms[0]} (returned) | "
+          f"vs {arms[0]} (on disk) |\n|---|---|---|---|---|---|---|", flush=True)
+    rates = {}
+    for arm in arms:
+        n = runs[arm][0]["bytes"]  # dd writes whole 16 MiB blocks: a little more
+        rates[arm] = (n / median_of(runs[arm], "seconds") / 1e9, n / median_of(runs[arm], "touched") / 1e9)
+    for arm in arms:
+        ret, disk = median_of(runs[arm], "seconds"), median_of(runs[arm], "touched")
+        print(f"| {arm} | {ret:.3f} | {disk:.3f} | {rates[arm][0]:.2f} | {rates[arm][1]:.2f} | "
+              f"{rates[arm][0] / rates[arms[0]][0]:.2f}x | {rates[arm][1] / rates[arms[0]][1]:.2f}x |", flush=True)
+        each = " ".join(fmt(r["seconds"], 2) + "/" + fmt(r["touched"], 2) for r in runs[arm])
+        print(f"|   (each, returned / on disk: {each}) | | | | | | |")
+    if MINE_SYNC in arms and DISK_WRITE in arms:
+        print(f"ringsafe sync=True, on disk, against the disk's sequential write rate (dd, this run): "
+              f"{rates[MINE_SYNC][1] / rates[DISK_WRITE][1]:.2f}x")
 
 
 if __name__ == "__main__":

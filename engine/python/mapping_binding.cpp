@@ -13,6 +13,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "blocking_call.hpp"
+#include "ringsafe/error.hpp"
 #include "ringsafe/mapped_file.hpp"
 
 namespace py = pybind11;
@@ -24,6 +25,13 @@ namespace {
 struct py_mapping {
     std::shared_ptr<const mapped_file> file;
 };
+
+// An integer argument that must not be negative (InvalidArgument naming it).
+std::uint64_t non_negative(const py::handle& v, const char* what) {
+    const auto x = v.cast<long long>();
+    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
+    return static_cast<std::uint64_t>(x);
+}
 
 // populate() of fewer bytes runs on the calling thread (no hand-off to a call
 // thread: a get_tensor loop pays it per tensor); even cold, such a call ends
@@ -78,6 +86,43 @@ void bind_mapping(py::module_& m) {
              py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),
              "Makes the (offset, length) ranges resident and mapped, in parallel; returns (bytes, cold_bytes, "
              "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
+        .def("copy_to",
+             [](const py_mapping& self, const py::list& copies, unsigned threads, const py::object& progress) {
+                 // Every buffer is checked, and its export held, before any byte moves.
+                 std::vector<py::object> keep;
+                 std::vector<mapped_copy> cs;
+                 std::uint64_t total = 0;
+                 const auto* lo = self.file->data();
+                 const auto* hi = lo + self.file->size();
+                 for (const auto item : copies) {
+                     const auto t = item.cast<py::tuple>();
+                     if (t.size() != 3) raise(errc::InvalidArgument, "copy_to takes (offset, length, buffer) triples");
+                     const auto offset = non_negative(t[0], "offset");
+                     const auto length = non_negative(t[1], "length");
+                     const std::span<std::byte> b =
+                         writable_bytes(t[2], "the destination of bytes " + std::to_string(offset) + "+" +
+                                                  std::to_string(length), keep);
+                     if (length > b.size())
+                         raise(errc::BufferTooSmall, "copying " + std::to_string(length) + " bytes of " +
+                                                         self.file->path() + " at offset " + std::to_string(offset) +
+                                                         " into a buffer of " + std::to_string(b.size()));
+                     if (length != 0 && b.data() < hi && lo < b.data() + length)
+                         raise(errc::InvalidArgument, "copy_to: a destination overlaps the mapping of " +
+                                                          self.file->path());
+                     cs.push_back({offset, length, b.data()});
+                     total += length;
+                 }
+                 auto file = self.file;
+                 populate_stats stats;
+                 run_blocking([file, &cs, threads, &stats](pending_call& pc) {
+                     stats = file->copy_to(cs, threads, pc.control());
+                 }, progress, total < inline_job_bytes);
+                 return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
+             },
+             py::arg("copies"), py::arg("threads") = 0, py::arg("progress") = py::none(),
+             "Copies (offset, length, buffer) ranges of the file into the start of each writable, C-contiguous "
+             "buffer, in parallel, the GIL released; returns (bytes, cold_bytes, threads). Ctrl-C cancels it "
+             "(what was copied stays); progress(done, total) runs on this thread.")
         .def("resident",
              [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
                  py::gil_scoped_release nogil;  // mincore of a large range takes a while

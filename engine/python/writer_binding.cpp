@@ -120,66 +120,6 @@ std::vector<tensor_source> parse_tensors(const py::list& tensors) {
     return out;
 }
 
-constexpr std::uint64_t write_piece = 8u << 20;
-
-// Writes every tensor through `w` with `threads` threads taking 8 MiB pieces
-// in file order; stops at the first error or when cancelled.
-void write_all(declared_writer& w, const std::string& path, const std::vector<tensor_source>& ts, unsigned threads,
-               pending_call& pc) {
-    struct piece {
-        std::size_t tensor;
-        std::uint64_t offset, length;
-    };
-    std::vector<piece> pieces;
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < ts.size(); ++i)
-        for (std::uint64_t o = 0; o < ts[i].size; o += write_piece) {
-            pieces.push_back({i, o, std::min(write_piece, ts[i].size - o)});
-            total += pieces.back().length;
-        }
-    pc.total = total;
-    std::atomic<std::size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::exception_ptr first;
-    bool first_is_echo = false;
-    std::mutex first_m;
-    auto worker = [&] {
-        try {
-            for (;;) {
-                if (failed.load() || pc.cancel.load()) return;
-                std::size_t k = next.fetch_add(1);
-                if (k >= pieces.size()) return;
-                const piece& p = pieces[k];
-                w.write(p.tensor, p.offset, {ts[p.tensor].data + p.offset, p.length});
-                pc.done += p.length;
-            }
-        } catch (...) {
-            // A write that fails marks the writer failed, and a racing write then sees
-            // "the writer is finished or failed": the cause is reported, not that echo.
-            bool echo = false;
-            try {
-                throw;
-            } catch (const ringsafe::error& e) {
-                echo = e.code() == make_error_code(errc::WriterState);
-            } catch (...) {
-            }
-            std::lock_guard lk(first_m);
-            if (!first || (first_is_echo && !echo)) {
-                first = std::current_exception();
-                first_is_echo = echo;
-            }
-            failed = true;
-        }
-    };
-    threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(pieces.size())));
-    std::vector<std::thread> extra;
-    for (unsigned i = 1; i < threads; ++i) extra.emplace_back(worker);
-    worker();
-    for (auto& t : extra) t.join();
-    if (first) std::rethrow_exception(first);
-    if (pc.cancel.load()) raise(errc::Cancelled, "writing '" + path + "' was cancelled");
-}
-
 // A writer that one thread at a time may call: every call takes `m` with the
 // GIL released (a second thread waits its turn, never while holding the GIL,
 // so the first can take the GIL back), so finish() or abandon() on one thread
@@ -248,7 +188,11 @@ void bind_writer(py::module_& m) {
                       declared_options o;
                       o.sync = o.sync_dir = sync;
                       w.emplace(path, std::move(decls), md ? &*md : nullptr, o);
-                      write_all(*w, path, ts, threads, pc);
+                      std::vector<std::span<const std::byte>> data;
+                      for (const auto& t : ts) data.emplace_back(t.data, t.size);
+                      // Durable (sync): O_DIRECT, the bytes go to the disk at once instead of
+                      // waiting in the page cache for the fsync.
+                      w->write_all(data, threads, sync, pc.control());
                   },
                   progress, total < inline_job_bytes);
               py::gil_scoped_release nogil;

@@ -24,7 +24,14 @@ struct mapped_range {
     std::uint64_t length = 0;
 };
 
-// What populate() found and did, for benchmarks and tests.
+// A copy out of a mapped file: `length` bytes at file `offset` to `dst`.
+struct mapped_copy {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    std::byte* dst = nullptr;
+};
+
+// What populate() and copy_to() found and did, for benchmarks and tests.
 struct populate_stats {
     std::uint64_t bytes = 0;          // bytes of the ranges (overlaps counted once per range)
     std::uint64_t cold_bytes = 0;     // bytes that were not in the page cache before
@@ -73,7 +80,17 @@ public:
     // shrank under the mapping (naming the path and offset), system errors for I/O.
     populate_stats populate(std::span<const mapped_range> ranges, unsigned threads = 0,
                             const read_control& ctl = {}) const;
-    // Bytes of `range` the page cache holds now (mincore).
+    // Copies each range of the file to its destination out of the mapping (the
+    // copy's faults map the page cache's pages; from 256 KiB on with
+    // non-temporal stores where the CPU has them), in 4 MiB pieces on up to
+    // `threads` threads (0: one per core, at least 8 when sampled pieces are
+    // not cached; the calling thread alone under 8 MiB). A piece not cached is
+    // read in by MADV_POPULATE_READ first. Destinations must not overlap the
+    // mapping or each other. Errors and ctl as populate().
+    populate_stats copy_to(std::span<const mapped_copy> copies, unsigned threads = 0,
+                           const read_control& ctl = {}) const;
+    // Bytes of `range` the page cache holds now: cachestat(2) of the file when the
+    // kernel has it and allows it (the file unreplaced at its path), else mincore.
     std::uint64_t resident_bytes(mapped_range range) const;
     // Asks the kernel to start reading `range` into the page cache and returns
     // (MADV_WILLNEED); no error if it declines.

@@ -30,6 +30,7 @@
 #include "ringsafe/dtype.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/header.hpp"
+#include "ringsafe/plan.hpp"
 
 namespace ringsafe {
 
@@ -188,9 +189,10 @@ struct declared_options {
 // Declared mode: the header is computed from `tensors` (in the given order,
 // which is the data order) and `metadata`, padded like the reference writer's.
 // Thread-safe: write() may be called from several threads at once; finish()
-// and abandon() must not overlap a write() still running. Files are written
-// with buffered pwrite from the callers' threads (the header's exact size
-// leaves the data unaligned, so O_DIRECT does not apply).
+// and abandon() must not overlap a write() still running. write() is a
+// buffered pwrite from the caller's thread (the header's exact size leaves
+// the data unaligned for O_DIRECT); write_all() of every tensor at once may
+// instead assemble aligned blocks and write them with O_DIRECT.
 class declared_writer {
 public:
     // A new file destined for `path`; bytes may arrive in any order.
@@ -221,6 +223,19 @@ public:
     void write(std::string_view name, std::uint64_t offset, std::span<const std::byte> bytes) {
         write(index(name), offset, bytes);
     }
+    // Writes every tensor whole, `data[i]` (exactly its size) for tensor i, on
+    // `threads` threads, and returns when all is written: buffered, in 8 MiB
+    // pieces with pwrite; with `direct` (a file whose filesystem allows
+    // O_DIRECT, else buffered as without it), the whole file, header included,
+    // in 8 MiB blocks assembled in aligned staging memory (4 blocks at least
+    // in flight) and written with O_DIRECT, so the bytes go to the disk
+    // instead of waiting in the page cache for finish()'s fsync.
+    // ctl.on_progress gets tensor bytes written, ctl.cancel stops it
+    // (Cancelled). Returns whether the data went out with O_DIRECT.
+    // InvalidArgument when a size differs; an I/O error abandons the file and
+    // names the tensor or offset.
+    bool write_all(std::span<const std::span<const std::byte>> data, unsigned threads, bool direct,
+                   const read_control& ctl = {});
     // Every tensor must be complete (WriterState naming the first incomplete
     // one, with its missing byte count); then sync and publish.
     void finish();

@@ -394,3 +394,26 @@ def test_write_error_keeps_old_file(tmp_path, what):
     assert r["ok"]
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["x.safetensors"]
+
+
+# --- sync=True: O_DIRECT --------------------------------------------------------
+
+def test_save_file_sync_writes_the_references_bytes_past_the_page_cache(tmp_path):
+    g = torch.Generator().manual_seed(3)
+    tensors = {"big": torch.randn(3 * MiB + 5, generator=g).to(torch.bfloat16),  # spans several 8 MiB blocks
+               "odd": torch.randint(0, 255, (4097,), dtype=torch.uint8, generator=g),
+               "empty": torch.zeros(0, 3), "scalar": torch.tensor(2.5, dtype=torch.float64),
+               "f32": torch.randn(1000, 37, generator=g)}
+    ref, mine, buffered = tmp_path / "ref.safetensors", tmp_path / "mine.safetensors", tmp_path / "buf.safetensors"
+    spt.save_file(tensors, str(ref), metadata={"format": "pt"})
+    rpt.save_file(tensors, str(mine), metadata={"format": "pt"}, sync=True)
+    rpt.save_file(tensors, str(buffered), metadata={"format": "pt"})
+    try:
+        os.close(os.open(str(tmp_path / "probe"), os.O_CREAT | os.O_WRONLY | os.O_DIRECT))
+    except OSError:
+        pytest.skip("no O_DIRECT on this filesystem")
+    m, b = ringsafe._ringsafe.MappedFile(str(mine)), ringsafe._ringsafe.MappedFile(str(buffered))
+    assert m.resident(0, m.size) <= 4096  # went straight to the disk
+    assert b.resident(0, b.size) == b.size  # sync=False: left in the page cache for the kernel to write back
+    del m, b
+    assert mine.read_bytes() == ref.read_bytes() == buffered.read_bytes()

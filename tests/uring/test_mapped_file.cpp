@@ -165,3 +165,112 @@ TEST_CASE("mapped_file populate stops when cancelled") {
     const std::vector<mapped_range> all{{0, m.size()}};
     CHECK_THAT(kind_of([&] { m.populate(all, 2, ctl); }), Catch::Contains("Cancelled"));
 }
+
+TEST_CASE("mapped_file copy_to copies exact bytes, cached or evicted, on any thread count") {
+    temp_dir dir;
+    const auto data = pattern((21u << 20) + 4321, 11);  // several 4 MiB pieces and a partial last page
+    write_file(dir / "f", data);
+    // Ranges not aligned to pages or pieces, one crossing several pieces, one empty.
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>> want{
+        {3, 5000}, {(4u << 20) - 7, (9u << 20) + 13}, {777, 0}, {data.size() - 4000, 4000}, {1u << 20, 1}};
+    for (bool cold : {false, true})
+        for (unsigned threads : {0u, 1u, 3u}) {
+            if (cold) evict(dir / "f");
+            auto m = mapped_file::open((dir / "f").string());
+            std::vector<std::vector<std::byte>> dsts;
+            std::vector<mapped_copy> copies;
+            for (auto [off, len] : want) {
+                dsts.emplace_back(len + 2, std::byte{0x5a});  // a guard byte after each destination
+                copies.push_back({off, len, dsts.back().data() + 1});
+            }
+            std::atomic<std::uint64_t> last{0}, total{0};
+            read_control ctl;
+            ctl.on_progress = [&](std::uint64_t d, std::uint64_t t) {
+                last = std::max<std::uint64_t>(last, d);
+                total = t;
+            };
+            const auto st = m.copy_to(copies, threads, ctl);
+            std::uint64_t bytes = 0;
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                const auto [off, len] = want[i];
+                bytes += len;
+                CHECK(dsts[i].front() == std::byte{0x5a});  // nothing written outside a destination
+                CHECK(dsts[i].back() == std::byte{0x5a});
+                CHECK(std::memcmp(dsts[i].data() + 1, data.data() + off, len) == 0);
+            }
+            CHECK(st.bytes == bytes);
+            CHECK(last == bytes);
+            CHECK(total == bytes);
+            if (cold) CHECK(st.cold_bytes > 0);  // read in by MADV_POPULATE_READ before the copy
+            else CHECK(st.cold_bytes == 0);
+            if (threads == 0) CHECK(st.threads >= 1);
+            else CHECK(st.threads == threads);
+        }
+}
+
+TEST_CASE("mapped_file copy_to copies small totals on the calling thread") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(1u << 20, 12));
+    auto m = mapped_file::open((dir / "f").string());
+    std::vector<std::byte> dst(100000);
+    const std::vector<mapped_copy> one{{10, dst.size(), dst.data()}};
+    CHECK(m.copy_to(one).threads == 1);
+    CHECK(m.copy_to({}).bytes == 0);
+}
+
+TEST_CASE("mapped_file copy_to refuses ranges past the end and null destinations") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(5000, 1));
+    auto m = mapped_file::open((dir / "f").string());
+    std::vector<std::byte> dst(2000, std::byte{0x33});
+    const std::vector<mapped_copy> past{{0, 10, dst.data()}, {4000, 1001, dst.data()}};
+    CHECK_THAT(kind_of([&] { m.copy_to(past); }), Catch::Contains("InvalidArgument") && Catch::Contains("past the end"));
+    CHECK(dst[0] == std::byte{0x33});  // every range is checked before any byte moves
+    const std::vector<mapped_copy> null_dst{{0, 10, nullptr}};
+    CHECK_THAT(kind_of([&] { m.copy_to(null_dst); }), Catch::Contains("InvalidArgument") && Catch::Contains("null"));
+    const std::vector<mapped_copy> empty_null{{5000, 0, nullptr}};
+    CHECK(m.copy_to(empty_null).bytes == 0);
+}
+
+TEST_CASE("mapped_file copy_to reports a file that shrank instead of faulting") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(16u << 20, 4));
+    auto m = mapped_file::open((dir / "f").string());
+    REQUIRE(::truncate((dir / "f").c_str(), 4096) == 0);
+    std::vector<std::byte> dst(m.size());
+    const std::vector<mapped_copy> all{{0, m.size(), dst.data()}};
+    for (unsigned threads : {1u, 2u})
+        CHECK_THAT(kind_of([&] { m.copy_to(all, threads); }), Catch::Contains("Truncated") && Catch::Contains("shorter"));
+}
+
+TEST_CASE("mapped_file copy_to stops when cancelled") {
+    temp_dir dir;
+    write_file(dir / "f", pattern(64u << 20, 5));
+    auto m = mapped_file::open((dir / "f").string());
+    std::vector<std::byte> dst(m.size());
+    std::atomic<bool> cancel{true};
+    read_control ctl;
+    ctl.cancel = &cancel;
+    const std::vector<mapped_copy> all{{0, m.size(), dst.data()}};
+    CHECK_THAT(kind_of([&] { m.copy_to(all, 2, ctl); }), Catch::Contains("Cancelled"));
+}
+
+TEST_CASE("mapped_file resident_bytes counts the mapped file's cached pages, not another file at its path") {
+    temp_dir dir;
+    const auto data = pattern(64u << 20, 6);  // well past the kernel's readahead of the first 4 MiB
+    write_file(dir / "f", data);
+    evict(dir / "f");
+    auto m = mapped_file::open((dir / "f").string());
+    CHECK(m.resident_bytes({0, m.size()}) < m.size() / 10);
+    const std::vector<mapped_range> half{{0, 4u << 20}};
+    m.populate(half, 1);
+    const auto have = m.resident_bytes({0, m.size()});
+    CHECK(have >= (4u << 20));
+    CHECK(have < m.size());
+    CHECK(m.resident_bytes({0, 4u << 20}) == (4u << 20));
+    CHECK(m.resident_bytes({100, 1000}) == 1000);  // never more than the range
+    // Another file at the path, cached whole: the mapping's file is still judged.
+    write_file(dir / "g", pattern(64u << 20, 7));
+    std::filesystem::rename(dir / "g", dir / "f");
+    CHECK(m.resident_bytes({0, m.size()}) == have);
+}

@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <atomic>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
+#include "ringsafe/mapped_file.hpp"
 #include "ringsafe/writer.hpp"
 #include "written_file.hpp"
 
@@ -165,4 +168,78 @@ TEST_CASE("declared mode streams to a pipe in declared order") {
     f.write("x", 0, x);
     f.finish();
     CHECK(read_file(p) == received);
+}
+
+TEST_CASE("declared mode: write_all writes the same bytes buffered and with O_DIRECT, on any thread count") {
+    // Tensors of odd sizes (none aligned), one larger than a block, one empty, so
+    // that blocks straddle the header and several tensors, and the file's end
+    // needs the padding cut back.
+    std::vector<tensor_decl> decls;
+    std::vector<std::vector<std::byte>> data;
+    const std::uint64_t sizes[] = {3, (9u << 20) + 77, 0, 4095, (3u << 20) + 1, 12345};
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+        decls.push_back({"t" + std::to_string(i), dtype::U8, {sizes[i]}});
+        data.emplace_back(sizes[i]);
+        fill_pattern(data.back(), 100 + i);
+    }
+    std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
+    const metadata_map meta{{"format", "pt"}};
+    temp_dir d;
+    // The expected file: written piece by piece through write().
+    const auto want_path = d / "want.safetensors";
+    {
+        declared_writer w(want_path.string(), decls, &meta);
+        for (std::size_t i = 0; i < data.size(); ++i) w.write(i, 0, data[i]);
+        w.finish();
+    }
+    const auto want = read_file(want_path);
+    for (bool direct : {false, true})
+        for (unsigned threads : {1u, 3u}) {
+            INFO("direct " << direct << ", threads " << threads);
+            const auto p = d / ("all-" + std::to_string(direct) + std::to_string(threads) + ".safetensors");
+            std::atomic<std::uint64_t> last{0}, total{0};
+            read_control ctl;
+            ctl.on_progress = [&](std::uint64_t done, std::uint64_t t) {
+                last = std::max<std::uint64_t>(last, done);
+                total = t;
+            };
+            declared_options o;
+            o.sync = o.sync_dir = direct;
+            declared_writer w(p.string(), decls, &meta, o);
+            const bool used = w.write_all(spans, threads, direct, ctl);
+            CHECK(!fs::exists(p));  // nothing at the path before finish()
+            w.finish();
+            if (!direct) CHECK(!used);
+            if (used) {  // straight to the disk: nothing of the file waits in the page cache
+                const auto m = mapped_file::open(p.string());
+                CHECK(m.resident_bytes({0, m.size()}) <= 4096);
+            }
+            CHECK(read_file(p) == want);
+            CHECK(last == total);
+            CHECK(total == std::accumulate(std::begin(sizes), std::end(sizes), std::uint64_t{0}));
+        }
+}
+
+TEST_CASE("declared mode: write_all refuses wrong sizes and stops when cancelled, leaving nothing") {
+    temp_dir d;
+    const auto p = d / "x.safetensors";
+    std::vector<std::byte> a(1000), b(20u << 20);
+    {
+        declared_writer w(p.string(), {{"a", dtype::U8, {1000}}, {"b", dtype::U8, {20u << 20}}});
+        const std::vector<std::span<const std::byte>> short_b{a, std::span(b).first(10)};
+        CHECK_THAT(kind_of([&] { w.write_all(short_b, 2, false); }),
+                   Catch::Contains("InvalidArgument") && Catch::Contains("'b'"));
+        const std::vector<std::span<const std::byte>> one{a};
+        CHECK_THAT(kind_of([&] { w.write_all(one, 2, true); }), Catch::Contains("1 tensors given, 2 declared"));
+    }
+    for (bool direct : {false, true}) {
+        std::atomic<bool> cancel{true};
+        read_control ctl;
+        ctl.cancel = &cancel;
+        declared_writer w(p.string(), {{"a", dtype::U8, {1000}}, {"b", dtype::U8, {20u << 20}}});
+        const std::vector<std::span<const std::byte>> both{a, b};
+        CHECK_THAT(kind_of([&] { w.write_all(both, 2, direct, ctl); }), Catch::Contains("Cancelled"));
+        CHECK_THROWS(w.finish());  // incomplete, or failed
+    }
+    CHECK(!fs::exists(p));
 }

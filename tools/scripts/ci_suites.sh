@@ -115,8 +115,8 @@ for s in $STAGES; do
         # read share a gs:// object's OAuth token cache (a refresh per request in one case).
         # device runs the staging pipeline against the stand-in's copier thread (the order of
         # stream waits, copies and frees). stores/test_hub: the Hub's answers hook and cache
-        # entries shared by event loops and sources.
-        tsan_programs=(uring/test_file_source uring/test_ring_pool read/test_reader_files write/test_writer_declared
+        # entries shared by event loops and sources. mapped_file: copy_to's and populate()'s threads.
+        tsan_programs=(uring/test_file_source uring/test_ring_pool uring/test_mapped_file read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
             asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub device/test_device)

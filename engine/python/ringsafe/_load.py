@@ -9,7 +9,8 @@ from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes, plan_tensors_at
 from ._selection import resolve
 from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
-from ._source import direct_when_cold, open_reader, open_source
+from ._mapped import copy_into
+from ._source import byte_views, mapped_or_read, open_reader, open_source
 
 
 def load_file(adapter, filename, device, select, progress, backend, options):
@@ -72,8 +73,6 @@ def read_into(adapter, filename, tensors, progress, options):
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
         by_name = {t[0]: t for t in reader.tensors()}
-        if reader is not filename:  # caller memory: O_DIRECT when these tensors are cold
-            reader = direct_when_cold(reader, filename, options, [by_name[n] for n in names])
         dsts, owners = [], []
         for name in names:
             dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)
@@ -88,9 +87,17 @@ def read_into(adapter, filename, tensors, progress, options):
                             f"the destination holds {nbytes} ({shape})")
             dsts.append((addr, nbytes))
             owners.append(owner)
-        plan = plan_tensors_at(reader, names, dsts, owners)
+        maps = views = None
+        if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
+            maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
+                                                 byte_views(adapter, owners))
+        plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
-            reader.execute(plan, cb)
+            if maps is not None:
+                copy_into(maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, views)],
+                          options.get("threads"), cb)
+            else:
+                reader.execute(plan, cb)
     finally:
         if reader is not filename:
             reader.close()

@@ -16,6 +16,30 @@ READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 POPULATE_MIN = 1 << 20
 
 
+def checked_mapping(reader, shard, m=None):
+    """A MappedFile of local shard ``shard`` of ``reader`` (``m`` when given,
+    else mapped now), checked against what the reader parsed: ObjectChanged
+    when another file is at its path now, or it was rewritten in place (size
+    or modification time), or its header differs."""
+    spec, size, data_start = reader.shards()[shard]
+    if m is None:
+        m = MappedFile(reader.shard_file(shard))  # spec's local file (an hf:// spec's: the Hub cache's)
+    dev, ino, _, mtime = reader.shard_stat(shard)
+    if m.identity != (dev, ino):
+        raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
+                                     f"(another file is at that path now)")
+    if m.stat != (dev, ino, size, mtime):
+        raise error("ObjectChanged", f"{spec} was rewritten in place between reading its header and mapping "
+                                     f"it ({size} bytes then, {m.size} now; modified at {mtime} ns then, "
+                                     f"{m.stat[3]} now)")
+    # The header as mapped: resident first (a file cut short since raises
+    # Truncated, not SIGBUS), then compared with the one the reader parsed.
+    m.populate([(0, data_start)], 1)
+    if not reader.header_matches(shard, m):
+        raise error("ObjectChanged", f"{spec}'s header changed between reading it and mapping the file")
+    return m
+
+
 class MappedSource(EngineSource):
     backend = "mmap"
 
@@ -30,22 +54,7 @@ class MappedSource(EngineSource):
         self._maps = [self._map(i) for i in range(len(self._shards))]
 
     def _map(self, shard):
-        spec, size, data_start = self._shards[shard]
-        m = MappedFile(self.reader.shard_file(shard))  # spec's local file (an hf:// spec's: the Hub cache's)
-        dev, ino, _, mtime = self.reader.shard_stat(shard)
-        if m.identity != (dev, ino):
-            raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
-                                         f"(another file is at that path now)")
-        if m.stat != (dev, ino, size, mtime):
-            raise error("ObjectChanged", f"{spec} was rewritten in place between reading its header and mapping "
-                                         f"it ({size} bytes then, {m.size} now; modified at {mtime} ns then, "
-                                         f"{m.stat[3]} now)")
-        # The header as mapped: resident first (a file cut short since raises
-        # Truncated, not SIGBUS), then compared with the one the reader parsed.
-        m.populate([(0, data_start)], 1)
-        if not self.reader.header_matches(shard, m):
-            raise error("ObjectChanged", f"{spec}'s header changed between reading it and mapping the file")
-        return m
+        return checked_mapping(self.reader, shard)
 
     def mapping(self, shard):
         """The shard's MappedFile."""
@@ -164,3 +173,43 @@ class MappedSource(EngineSource):
         if ahead is not None and ahead is not threading.current_thread():
             ahead.join()
         super().close()
+
+
+def copy_into(maps, shards, items, threads=None, progress=None):
+    """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
+    _source.mapped_when_hot) into caller memory, on every core with the GIL
+    released: items are (info, buffer), info a reader.tensors() tuple, buffer
+    a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
+    per_shard = {}
+    for info, buf in items:
+        if info[4] > info[3]:
+            per_shard.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3], buf))
+    total = sum(c[1] for cs in per_shard.values() for c in cs)
+    before = 0
+    for shard, copies in sorted(per_shard.items()):
+        cb = None
+        if progress is not None:
+            cb = (lambda base: lambda done, _: progress(base + done, total))(before)
+        maps[shard].copy_to(copies, threads or 0, cb)
+        before += sum(c[1] for c in copies)
+    if progress is not None and total == 0:
+        progress(0, 0)
+
+
+def mapped_views(adapter, maps, shards, infos, threads=None):
+    """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
+    ``maps``, made resident in parallel first (for copies that convert)."""
+    ranges = {}
+    for info in infos:
+        if info[4] > info[3]:
+            ranges.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3]))
+    for shard, rs in ranges.items():
+        maps[shard].populate(rs, threads or 0)
+    out = {}
+    for info in infos:
+        if info[4] == info[3]:
+            out.update(adapter.views(None, [(info[0], 0, info[1], info[2], 0)]))
+        else:
+            item = (info[0], shards[info[5]][2] + info[3], info[1], info[2], info[4] - info[3])
+            out.update(adapter.views(maps[info[5]], [item]))
+    return out

@@ -9,7 +9,8 @@ from ._progress import progress_callback
 from ._ringsafe import plan_tensors_at
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
-from ._source import check_backend, direct_when_cold, open_reader
+from ._mapped import copy_into, mapped_views
+from ._source import byte_views, check_backend, mapped_or_read, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -56,8 +57,11 @@ def load_model(model, filename, strict, device, progress, backend, options):
                 direct.append(k)
             else:
                 staged.append(k)
-        if not on_device:  # host memory only: O_DIRECT when cold (device staging stays buffered)
-            reader = direct_when_cold(reader, filename, options, [infos[k] for k in targets])
+        maps = views = None
+        if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
+            # (device staging stays buffered); backend="pread" never maps the file.
+            views = byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
+            maps, views, reader = mapped_or_read(reader, filename, options, [infos[k] for k in targets], views)
         if on_device:
             by_device = {}
             for k in on_device:
@@ -68,13 +72,21 @@ def load_model(model, filename, strict, device, progress, backend, options):
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
                 dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
-                plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])
-                reader.execute(plan, cb)
+                plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])  # checks them either way
+                if maps is not None:
+                    copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],
+                              options.get("threads"), cb)
+                else:
+                    reader.execute(plan, cb)
             if staged:
-                views = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
+                if maps is not None:  # views of the mapping: no arena to fill first
+                    sources = mapped_views(ADAPTER, maps, reader.shards(), [infos[k] for k in staged],
+                                           options.get("threads"))
+                else:
+                    sources = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
                 with torch.no_grad():
                     for k in staged:
-                        state[k].copy_(views[k])
+                        state[k].copy_(sources[k])
     finally:
         reader.close()
     return missing, unexpected

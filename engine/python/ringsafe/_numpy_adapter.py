@@ -74,6 +74,10 @@ class _NumpyAdapter:
             raise ValueError(f"array `{name}`: numpy dtype {obj.dtype} has no safetensors dtype")
         return dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj
 
+    def byte_view(self, obj):
+        """A writable uint8 view of a described (C-contiguous, writable) array's bytes."""
+        return obj.reshape(-1).view(np.uint8)
+
     def shared_groups(self, tensors):
         return []  # as the reference: arrays are saved as they are
 

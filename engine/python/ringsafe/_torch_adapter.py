@@ -121,6 +121,15 @@ class _TorchAdapter:
             shape[-1] *= 2
         return dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj
 
+    def byte_view(self, obj):
+        """A writable uint8 NumPy array over a described (contiguous, CPU)
+        tensor's bytes, sharing its memory; None where NumPy cannot view them
+        (a tensor with its conjugate or negative bit set)."""
+        t = obj.detach()
+        if t.is_conj() or t.is_neg():
+            return None
+        return t.reshape(-1).view(torch.uint8).numpy()
+
     def shared_groups(self, tensors):
         """Groups of names whose tensors' bytes overlap (what save_file refuses)."""
         from ._shared import shared_groups

@@ -24,9 +24,10 @@ def load(data):
 
 
 def read_into(filename, arrays, *, progress=None, **options):
-    """Fills existing C-contiguous arrays {name: array} in place (O_DIRECT when
-    their bytes are cold in a local file); dtypes and sizes checked for all of
-    them before any I/O."""
+    """Fills existing C-contiguous arrays {name: array} in place (copied out of
+    a mapping when their bytes are cached in a local file, O_DIRECT when they
+    are cold; see ringsafe.torch.read_into); dtypes and sizes checked for all
+    of them before any I/O."""
     return _load.read_into(ADAPTER, filename, arrays, progress, options)
 
 
@@ -43,7 +44,8 @@ def save(tensor_dict, metadata=None):
 
 def save_file(tensor_dict, filename, metadata=None, *, sync=False, progress=None):
     """Writes {name: array} to ``filename`` byte-identical to the reference,
-    straight from the arrays' memory; published atomically."""
+    straight from the arrays' memory; published atomically; sync=True writes
+    with O_DIRECT and fsyncs (see ringsafe.torch.save_file)."""
     _write.save_file(ADAPTER, tensor_dict, filename, metadata, sync, progress)
 
 

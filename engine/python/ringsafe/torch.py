@@ -42,9 +42,12 @@ def load(data, device="cpu"):
 
 def read_into(filename, tensors, *, progress=None, **options):
     """Fills existing CPU tensors {name: tensor} in place from the checkpoint,
-    with no intermediate copy (O_DIRECT when their bytes are cold in a local
-    file; ``direct=`` overrides). Dtypes and sizes are checked for all of them
-    before any I/O (SafetensorError naming the tensor)."""
+    with no intermediate copy: copied on every core out of a mapping of a
+    local file whose selected bytes (16 MiB or more) are in the page cache,
+    read with O_DIRECT when they are cold, read through the page cache
+    otherwise (``direct=True`` always reads with O_DIRECT, ``direct=False``
+    never). Dtypes and sizes are checked for all of them before any I/O
+    (SafetensorError naming the tensor)."""
     return _load.read_into(ADAPTER, filename, tensors, progress, options)
 
 
@@ -64,25 +67,29 @@ def save(tensors, metadata=None):
 def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     """Writes {name: tensor} to ``filename``, byte-identical to the reference's
     save_file, straight from the tensors' memory with parallel writes. The file
-    appears whole or not at all (temporary + rename); sync=True also fsyncs.
-    Conjugate and negative views (``t.conj()``, ``t._neg_view()``) are saved
-    with the values they show (the reference saves the bytes under them). A
-    failure of the system (a directory as the target, a missing parent, no
-    permission) raises the OSError subclass that is also a SafetensorError."""
+    appears whole or not at all (temporary + rename); sync=True writes it with
+    O_DIRECT (through 32 MiB of staging: the bytes go to the disk, not to the
+    page cache) and fsyncs it before it appears. Conjugate and negative views
+    (``t.conj()``, ``t._neg_view()``) are saved with the values they show (the
+    reference saves the bytes under them). A failure of the system (a
+    directory as the target, a missing parent, no permission) raises the
+    OSError subclass that is also a SafetensorError."""
     _write.save_file(ADAPTER, tensors, filename, metadata, sync, progress)
 
 
 def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", progress=None, **options):
-    """Loads a checkpoint into a model's parameters and buffers in place: one
-    parallel read straight into their memory (whatever ``backend``: it is
-    checked and accepted for the reference's signature; O_DIRECT when the
-    file is local and cold and the parameters are in host memory, ``direct=``
-    overrides). The parameters are filled where they are, as the reference's
-    load_state_dict copies into them: ``device`` does not move the model
-    (call ``model.to(device)`` yourself); CUDA parameters are read straight
-    into device memory, ordered against PyTorch's current stream. Returns
-    (missing, unexpected) as the reference does; with strict=True a mismatch
-    raises RuntimeError before any byte is read."""
+    """Loads a checkpoint into a model's parameters and buffers in place,
+    straight into their memory: for parameters in host memory, copied on
+    every core out of a mapping of a local file whose bytes are in the page
+    cache (not with backend="pread", which never maps the file), read with
+    O_DIRECT when they are cold, read through the page cache otherwise
+    (``direct=`` overrides, as in read_into). The parameters are filled where
+    they are, as the reference's load_state_dict copies into them: ``device``
+    does not move the model (call ``model.to(device)`` yourself); CUDA
+    parameters are read straight into device memory, ordered against
+    PyTorch's current stream. Returns (missing, unexpected) as the reference
+    does; with strict=True a mismatch raises RuntimeError before any byte is
+    read."""
     return _model.load_model(model, filename, strict, device, progress, backend, options)
 
 
