@@ -94,29 +94,7 @@ std::string url::authority() const {
 
 std::string url::origin() const { return scheme + "://" + authority(); }
 
-std::string url::shown() const {
-    static constexpr std::string_view signing[] = {
-        "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature",
-        "x-goog-credential", "sig", "policy", "key-pair-id", "token"};
-    const auto q = target.find('?');
-    if (q == std::string::npos) return str();
-    std::string out = origin() + target.substr(0, q + 1);
-    std::size_t from = q + 1;
-    while (from <= target.size()) {
-        std::size_t amp = target.find('&', from);
-        if (amp == std::string::npos) amp = target.size();
-        const std::string_view pair = std::string_view(target).substr(from, amp - from);
-        const auto eq = pair.find('=');
-        std::string name(pair.substr(0, eq));
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        bool secret = false;
-        for (auto s : signing) secret = secret || name == s;
-        out += secret && eq != std::string_view::npos ? std::string(pair.substr(0, eq + 1)) + "..." : std::string(pair);
-        if (amp < target.size()) out += '&';
-        from = amp + 1;
-    }
-    return out;
-}
+std::string url::shown() const { return without_url_secrets(str()); }
 
 std::string uri_encode(std::string_view raw, bool keep_slash) {
     std::string out;

@@ -23,10 +23,9 @@ struct url {
     std::string origin() const;
     // The whole URL.
     std::string str() const { return origin() + target; }
-    // The URL for messages: str() with the values of query parameters that sign
-    // it (Signature, X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
-    // X-Goog-Signature, X-Goog-Credential, sig, Policy, Key-Pair-Id, token)
-    // shown as "...": a presigned URL a redirect led to is a credential.
+    // The URL for messages: str() with the values of the query parameters that
+    // sign it shown as "..." (ringsafe::without_url_secrets, which every error
+    // message passes through too): a presigned URL a redirect led to is a credential.
     std::string shown() const;
 };
 
