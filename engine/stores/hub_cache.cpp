@@ -191,7 +191,7 @@ hub_cache_entry::~hub_cache_entry() {
 }
 
 bool hub_cache_entry::published() const {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     return published_;
 }
 
@@ -199,18 +199,19 @@ void hub_cache_entry::write(std::uint64_t offset, std::span<const std::byte> byt
     if (offset >= size_ && size_ > 0) return;
     const std::uint64_t len = std::min<std::uint64_t>(bytes.size(), size_ - std::min(offset, size_));
     {
-        std::lock_guard lock(mutex_);
+        // Shared: writers of the entry pwrite at once; the publish (exclusive)
+        // closes the descriptor only once none of them is using it.
+        std::shared_lock writing(mutex_);
         if (published_) return;
+        for (std::uint64_t done = 0; done < len;) {
+            const ssize_t n = ::pwrite(tmp_->fd(), bytes.data() + done, static_cast<std::size_t>(len - done),
+                                       static_cast<off_t>(offset + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) raise_errno(n < 0 ? errno : EIO, "writing the Hub cache file '" + blob_ + "'", blob_);
+            done += static_cast<std::uint64_t>(n);
+        }
     }
-    // The descriptor lives as long as this entry, which the writing source holds.
-    for (std::uint64_t done = 0; done < len;) {
-        const ssize_t n = ::pwrite(tmp_->fd(), bytes.data() + done, static_cast<std::size_t>(len - done),
-                                   static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) raise_errno(n < 0 ? errno : EIO, "writing the Hub cache file '" + blob_ + "'", blob_);
-        done += static_cast<std::uint64_t>(n);
-    }
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (published_) return;
     if (len > 0) {  // merge [offset, offset + len) into the landed ranges
         std::uint64_t first = offset, end = offset + len;
