@@ -112,6 +112,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.expect_etag = obj.size ? obj.etag : std::string();
         rq.pin_field = obj.pin_field;
         rq.expect_pin = obj.size ? obj.pinned : std::string();
+        rq.require_pin = rq.target.origin() == obj.requested.origin();  // asked for the version by name: must answer it
         rq.dst = dst + done;
         rq.first_byte_timeout = o.first_byte_timeout;
         rq.stall_timeout = o.stall_timeout;

@@ -51,8 +51,8 @@ struct remote_object {
     // Version pinning (GCS generations): the first response's `pin_field`
     // (e.g. x-goog-generation) is kept in `pinned`; later requests to the
     // origin of `requested` ask for that version with the query parameter
-    // `pin_query=<pinned>`, and an answer naming another version, or a 404
-    // (the version is gone), is ObjectChanged. Empty pin_field: none.
+    // `pin_query=<pinned>`, and an answer naming another version or none, or a
+    // 404 (the version is gone), is ObjectChanged. Empty pin_field: none.
     std::string pin_field, pin_query, pinned;
     // Called with each response from the origin of `requested` (before a redirect
     // it names is followed): the store reads its own fields there (the Hub's

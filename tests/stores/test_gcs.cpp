@@ -241,6 +241,12 @@ TEST_CASE("gs:// hostile answers: wrong Content-Range, short bodies, a generatio
         standin s = open_with({"--fault", "generation"});
         CHECK_THAT(kind_of([&] { read_from(s); }), Catch::Contains("ObjectChanged") && Catch::Contains("x-goog-generation"));
     }
+    SECTION("an answer that names no generation once one is pinned is ObjectChanged: the pin cannot be bypassed") {
+        // The server passes no generation on and names none: it serves whatever is current.
+        standin s = open_with({"--fault", "nogeneration"});
+        CHECK_THAT(kind_of([&] { read_from(s); }),
+                   Catch::Contains("ObjectChanged") && Catch::Contains("x-goog-generation") && Catch::Contains("names none"));
+    }
 }
 
 TEST_CASE("gs:// object replaced between open and read: the pinned generation is gone, ObjectChanged") {

@@ -22,6 +22,8 @@ openssl CLI), on 127.0.0.1, in front of a real fake-gcs-server (--upstream):
                       badrange   Content-Range shifted by one byte
                       short      half the body, then the connection closes
                       generation another x-goog-generation (the object was replaced)
+                      nogeneration  no x-goog-generation, and the generation asked for
+                                 is not passed on (the current object is served)
                       redirect:URL  307 to URL + the request's path and query
 
 Prints "PORT <n>" once listening (--port 0: any free port). --log FILE
@@ -187,7 +189,12 @@ class Handler(BaseHTTPRequestHandler):
         a = st.a
         conn = http.client.HTTPConnection(*st.upstream, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host", "connection")}
-        conn.request(self.command, self.path, headers=headers)
+        target = self.path
+        if fault == "nogeneration":
+            path, _, query = target.partition("?")
+            query = "&".join(p for p in query.split("&") if p and not p.startswith("generation="))
+            target = path + ("?" + query if query else "")
+        conn.request(self.command, target, headers=headers)
         r = conn.getresponse()
         if a.delay_ms:
             time.sleep(a.delay_ms / 1000)
@@ -203,6 +210,8 @@ class Handler(BaseHTTPRequestHandler):
                 span, _, total = v[len("bytes "):].partition("/")
                 lo, _, hi = span.partition("-")
                 v = f"bytes {int(lo) + 1}-{int(hi) + 1}/{total}"
+            if lk == "x-goog-generation" and fault == "nogeneration":
+                continue
             if lk == "x-goog-generation" and fault == "generation":
                 v = str(int(v) + 1)
             self.send_header(k, v)
@@ -260,7 +269,7 @@ def main():
     ap.add_argument("--require-token", action="store_true")
     ap.add_argument("--rate", type=int, default=0, help="bytes/s per response (0: unlimited)")
     ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
-    ap.add_argument("--fault", default="", help="badrange, short, generation or redirect:URL")
+    ap.add_argument("--fault", default="", help="badrange, short, generation, nogeneration or redirect:URL")
     ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
     ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
     ap.add_argument("--log", help="append one JSON line per request here")
