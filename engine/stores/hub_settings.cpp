@@ -59,29 +59,46 @@ bool hub_host_is_or_under(const std::string& host, const std::string& domain) {
 
 }  // namespace
 
-std::string environment_hub_token(std::string* origin) {
+std::string implicit_hub_token(std::string* origin) {
+    if (hub_env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return {};
+    std::string from;
+    std::string token;
     // `HF_TOKEN or HUGGING_FACE_HUB_TOKEN`: the first that is set and not empty, then cleaned.
     for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
         const std::string raw = hub_env(name);
         if (raw.empty()) continue;
-        if (origin) *origin = name;
-        return clean_hub_token(raw);
+        from = name;
+        token = clean_hub_token(raw);
+        break;
     }
-    std::string path = hub_env("HF_TOKEN_PATH");
-    path = path.empty() ? hf_home_dir() + "/token" : hub_expand_user(path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return {};
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (origin) *origin = "the token file " + path;
-    return clean_hub_token(text.str());
+    if (from.empty()) {
+        std::string path = hub_env("HF_TOKEN_PATH");
+        path = path.empty() ? hf_home_dir() + "/token" : hub_expand_user(path);
+        std::ifstream in(path, std::ios::binary);
+        if (!in) return {};
+        std::ostringstream text;
+        text << in.rdbuf();
+        from = "the token file " + path;
+        token = clean_hub_token(text.str());
+    }
+    check_hub_token(token, from);
+    if (origin) *origin = from;
+    return token;
 }
 
-bool is_hub_host(const std::string& host) {
-    if (hub_host_is_or_under(host, "huggingface.co") || hub_host_is_or_under(host, "hf.co")) return true;
+void check_hub_token(const std::string& token, const std::string& origin) {
+    for (char c : token)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            raise(errc::InvalidArgument, "the Hub token (from " + origin + ") holds a control character; it is not sent");
+}
+
+bool is_hub_origin(const http_engine::url& u) {
+    if (u.scheme == "https" && u.port == http_engine::default_port(u.scheme) &&
+        (hub_host_is_or_under(u.host, "huggingface.co") || hub_host_is_or_under(u.host, "hf.co")))
+        return true;
     if (const std::string ep = hub_env("HF_ENDPOINT"); !ep.empty()) {  // a mirror or private Hub
         try {
-            return host == http_engine::parse_url(ep).host;
+            return u.origin() == http_engine::parse_url(ep).origin();
         } catch (const error&) {
         }
     }
@@ -100,13 +117,10 @@ hub_settings hub_settings_of(const http_options& o) {
     } else if (!o.bearer_token.empty()) {
         s.token = o.bearer_token;
         s.token_origin = "the bearer token option";
-    } else if (!hub_env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
-        s.token = environment_hub_token(&s.token_origin);
+    } else {
+        s.token = implicit_hub_token(&s.token_origin);
     }
-    for (char c : s.token)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-            raise(errc::InvalidArgument, "the Hub token (from " + s.token_origin +
-                                             ") holds a control character; it is not sent");
+    check_hub_token(s.token, s.token_origin);
 
     s.cache_dir = o.hub.cache_dir;
     if (s.cache_dir.empty()) s.cache_dir = hub_env("HF_HUB_CACHE");
