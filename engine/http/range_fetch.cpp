@@ -29,10 +29,11 @@ bool crosses_origins(const http_options& o, std::string_view name) {
                        [&](const std::string& n) { return iequals(n, name); });
 }
 
-// The header fields of a request to obj.location: the caller's fields only for
-// the origin they were given for, unless opted in for others; the store's
-// credentials (`fetched`) and signature only for the origin it located.
-header_fields request_fields(const remote_object& obj, const http_options& o, std::string_view range,
+// The header fields of a request to `target` (obj.location, with the pinned
+// version asked for): the caller's fields only for the origin they were given
+// for, unless opted in for others; the store's credentials (`fetched`) and
+// signature (of `target` as sent) only for the origin it located.
+header_fields request_fields(const remote_object& obj, const url& target, const http_options& o, std::string_view range,
                              header_fields fetched) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
@@ -55,7 +56,7 @@ header_fields request_fields(const remote_object& obj, const http_options& o, st
     if (same_origin) {
         for (auto& h : fetched) f.push_back(std::move(h));
         if (obj.sign)
-            for (auto& h : obj.sign(obj.location, range, f)) f.push_back(std::move(h));
+            for (auto& h : obj.sign(target, range, f)) f.push_back(std::move(h));
     }
     return f;
 }
@@ -107,7 +108,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         if (obj.credentials && obj.location.origin() == obj.requested.origin())
             fetched = co_await obj.credentials->fields(ctx.pool, o, ctx.abandon);
         if (stop && stop()) co_return done;
-        rq.fields = request_fields(obj, o, range_value(rq.first, rq.length), std::move(fetched));
+        rq.fields = request_fields(obj, rq.target, o, range_value(rq.first, rq.length), std::move(fetched));
         rq.total = obj.size;
         rq.expect_etag = obj.size ? obj.etag : std::string();
         rq.pin_field = obj.pin_field;

@@ -39,7 +39,8 @@ struct remote_object {
     std::string etag;                  // ETag of the first response ("" when none)
     std::string last_modified;         // Last-Modified of the first response
     std::optional<std::uint64_t> size; // known after the first response
-    // Extra fields for a request to `target` asking for `range` (the Range
+    // Extra fields for a request to `target` (as sent: the pinned version's
+    // query included) asking for `range` (the Range
     // value, "bytes=A-B") whose other fields are `fields` (the caller's, the
     // validators If-Match/If-Range, the credentials'): the store's signature
     // (S3 SigV4; Azure Shared Key, which signs Range and If-Match; the Hub's

@@ -180,16 +180,23 @@ TEST_CASE("gs:// from the metadata server named by GCE_METADATA_HOST (Metadata-F
     }
 }
 
-TEST_CASE("gs:// with HMAC keys signs with GOOG4-HMAC-SHA256") {
+TEST_CASE("gs:// with HMAC keys signs each request with GOOG4-HMAC-SHA256, its generation query included") {
     auto& g = the_gcs();
     temp_dir t;
-    standin front = gcs_standin({"--upstream", g.server.endpoint()}, t.path());
+    // The stand-in checks each signature as GCS does: over the target as sent,
+    // so a request asking for the pinned ?generation= must have signed it.
+    standin front = gcs_standin({"--upstream", g.server.endpoint(), "--hmac-id", "GOOG1ERINGSAFETEST", "--hmac-secret",
+                                 "ringsafe-test-secret"},
+                                t.path());
     http_options o = options(front.base_url());
     o.gcs.hmac_access_id = "GOOG1ERINGSAFETEST";
     o.gcs.hmac_secret = "ringsafe-test-secret";
     CHECK(read_all(object_url, o) == g.data);
     const auto log = front.log();
-    CHECK(count_lines(log, {"\"authorization\": \"GOOG4-HMAC-SHA256\""}) == log.size());
+    CHECK(count_lines(log, {"\"authorization\": \"GOOG4-HMAC-SHA256\"", "\"status\": 206"}) == log.size());
+    CHECK(count_lines(log, {"\"query\": \"generation="}) == log.size() - 1);
+    o.gcs.hmac_secret = "another-secret";
+    CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("HttpError") && Catch::Contains("403"));
     o.gcs.hmac_secret.clear();
     CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("InvalidArgument") && Catch::Contains(object_url));
 }
