@@ -141,7 +141,11 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
 
         if (failure.empty()) {
             const unsigned s = rs.status;
-            if (rq.keep_fields) obj.on_origin_response(obj, rq.target, s, rs.fields);
+            if (rq.keep_fields) try {
+                    obj.on_origin_response(obj, rq.target, s, rs.fields);
+                } catch (const error& e) {  // the store's verdict, about this request
+                    throw error(e.code(), e.message() + " (" + what + ")", e.path());
+                }
             if (rs.received > 0) refreshes = 0;
             if (s == 206) {
                 if (!obj.size) {  // the first response describes the object

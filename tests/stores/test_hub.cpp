@@ -247,7 +247,8 @@ TEST_CASE("a gated or private repo without a token names the repo and asks for o
 
     // What is not there, each named.
     e = expect_error([&] { reader::open("hf://org/private/nope.safetensors", right); });
-    CHECK_THAT(e.what(), Catch::Contains("404") && Catch::Contains("no file 'nope.safetensors' in model org/private"));
+    CHECK_THAT(e.what(), Catch::Contains("404") && Catch::Contains("no file 'nope.safetensors' in model org/private") &&
+                             Catch::Contains("bytes 0-4095 of " + s.hub.endpoint() + "/org/private/resolve/main/nope.safetensors"));
     e = expect_error([&] { reader::open("hf://org/private@v9/model.safetensors", right); });
     CHECK_THAT(e.what(), Catch::Contains("RevisionNotFound") && Catch::Contains("'v9'"));
     e = expect_error([&] { reader::open("hf://org/nothing-here/model.safetensors", right); });
