@@ -1,7 +1,6 @@
 #include "http/range_fetch.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -13,12 +12,6 @@
 
 namespace ringsafe::http_engine {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-}
 
 bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
 bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }

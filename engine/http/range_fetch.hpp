@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "http/connection.hpp"
+#include "http/header_fields.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::http_engine {
-
-using header_fields = std::vector<std::pair<std::string, std::string>>;
 
 // Credentials a store fetches over the network and caches (an OAuth access
 // token); shared by every copy of a remote_object, so every event loop of a

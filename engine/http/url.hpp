@@ -43,6 +43,18 @@ url resolve_location(const url& base, std::string_view location);
 // when keep_slash (the AWS SigV4 "UriEncode").
 std::string uri_encode(std::string_view raw, bool keep_slash);
 
+// Decodes each %XX escape (urllib.parse.unquote); anything else, a malformed
+// escape included, is kept as it is.
+std::string percent_decode(std::string_view text);
+
+// `endpoint` (scheme, host, port and an optional path prefix, with or without
+// a trailing '/') with `path` (percent-encoded, no leading '/') below its path:
+// where a store's object lies on its endpoint.
+url below(url endpoint, std::string_view path);
+
+// Throws InvalidArgument "invalid URL 'TEXT': WHY" (the one phrasing of a URL refused).
+[[noreturn]] void invalid_url(std::string_view text, const std::string& why);
+
 // Default port of a scheme: 80 for http, 443 for https and s3.
 std::uint16_t default_port(std::string_view scheme);
 
