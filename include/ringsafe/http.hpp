@@ -182,6 +182,15 @@ std::unique_ptr<source> open_url(const std::string& url, const http_options& opt
 // calls it. hf:// URLs find their token themselves.
 void apply_environment_credentials(const std::string& url, http_options& opts);
 
+// Sets `endpoint` as the endpoint of every store that takes one (s3, gcs,
+// azure, hub), so that it serves whichever the URL's scheme picks (the CLI's
+// --endpoint-url, Python's endpoint_url=).
+void set_store_endpoint(http_options& opts, const std::string& endpoint);
+
+// Sends no credentials to gs:// and az:// objects (public buckets; the CLI's
+// --anonymous, Python's anonymous=True).
+void set_anonymous(http_options& opts);
+
 // A presigned GET URL (SigV4 query signing) for `s3_url` (s3://bucket/key) that any
 // HTTP client can fetch without credentials for `expires` (1 s to 7 days); `opts`
 // is resolved as open_url resolves it (the AWS_* environment fills what is empty).
