@@ -48,17 +48,6 @@ http_options small_chunks() {
     return o;
 }
 
-template <class Fn>
-error expect_error(Fn fn) {
-    try {
-        fn();
-    } catch (const error& e) {
-        return e;
-    }
-    FAIL("no ringsafe::error thrown");
-    throw;
-}
-
 }  // namespace
 
 TEST_CASE("ranges land exactly in the caller's buffers, spread over keep-alive connections") {
