@@ -49,8 +49,8 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
         if (s < 1 || s > 86400) throw usage_error{"--speed-time " + std::to_string(s) + " is out of range 1..86400"};
         o.low_speed_time = std::chrono::seconds(s);
     }
-    if (auto ep = p.value("--endpoint-url")) o.s3.endpoint = o.gcs.endpoint = o.azure.endpoint = o.hub.endpoint = *ep;
-    if (p.has("--anonymous")) o.gcs.anonymous = o.azure.anonymous = true;
+    if (auto ep = p.value("--endpoint-url")) set_store_endpoint(o, *ep);
+    if (p.has("--anonymous")) set_anonymous(o);
 }
 
 }  // namespace ringsafe::cli

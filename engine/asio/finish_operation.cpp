@@ -17,7 +17,7 @@
 namespace ringsafe::asio::detail {
 namespace {
 
-using write_engine::temp_file;
+using publish::temp_file;
 
 struct finish_op final : writer_op {
     enum class stage { check, drain, header, header_wait, publish, publish_wait, appended };

@@ -28,7 +28,7 @@ inline std::string path_of(const std::system_error& e) {
 [[noreturn]] inline void rethrow_with(const std::system_error& e, const std::string& name,
                                       const std::string& prefix) {
     std::string msg = bare_message(e);
-    if (!name.empty() && msg.find(name) != std::string::npos) throw error(e.code(), msg, path_of(e));
+    if (!name.empty() && msg.find(without_url_secrets(name)) != std::string::npos) throw error(e.code(), msg, path_of(e));
     throw error(e.code(), prefix + msg, path_of(e));
 }
 

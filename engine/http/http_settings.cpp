@@ -3,10 +3,10 @@
 #include "http/http_settings.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string_view>
 #include <thread>
 
+#include "http/environment.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe {
@@ -38,8 +38,8 @@ bool parse_size(std::string_view t, std::uint64_t& out) {
 // The value of environment variable `name`, parsed as a size (or a plain
 // number when !sizes); 0 when unset or empty.
 std::uint64_t from_environment(const char* name, bool sizes) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return 0;
+    const std::string v = http_engine::env_text(name);
+    if (v.empty()) return 0;
     std::uint64_t n = 0;
     std::string_view text(v);
     const bool digits_only = text.find_first_not_of("0123456789") == std::string_view::npos;
@@ -93,7 +93,7 @@ http_options resolved_http_options(const http_options& o) {
                                          " is out of range 1.." + std::to_string(max_connections_per_origin));
     if (r.chunk_size < min_http_chunk_size || r.chunk_size > max_http_chunk_size)
         raise(errc::InvalidArgument, std::string(chunk_from) +
-                                         (o.chunk_size ? " " : std::string("='") + std::getenv("RINGSAFE_CHUNK") + "' = ") +
+                                         (o.chunk_size ? " " : "='" + http_engine::env_text("RINGSAFE_CHUNK") + "' = ") +
                                          std::to_string(r.chunk_size) +
                                          " is out of range " + std::to_string(min_http_chunk_size) + ".." +
                                          std::to_string(max_http_chunk_size) + " bytes (4 KiB..1 GiB)");

@@ -112,9 +112,10 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     const std::string what = describe_range(rq.target, rq.first, rq.length);
     if (!rq.expect_etag.empty() && !rs.etag.empty() && rs.etag != rq.expect_etag)
         raise(errc::ObjectChanged, "object changed while being read (ETag " + rq.expect_etag + " became " + rs.etag + "): " + what);
-    if (!rq.expect_pin.empty() && !rs.pinned.empty() && rs.pinned != rq.expect_pin)
-        raise(errc::ObjectChanged, "object changed while being read (" + rq.pin_field + " " + rq.expect_pin + " became " +
-                                       rs.pinned + "): " + what);
+    if (!rq.expect_pin.empty() && (rq.require_pin || !rs.pinned.empty()) && rs.pinned != rq.expect_pin)
+        raise(errc::ObjectChanged, "object changed while being read (" + rq.pin_field + " " + rq.expect_pin +
+                                       (rs.pinned.empty() ? ": the answer names none" : " became " + rs.pinned) +
+                                       "): " + what);
     if (!cr || cr->unsatisfied)
         raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
                                            std::string(res[http::field::content_range]) + "') for " + what);

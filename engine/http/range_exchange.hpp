@@ -26,6 +26,7 @@ struct range_request {
     std::string expect_etag;                                  // the first response's ETag: another one is ObjectChanged
     std::string pin_field;                                    // a response field to report in range_response::pinned
     std::string expect_pin;                                   // its first value: another one is ObjectChanged
+    bool require_pin = false;                                 // and an answer naming none (the pinning origin's)
     std::byte* dst = nullptr;                                 // `length` bytes of caller memory
     std::chrono::milliseconds first_byte_timeout{30'000};
     std::chrono::milliseconds stall_timeout{30'000};

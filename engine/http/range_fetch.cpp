@@ -1,7 +1,6 @@
 #include "http/range_fetch.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -14,12 +13,6 @@
 namespace ringsafe::http_engine {
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
 bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
@@ -29,10 +22,11 @@ bool crosses_origins(const http_options& o, std::string_view name) {
                        [&](const std::string& n) { return iequals(n, name); });
 }
 
-// The header fields of a request to obj.location: the caller's fields only for
-// the origin they were given for, unless opted in for others; the store's
-// credentials (`fetched`) and signature only for the origin it located.
-header_fields request_fields(const remote_object& obj, const http_options& o, std::string_view range,
+// The header fields of a request to `target` (obj.location, with the pinned
+// version asked for): the caller's fields only for the origin they were given
+// for, unless opted in for others; the store's credentials (`fetched`) and
+// signature (of `target` as sent) only for the origin it located.
+header_fields request_fields(const remote_object& obj, const url& target, const http_options& o, std::string_view range,
                              header_fields fetched) {
     header_fields f;
     const bool same_origin = obj.location.origin() == obj.requested.origin();
@@ -55,7 +49,7 @@ header_fields request_fields(const remote_object& obj, const http_options& o, st
     if (same_origin) {
         for (auto& h : fetched) f.push_back(std::move(h));
         if (obj.sign)
-            for (auto& h : obj.sign(obj.location, range, f)) f.push_back(std::move(h));
+            for (auto& h : obj.sign(target, range, f)) f.push_back(std::move(h));
     }
     return f;
 }
@@ -107,11 +101,12 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         if (obj.credentials && obj.location.origin() == obj.requested.origin())
             fetched = co_await obj.credentials->fields(ctx.pool, o, ctx.abandon);
         if (stop && stop()) co_return done;
-        rq.fields = request_fields(obj, o, range_value(rq.first, rq.length), std::move(fetched));
+        rq.fields = request_fields(obj, rq.target, o, range_value(rq.first, rq.length), std::move(fetched));
         rq.total = obj.size;
         rq.expect_etag = obj.size ? obj.etag : std::string();
         rq.pin_field = obj.pin_field;
         rq.expect_pin = obj.size ? obj.pinned : std::string();
+        rq.require_pin = rq.target.origin() == obj.requested.origin();  // asked for the version by name: must answer it
         rq.dst = dst + done;
         rq.first_byte_timeout = o.first_byte_timeout;
         rq.stall_timeout = o.stall_timeout;
@@ -139,7 +134,11 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
 
         if (failure.empty()) {
             const unsigned s = rs.status;
-            if (rq.keep_fields) obj.on_origin_response(obj, rq.target, s, rs.fields);
+            if (rq.keep_fields) try {
+                    obj.on_origin_response(obj, rq.target, s, rs.fields);
+                } catch (const error& e) {  // the store's verdict, about this request
+                    throw error(e.code(), e.message() + " (" + what + ")", e.path());
+                }
             if (rs.received > 0) refreshes = 0;
             if (s == 206) {
                 if (!obj.size) {  // the first response describes the object

@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "http/connection.hpp"
+#include "http/header_fields.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::http_engine {
-
-using header_fields = std::vector<std::pair<std::string, std::string>>;
 
 // Credentials a store fetches over the network and caches (an OAuth access
 // token); shared by every copy of a remote_object, so every event loop of a
@@ -39,7 +38,8 @@ struct remote_object {
     std::string etag;                  // ETag of the first response ("" when none)
     std::string last_modified;         // Last-Modified of the first response
     std::optional<std::uint64_t> size; // known after the first response
-    // Extra fields for a request to `target` asking for `range` (the Range
+    // Extra fields for a request to `target` (as sent: the pinned version's
+    // query included) asking for `range` (the Range
     // value, "bytes=A-B") whose other fields are `fields` (the caller's, the
     // validators If-Match/If-Range, the credentials'): the store's signature
     // (S3 SigV4; Azure Shared Key, which signs Range and If-Match; the Hub's
@@ -51,8 +51,8 @@ struct remote_object {
     // Version pinning (GCS generations): the first response's `pin_field`
     // (e.g. x-goog-generation) is kept in `pinned`; later requests to the
     // origin of `requested` ask for that version with the query parameter
-    // `pin_query=<pinned>`, and an answer naming another version, or a 404
-    // (the version is gone), is ObjectChanged. Empty pin_field: none.
+    // `pin_query=<pinned>`, and an answer naming another version or none, or a
+    // 404 (the version is gone), is ObjectChanged. Empty pin_field: none.
     std::string pin_field, pin_query, pinned;
     // Called with each response from the origin of `requested` (before a redirect
     // it names is followed): the store reads its own fields there (the Hub's

@@ -21,6 +21,13 @@ bool is_target_char(unsigned char c) {
 
 bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 void append_escape(std::string& out, unsigned char c) {
     static constexpr char hex[] = "0123456789ABCDEF";
     out += '%';
@@ -48,10 +55,6 @@ std::string lower(std::string_view s) {
     std::string r(s);
     std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return r;
-}
-
-[[noreturn]] void bad(std::string_view text, const std::string& why) {
-    raise(errc::InvalidArgument, "invalid URL '" + std::string(text) + "': " + why);
 }
 
 // Removes "." and ".." segments of an absolute path (RFC 3986 5.2.4).
@@ -82,6 +85,31 @@ std::string remove_dot_segments(std::string_view path) {
 
 }  // namespace
 
+void invalid_url(std::string_view text, const std::string& why) {
+    raise(errc::InvalidArgument, "invalid URL '" + std::string(text) + "': " + why);
+}
+
+std::string percent_decode(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+            out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+url below(url endpoint, std::string_view path) {
+    std::string base = endpoint.target.substr(0, endpoint.target.find('?'));
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    endpoint.target = base + "/" + std::string(path);
+    return endpoint;
+}
+
 std::uint16_t default_port(std::string_view scheme) { return scheme == "http" ? 80 : 443; }
 
 std::string url::authority() const {
@@ -94,29 +122,7 @@ std::string url::authority() const {
 
 std::string url::origin() const { return scheme + "://" + authority(); }
 
-std::string url::shown() const {
-    static constexpr std::string_view signing[] = {
-        "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature",
-        "x-goog-credential", "sig", "policy", "key-pair-id", "token"};
-    const auto q = target.find('?');
-    if (q == std::string::npos) return str();
-    std::string out = origin() + target.substr(0, q + 1);
-    std::size_t from = q + 1;
-    while (from <= target.size()) {
-        std::size_t amp = target.find('&', from);
-        if (amp == std::string::npos) amp = target.size();
-        const std::string_view pair = std::string_view(target).substr(from, amp - from);
-        const auto eq = pair.find('=');
-        std::string name(pair.substr(0, eq));
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        bool secret = false;
-        for (auto s : signing) secret = secret || name == s;
-        out += secret && eq != std::string_view::npos ? std::string(pair.substr(0, eq + 1)) + "..." : std::string(pair);
-        if (amp < target.size()) out += '&';
-        from = amp + 1;
-    }
-    return out;
-}
+std::string url::shown() const { return without_url_secrets(str()); }
 
 std::string uri_encode(std::string_view raw, bool keep_slash) {
     std::string out;
@@ -134,51 +140,51 @@ std::string uri_encode(std::string_view raw, bool keep_slash) {
 url parse_url(std::string_view text) {
     url u;
     auto colon = text.find("://");
-    if (colon == std::string_view::npos) bad(text, "expected scheme://host/path");
+    if (colon == std::string_view::npos) invalid_url(text, "expected scheme://host/path");
     u.scheme = lower(text.substr(0, colon));
     if (u.scheme != "http" && u.scheme != "https" && u.scheme != "s3")
-        bad(text, "unsupported scheme '" + u.scheme + "' (expected http, https or s3)");
+        invalid_url(text, "unsupported scheme '" + u.scheme + "' (expected http, https or s3)");
     std::string_view rest = text.substr(colon + 3);
     if (auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
     std::size_t end = rest.find_first_of("/?");
     std::string_view auth = rest.substr(0, end);
     std::string_view tgt = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-    if (auth.find('@') != std::string_view::npos) bad(text, "credentials in the URL are not supported (use a bearer token)");
+    if (auth.find('@') != std::string_view::npos) invalid_url(text, "credentials in the URL are not supported (use a bearer token)");
     std::string_view host = auth, port_text;
     if (!auth.empty() && auth.front() == '[') {
         auto close = auth.find(']');
-        if (close == std::string_view::npos) bad(text, "unterminated IPv6 literal");
+        if (close == std::string_view::npos) invalid_url(text, "unterminated IPv6 literal");
         host = auth.substr(1, close - 1);
         std::string_view after = auth.substr(close + 1);
         if (!after.empty()) {
-            if (after.front() != ':') bad(text, "unexpected characters after IPv6 literal");
+            if (after.front() != ':') invalid_url(text, "unexpected characters after IPv6 literal");
             port_text = after.substr(1);
         }
         if (host.empty() || host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos)
-            bad(text, "invalid IPv6 literal");
+            invalid_url(text, "invalid IPv6 literal");
         u.ipv6 = true;
     } else if (auto c = auth.rfind(':'); c != std::string_view::npos) {
         host = auth.substr(0, c);
         port_text = auth.substr(c + 1);
     }
-    if (host.empty()) bad(text, "missing host");
+    if (host.empty()) invalid_url(text, "missing host");
     if (!u.ipv6) {
         for (char c : host)
             if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'))
-                bad(text, "invalid character in host name");
+                invalid_url(text, "invalid character in host name");
     }
     u.host = lower(host);
     u.port = default_port(u.scheme);
     if (!port_text.empty()) {
         if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string_view::npos)
-            bad(text, "invalid port '" + std::string(port_text) + "'");
+            invalid_url(text, "invalid port '" + std::string(port_text) + "'");
         unsigned long p = std::stoul(std::string(port_text));
-        if (p == 0 || p > 65535) bad(text, "port out of range");
+        if (p == 0 || p > 65535) invalid_url(text, "port out of range");
         u.port = static_cast<std::uint16_t>(p);
     }
     if (u.scheme == "s3") {
         std::string_view key = tgt.empty() ? tgt : tgt.substr(1);
-        if (key.empty()) bad(text, "s3 URLs need a key: s3://bucket/key");
+        if (key.empty()) invalid_url(text, "s3 URLs need a key: s3://bucket/key");
         u.target = std::string(key);  // raw key; the S3 layer encodes it
         return u;
     }

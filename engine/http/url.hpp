@@ -23,10 +23,9 @@ struct url {
     std::string origin() const;
     // The whole URL.
     std::string str() const { return origin() + target; }
-    // The URL for messages: str() with the values of query parameters that sign
-    // it (Signature, X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
-    // X-Goog-Signature, X-Goog-Credential, sig, Policy, Key-Pair-Id, token)
-    // shown as "...": a presigned URL a redirect led to is a credential.
+    // The URL for messages: str() with the values of the query parameters that
+    // sign it shown as "..." (ringsafe::without_url_secrets, which every error
+    // message passes through too): a presigned URL a redirect led to is a credential.
     std::string shown() const;
 };
 
@@ -43,6 +42,18 @@ url resolve_location(const url& base, std::string_view location);
 // Percent-encodes every byte except RFC 3986 unreserved characters, and '/'
 // when keep_slash (the AWS SigV4 "UriEncode").
 std::string uri_encode(std::string_view raw, bool keep_slash);
+
+// Decodes each %XX escape (urllib.parse.unquote); anything else, a malformed
+// escape included, is kept as it is.
+std::string percent_decode(std::string_view text);
+
+// `endpoint` (scheme, host, port and an optional path prefix, with or without
+// a trailing '/') with `path` (percent-encoded, no leading '/') below its path:
+// where a store's object lies on its endpoint.
+url below(url endpoint, std::string_view path);
+
+// Throws InvalidArgument "invalid URL 'TEXT': WHY" (the one phrasing of a URL refused).
+[[noreturn]] void invalid_url(std::string_view text, const std::string& why);
 
 // Default port of a scheme: 80 for http, 443 for https and s3.
 std::uint16_t default_port(std::string_view scheme);

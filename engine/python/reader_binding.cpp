@@ -82,11 +82,10 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
         else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
         else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
-        else if (key == "endpoint_url") {  // the store's endpoint, whichever of s3/gs/az/hf the URL names
-            const std::string ep = option_str(v, key);
-            o.source.http.s3.endpoint = o.source.http.gcs.endpoint = o.source.http.azure.endpoint = ep;
-            o.source.http.hub.endpoint = ep;
-        } else if (key == "anonymous") o.source.http.gcs.anonymous = o.source.http.azure.anonymous = option_bool(v, key);
+        else if (key == "endpoint_url") set_store_endpoint(o.source.http, option_str(v, key));  // whichever the URL names
+        else if (key == "anonymous") {
+            if (option_bool(v, key)) set_anonymous(o.source.http);
+        }
         else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
         else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
         else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);

@@ -2,25 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <vector>
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
+#include "http/environment.hpp"
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
+#include "stores/digest.hpp"
 #include "stores/locate.hpp"
 #include "stores/object_path.hpp"
 
 namespace ringsafe::stores {
 namespace {
-
-std::string azure_env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
 
 std::string lower(std::string_view s) {
     std::string r(s);
@@ -32,59 +25,6 @@ std::string trim(std::string_view s) {
     const auto a = s.find_first_not_of(" \t");
     if (a == std::string_view::npos) return "";
     return std::string(s.substr(a, s.find_last_not_of(" \t") - a + 1));
-}
-
-// Standard base64 (with padding) -> bytes; false when malformed.
-bool base64_decode(std::string_view in, std::string& out) {
-    auto value = [](char c) -> int {
-        if (c >= 'A' && c <= 'Z') return c - 'A';
-        if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-        if (c >= '0' && c <= '9') return c - '0' + 52;
-        if (c == '+') return 62;
-        if (c == '/') return 63;
-        return -1;
-    };
-    if (in.empty() || in.size() % 4) return false;
-    out.clear();
-    for (std::size_t i = 0; i < in.size(); i += 4) {
-        int v[4];
-        int pad = 0;
-        for (int k = 0; k < 4; ++k) {
-            const char c = in[i + k];
-            if (c == '=' && i + 4 == in.size() && k >= 2) {
-                v[k] = 0;
-                ++pad;
-            } else if (pad || (v[k] = value(c)) < 0) {
-                return false;
-            }
-        }
-        const unsigned n = static_cast<unsigned>(v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3]);
-        out += static_cast<char>(n >> 16);
-        if (pad < 2) out += static_cast<char>((n >> 8) & 255);
-        if (pad < 1) out += static_cast<char>(n & 255);
-    }
-    return true;
-}
-
-std::string base64_encode(const unsigned char* p, std::size_t n) {
-    std::string out(4 * ((n + 2) / 3) + 1, '\0');
-    const int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), p, static_cast<int>(n));
-    out.resize(static_cast<std::size_t>(len));
-    return out;
-}
-
-std::string percent_decode(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-            std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-            out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
 }
 
 // Fields of a connection string ("Name=value;..."), names lower-cased; a value keeps its '='.
@@ -126,7 +66,7 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
     std::string key;
     if (!o.anonymous && !url_has_sas && !o.key.empty()) {
         if (account.empty()) raise(errc::InvalidArgument, "an Azure storage key is set but no account name, for " + spec);
-        if (!base64_decode(o.key, key))
+        if (!from_base64(o.key, key))
             raise(errc::InvalidArgument, "the Azure storage key is not base64 (as the portal shows it), for " + spec);
         key = o.key;
     } else if (!o.anonymous && !url_has_sas && !o.sas_token.empty()) {
@@ -151,7 +91,7 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
 
 azure_options resolve_azure_options(const azure_options& given, const std::string& spec) {
     azure_options o = given;
-    std::string conn = o.connection_string.empty() ? azure_env("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
+    std::string conn = o.connection_string.empty() ? http_engine::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
@@ -169,10 +109,10 @@ azure_options resolve_azure_options(const azure_options& given, const std::strin
                                          "AccountName, AccountKey and BlobEndpoint instead (opening " + spec + ")");
     }
     for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (o.account.empty()) o.account = azure_env(var);
+        if (o.account.empty()) o.account = http_engine::env_text(var);
     for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty()) o.key = azure_env(var);
-    if (o.sas_token.empty()) o.sas_token = azure_env("AZURE_STORAGE_SAS_TOKEN");
+        if (o.key.empty()) o.key = http_engine::env_text(var);
+    if (o.sas_token.empty()) o.sas_token = http_engine::env_text("AZURE_STORAGE_SAS_TOKEN");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");
@@ -205,11 +145,7 @@ std::string azure_date(std::time_t now) {
 
 std::string azure_string_to_sign(const http_engine::url& target, std::string_view account, std::string_view range,
                                  const http_engine::header_fields& fields) {
-    auto value = [&](std::string_view name) {
-        for (auto& [k, v] : fields)
-            if (lower(k) == name) return trim(v);
-        return std::string();
-    };
+    auto value = [&](std::string_view name) { return trim(http_engine::field_value(fields, name)); };
     std::string s = "GET\n";
     for (std::string_view name : {"content-encoding", "content-language", "content-length", "content-md5", "content-type",
                                   "date", "if-modified-since", "if-match", "if-none-match", "if-unmodified-since"}) {
@@ -234,8 +170,8 @@ std::string azure_string_to_sign(const http_engine::url& target, std::string_vie
             query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
             if (p.empty()) continue;
             const auto eq = p.find('=');
-            params[lower(percent_decode(p.substr(0, eq)))].push_back(
-                eq == std::string_view::npos ? std::string() : percent_decode(p.substr(eq + 1)));
+            params[lower(http_engine::percent_decode(p.substr(0, eq)))].push_back(
+                eq == std::string_view::npos ? std::string() : http_engine::percent_decode(p.substr(eq + 1)));
         }
         for (auto& [name, values] : params) {
             std::sort(values.begin(), values.end());
@@ -248,12 +184,8 @@ std::string azure_string_to_sign(const http_engine::url& target, std::string_vie
 
 std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64, std::string_view string_to_sign) {
     std::string key;
-    if (!base64_decode(key_base64, key)) raise(errc::InvalidArgument, "the Azure storage key is not base64");
-    unsigned char md[32];
-    unsigned int n = 0;
-    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(string_to_sign.data()),
-         string_to_sign.size(), md, &n);
-    return "SharedKey " + std::string(account) + ":" + base64_encode(md, n);
+    if (!from_base64(key_base64, key)) raise(errc::InvalidArgument, "the Azure storage key is not base64");
+    return "SharedKey " + std::string(account) + ":" + base64(hmac_sha256(key, string_to_sign));
 }
 
 http_engine::remote_object locate_azure(const std::string& spec, const http_options& opts) {
@@ -262,17 +194,7 @@ http_engine::remote_object locate_azure(const std::string& spec, const http_opti
     if (o.endpoint.empty())
         raise(errc::InvalidArgument, "no Azure storage account for " + spec +
                                          ": set AZURE_STORAGE_ACCOUNT (or AZURE_STORAGE_CONNECTION_STRING, or azure_options)");
-    http_engine::url u;
-    try {
-        u = http_engine::parse_url(o.endpoint);
-    } catch (const error&) {
-        raise(errc::InvalidArgument, "the Azure blob endpoint '" + o.endpoint + "' is not an http(s) URL (opening " + spec + ")");
-    }
-    if ((u.scheme != "http" && u.scheme != "https") || u.target.find('?') != std::string::npos)
-        raise(errc::InvalidArgument, "the Azure blob endpoint '" + o.endpoint + "' is not an http(s) URL (opening " + spec + ")");
-    std::string base = u.target == "/" ? "" : u.target;
-    if (!base.empty() && base.back() == '/') base.pop_back();
-    u.target = base + "/" + p.bucket + "/" + http_engine::uri_encode(p.object, true);
+    const http_engine::url u = object_url(store_endpoint(o.endpoint, "the Azure blob endpoint", spec), p);
     return blob_object(u, o.account.empty() ? account_of_host(u.host) : o.account, o, false, spec);
 }
 

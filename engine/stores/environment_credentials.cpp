@@ -1,5 +1,5 @@
 // ringsafe::apply_environment_credentials: the Hub's token for https:// URLs
-// of the Hub (hf:// URLs find it themselves: hub_settings.cpp).
+// at the Hub's origins (hf:// URLs find it themselves: hub_settings.cpp).
 #include "http/url.hpp"
 #include "ringsafe/http.hpp"
 #include "stores/hub_settings.hpp"
@@ -14,8 +14,8 @@ void apply_environment_credentials(const std::string& url, http_options& opts) {
     } catch (const error&) {
         return;  // open_url reports bad URLs; hf:// is not an http URL
     }
-    if (u.scheme == "s3" || !stores::is_hub_host(u.host)) return;
-    opts.bearer_token = stores::environment_hub_token();
+    if (!stores::is_hub_origin(u)) return;
+    opts.bearer_token = stores::implicit_hub_token();
 }
 
 }  // namespace ringsafe

@@ -1,12 +1,12 @@
 #include "stores/gcs_credentials.hpp"
 
-#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <boost/json.hpp>
 
+#include "http/environment.hpp"
 #include "http/http_settings.hpp"
 #include "http/small_exchange.hpp"
 #include "ringsafe/error.hpp"
@@ -22,13 +22,6 @@ using http_engine::url;
 
 constexpr std::string_view read_only_scope = "https://www.googleapis.com/auth/devstorage.read_only";
 constexpr std::string_view default_token_uri = "https://oauth2.googleapis.com/token";
-
-std::string google_env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
-bool truthy(const std::string& v) { return v == "1" || v == "true" || v == "True" || v == "TRUE" || v == "yes"; }
 
 std::string form_encode(std::string_view v) { return http_engine::uri_encode(v, false); }
 
@@ -122,12 +115,9 @@ gcs_auth from_file(const std::string& file) {
 
 // gcloud's application-default credentials, when the file exists.
 std::string gcloud_adc_file() {
-    std::string dir = google_env("CLOUDSDK_CONFIG");
-    if (dir.empty()) {
-        const std::string home = google_env("HOME");
-        if (home.empty()) return "";
-        dir = home + "/.config/gcloud";
-    }
+    std::string dir = http_engine::env_text("CLOUDSDK_CONFIG");
+    if (dir.empty()) dir = http_engine::expand_home("~/.config/gcloud");
+    if (dir.starts_with("~")) return "";  // no $HOME
     const std::string f = dir + "/application_default_credentials.json";
     return std::ifstream(f).good() ? f : "";
 }
@@ -135,7 +125,7 @@ std::string gcloud_adc_file() {
 // The metadata server's host: $GCE_METADATA_HOST, else metadata.google.internal on a
 // Compute Engine VM (its DMI product name says so, as google-auth checks), else none.
 std::string metadata_host() {
-    if (std::string h = google_env("GCE_METADATA_HOST"); !h.empty()) return h;
+    if (std::string h = http_engine::env_text("GCE_METADATA_HOST"); !h.empty()) return h;
     std::ifstream dmi("/sys/class/dmi/id/product_name");
     std::string product;
     std::getline(dmi, product);
@@ -173,7 +163,7 @@ std::string gcs_jwt_claims(const std::string& client_email, const std::string& t
 }
 
 gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emulator_from_env, const std::string& spec) {
-    if (o.anonymous || truthy(google_env("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS"))) return {};
+    if (o.anonymous || http_engine::env_true("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS")) return {};
     if (!h.bearer_token.empty()) return {};  // engine/http sends it to the endpoint's origin
     if (!o.credentials_file.empty()) return from_file(o.credentials_file);
     auto hmac = [&](std::string id, std::string secret) {
@@ -189,10 +179,10 @@ gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emul
     if (!o.hmac_access_id.empty()) return hmac(o.hmac_access_id, o.hmac_secret);
     if (emulator_from_env) return {};  // as Google's clients treat an emulator
     for (const char* var : {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"})
-        if (std::string f = google_env(var); !f.empty()) return from_file(f);
+        if (std::string f = http_engine::env_text(var); !f.empty()) return from_file(f);
     if (std::string f = gcloud_adc_file(); !f.empty()) return from_file(f);
     if (std::string host = metadata_host(); !host.empty()) return metadata_server(host, spec);
-    if (std::string id = google_env("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, google_env("GS_SECRET_ACCESS_KEY"));
+    if (std::string id = http_engine::env_text("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, http_engine::env_text("GS_SECRET_ACCESS_KEY"));
     return {};
 }
 

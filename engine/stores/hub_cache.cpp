@@ -1,8 +1,8 @@
 // The Hub's local cache (hub_cache.hpp): lookups, and files written into it
-// as they are read, published with the streaming writer's temporaries.
+// as they are read, published as the streaming writer publishes its files
+// (engine/publish).
 #include "stores/hub_cache.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,12 +10,11 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <system_error>
 
 #include "ringsafe/error.hpp"
-#include "write/temp_file.hpp"
+#include "publish/temp_file.hpp"
 
 namespace ringsafe::stores {
 namespace fs = std::filesystem;
@@ -45,44 +44,10 @@ std::string hub_cached_commit(const fs::path& repo, const hub_path& p) {
     return is_commit_hash(rev) ? rev : read_hub_ref(repo / "refs" / rev);
 }
 
-std::string hub_random_suffix() {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::string s;
-    for (int i = 0; i < 10; ++i) s += "abcdefghijklmnopqrstuvwxyz0123456789"[rng() % 36];
-    return s;
-}
-
-fs::path hub_temp_beside(const fs::path& target) {
-    std::string name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on "." + std::string&&
-    name += target.filename().string();
-    name += ".ringsafe-";
-    name += hub_random_suffix();
-    return target.parent_path() / name;
-}
-
 void make_hub_dirs(const fs::path& dir) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) raise_errno(ec.value(), "creating the Hub cache folder '" + dir.string() + "'", dir.string());
-}
-
-// `text` at `target`, by rename of a temporary beside it.
-void replace_hub_file(const fs::path& target, const std::string& text) {
-    const fs::path tmp = hub_temp_beside(target);
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out << text;
-        if (!out.flush()) {
-            std::error_code ignored;
-            fs::remove(tmp, ignored);
-            raise(errc::IoError, "writing '" + tmp.string() + "' in the Hub cache failed");
-        }
-    }
-    if (::rename(tmp.c_str(), target.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        raise_errno(err, "renaming '" + tmp.string() + "' to '" + target.string() + "'", target.string());
-    }
 }
 
 std::mutex hub_registry_mutex;
@@ -127,26 +92,19 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
         for (std::size_t n = 2 + static_cast<std::size_t>(std::count(file.begin(), file.end(), '/')); n > 0; --n)
             target += "../";
         target += "blobs/" + blob;
-        const fs::path tmp = hub_temp_beside(pointer);
-        if (::symlink(target.c_str(), tmp.c_str()) != 0)
-            raise_errno(errno, "making the Hub cache link '" + tmp.string() + "'", tmp.string());
-        if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
-            const int err = errno;
-            ::unlink(tmp.c_str());
-            raise_errno(err, "renaming the Hub cache link to '" + pointer.string() + "'", pointer.string());
-        }
+        publish::replace_with_symlink(pointer.string(), target);
     }
     if (!revision.empty() && revision != commit) {
         const fs::path ref = repo / "refs" / revision;
         if (read_hub_ref(ref) != commit) {
             make_hub_dirs(ref.parent_path());
-            replace_hub_file(ref, commit);
+            publish::replace_file(ref.string(), commit);
         }
     }
     const fs::path tag = repo.parent_path() / "CACHEDIR.TAG";
     if (!fs::exists(tag, ec)) {
         try {
-            replace_hub_file(tag, std::string(hub_cachedir_tag));
+            publish::replace_file(tag.string(), hub_cachedir_tag);
         } catch (const error&) {  // best effort, as huggingface_hub's
         }
     }
@@ -180,7 +138,7 @@ hub_cache_entry::hub_cache_entry(std::string repo_dir, std::string file, std::st
       commit_(std::move(commit)), blob_name_(std::move(blob)), size_(size) {
     blob_ = (fs::path(repo_dir_) / "blobs" / blob_name_).string();
     make_hub_dirs(fs::path(blob_).parent_path());
-    tmp_ = std::make_unique<write_engine::temp_file>(blob_, false);
+    tmp_ = std::make_unique<publish::temp_file>(blob_, false);
 }
 
 hub_cache_entry::~hub_cache_entry() {
@@ -191,7 +149,7 @@ hub_cache_entry::~hub_cache_entry() {
 }
 
 bool hub_cache_entry::published() const {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     return published_;
 }
 
@@ -199,18 +157,19 @@ void hub_cache_entry::write(std::uint64_t offset, std::span<const std::byte> byt
     if (offset >= size_ && size_ > 0) return;
     const std::uint64_t len = std::min<std::uint64_t>(bytes.size(), size_ - std::min(offset, size_));
     {
-        std::lock_guard lock(mutex_);
+        // Shared: writers of the entry pwrite at once; the publish (exclusive)
+        // closes the descriptor only once none of them is using it.
+        std::shared_lock writing(mutex_);
         if (published_) return;
+        for (std::uint64_t done = 0; done < len;) {
+            const ssize_t n = ::pwrite(tmp_->fd(), bytes.data() + done, static_cast<std::size_t>(len - done),
+                                       static_cast<off_t>(offset + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) raise_errno(n < 0 ? errno : EIO, "writing the Hub cache file '" + blob_ + "'", blob_);
+            done += static_cast<std::uint64_t>(n);
+        }
     }
-    // The descriptor lives as long as this entry, which the writing source holds.
-    for (std::uint64_t done = 0; done < len;) {
-        const ssize_t n = ::pwrite(tmp_->fd(), bytes.data() + done, static_cast<std::size_t>(len - done),
-                                   static_cast<off_t>(offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) raise_errno(n < 0 ? errno : EIO, "writing the Hub cache file '" + blob_ + "'", blob_);
-        done += static_cast<std::uint64_t>(n);
-    }
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (published_) return;
     if (len > 0) {  // merge [offset, offset + len) into the landed ranges
         std::uint64_t first = offset, end = offset + len;

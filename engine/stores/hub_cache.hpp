@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,7 +24,7 @@
 #include "ringsafe/source.hpp"
 #include "stores/hub_path.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::publish {
 class temp_file;
 }
 
@@ -84,8 +85,8 @@ private:
 
     std::string repo_dir_, file_, revision_, commit_, blob_name_;
     std::string blob_;  // repo_dir_/blobs/blob_name_
-    mutable std::mutex mutex_;
-    std::unique_ptr<write_engine::temp_file> tmp_;
+    mutable std::shared_mutex mutex_;  // shared by the writes, exclusive for the ranges and the publish
+    std::unique_ptr<publish::temp_file> tmp_;
     std::map<std::uint64_t, std::uint64_t> have_;  // landed ranges [first, end), merged
     std::uint64_t size_ = 0;
     bool published_ = false;

@@ -47,27 +47,6 @@ void check_hub_repo_id(std::string_view url, std::string_view id) {
     if (id.ends_with(".git")) bad_hub_url(url, "the repo id '" + std::string(id) + "' ends with '.git'");
 }
 
-int hub_hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-// urllib.parse.unquote for one segment: %XX decoded, anything else kept.
-std::string hub_percent_decode(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '%' && i + 2 < s.size() && hub_hex_value(s[i + 1]) >= 0 && hub_hex_value(s[i + 2]) >= 0) {
-            out += static_cast<char>(hub_hex_value(s[i + 1]) * 16 + hub_hex_value(s[i + 2]));
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
-
 // The length of a special ref (refs/pr/N, refs/convert/NAME) `s` starts with, else 0.
 std::size_t hub_special_ref_length(std::string_view s) {
     auto run = [&](std::size_t from, auto pred) {
@@ -170,7 +149,7 @@ hub_path parse_hub_url(std::string_view url) {
             rev = rest.substr(0, slash);
             p.path = std::string(rest.substr(slash + 1));
         }
-        p.revision = hub_percent_decode(rev);
+        p.revision = http_engine::percent_decode(rev);
         if (p.revision.empty()) bad_hub_url(url, "empty revision after '@'");
         check_hub_segments(url, "revision", p.revision);
     }

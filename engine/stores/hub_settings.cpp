@@ -1,38 +1,15 @@
 // hub_options and the HF_* environment (hub_settings.hpp).
 #include "stores/hub_settings.hpp"
 
-#include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "http/environment.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::stores {
 namespace {
-
-std::string hub_env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? std::string(v) : std::string();
-}
-
-// constants._is_true
-bool hub_env_true(const char* name) {
-    std::string v = hub_env(name);
-    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
-}
-
-// os.path.expanduser for a leading "~" or "~/".
-std::string hub_expand_user(std::string p) {
-    if (p == "~" || p.starts_with("~/")) {
-        const std::string home = hub_env("HOME");
-        if (!home.empty()) p = home + p.substr(1);
-    }
-    return p;
-}
 
 // utils/_auth._clean_token: CR and LF removed, then surrounding spaces.
 std::string clean_hub_token(std::string t) {
@@ -44,13 +21,13 @@ std::string clean_hub_token(std::string t) {
 }
 
 std::string hf_home_dir() {
-    std::string h = hub_env("HF_HOME");
+    std::string h = http_engine::env_text("HF_HOME");
     if (h.empty()) {
-        std::string xdg = hub_env("XDG_CACHE_HOME");
-        if (xdg.empty()) xdg = hub_expand_user("~/.cache");
+        std::string xdg = http_engine::env_text("XDG_CACHE_HOME");
+        if (xdg.empty()) xdg = http_engine::expand_home("~/.cache");
         h = xdg + "/huggingface";
     }
-    return hub_expand_user(h);
+    return http_engine::expand_home(h);
 }
 
 bool hub_host_is_or_under(const std::string& host, const std::string& domain) {
@@ -59,29 +36,46 @@ bool hub_host_is_or_under(const std::string& host, const std::string& domain) {
 
 }  // namespace
 
-std::string environment_hub_token(std::string* origin) {
+std::string implicit_hub_token(std::string* origin) {
+    if (http_engine::env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return {};
+    std::string from;
+    std::string token;
     // `HF_TOKEN or HUGGING_FACE_HUB_TOKEN`: the first that is set and not empty, then cleaned.
     for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
-        const std::string raw = hub_env(name);
+        const std::string raw = http_engine::env_text(name);
         if (raw.empty()) continue;
-        if (origin) *origin = name;
-        return clean_hub_token(raw);
+        from = name;
+        token = clean_hub_token(raw);
+        break;
     }
-    std::string path = hub_env("HF_TOKEN_PATH");
-    path = path.empty() ? hf_home_dir() + "/token" : hub_expand_user(path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return {};
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (origin) *origin = "the token file " + path;
-    return clean_hub_token(text.str());
+    if (from.empty()) {
+        std::string path = http_engine::env_text("HF_TOKEN_PATH");
+        path = path.empty() ? hf_home_dir() + "/token" : http_engine::expand_home(path);
+        std::ifstream in(path, std::ios::binary);
+        if (!in) return {};
+        std::ostringstream text;
+        text << in.rdbuf();
+        from = "the token file " + path;
+        token = clean_hub_token(text.str());
+    }
+    check_hub_token(token, from);
+    if (origin) *origin = from;
+    return token;
 }
 
-bool is_hub_host(const std::string& host) {
-    if (hub_host_is_or_under(host, "huggingface.co") || hub_host_is_or_under(host, "hf.co")) return true;
-    if (const std::string ep = hub_env("HF_ENDPOINT"); !ep.empty()) {  // a mirror or private Hub
+void check_hub_token(const std::string& token, const std::string& origin) {
+    for (char c : token)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            raise(errc::InvalidArgument, "the Hub token (from " + origin + ") holds a control character; it is not sent");
+}
+
+bool is_hub_origin(const http_engine::url& u) {
+    if (u.scheme == "https" && u.port == http_engine::default_port(u.scheme) &&
+        (hub_host_is_or_under(u.host, "huggingface.co") || hub_host_is_or_under(u.host, "hf.co")))
+        return true;
+    if (const std::string ep = http_engine::env_text("HF_ENDPOINT"); !ep.empty()) {  // a mirror or private Hub
         try {
-            return host == http_engine::parse_url(ep).host;
+            return u.origin() == http_engine::parse_url(ep).origin();
         } catch (const error&) {
         }
     }
@@ -90,7 +84,7 @@ bool is_hub_host(const std::string& host) {
 
 hub_settings hub_settings_of(const http_options& o) {
     hub_settings s;
-    s.endpoint = o.hub.endpoint.empty() ? hub_env("HF_ENDPOINT") : o.hub.endpoint;
+    s.endpoint = o.hub.endpoint.empty() ? http_engine::env_text("HF_ENDPOINT") : o.hub.endpoint;
     if (s.endpoint.empty()) s.endpoint = "https://huggingface.co";
     while (s.endpoint.size() > 1 && s.endpoint.back() == '/') s.endpoint.pop_back();
 
@@ -100,20 +94,17 @@ hub_settings hub_settings_of(const http_options& o) {
     } else if (!o.bearer_token.empty()) {
         s.token = o.bearer_token;
         s.token_origin = "the bearer token option";
-    } else if (!hub_env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) {
-        s.token = environment_hub_token(&s.token_origin);
+    } else {
+        s.token = implicit_hub_token(&s.token_origin);
     }
-    for (char c : s.token)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-            raise(errc::InvalidArgument, "the Hub token (from " + s.token_origin +
-                                             ") holds a control character; it is not sent");
+    check_hub_token(s.token, s.token_origin);
 
     s.cache_dir = o.hub.cache_dir;
-    if (s.cache_dir.empty()) s.cache_dir = hub_env("HF_HUB_CACHE");
-    if (s.cache_dir.empty()) s.cache_dir = hub_env("HUGGINGFACE_HUB_CACHE");
+    if (s.cache_dir.empty()) s.cache_dir = http_engine::env_text("HF_HUB_CACHE");
+    if (s.cache_dir.empty()) s.cache_dir = http_engine::env_text("HUGGINGFACE_HUB_CACHE");
     if (s.cache_dir.empty()) s.cache_dir = hf_home_dir() + "/hub";
-    s.cache_dir = hub_expand_user(s.cache_dir);
-    s.offline = o.hub.offline || hub_env_true("HF_HUB_OFFLINE") || hub_env_true("TRANSFORMERS_OFFLINE");
+    s.cache_dir = http_engine::expand_home(s.cache_dir);
+    s.offline = o.hub.offline || http_engine::env_true("HF_HUB_OFFLINE") || http_engine::env_true("TRANSFORMERS_OFFLINE");
     s.write_cache = o.hub.cache;
     return s;
 }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "http/url.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::stores {
@@ -20,9 +21,7 @@ struct hub_settings {
 
 // `o.hub` with every empty field filled: endpoint from HF_ENDPOINT (default
 // https://huggingface.co); token from o.hub.token, else o.bearer_token, else
-// (unless HF_HUB_DISABLE_IMPLICIT_TOKEN) the first set of HF_TOKEN and
-// HUGGING_FACE_HUB_TOKEN, else the file HF_TOKEN_PATH ($HF_HOME/token),
-// with spaces, CR and LF trimmed; the cache from HF_HUB_CACHE, else
+// implicit_hub_token(); the cache from HF_HUB_CACHE, else
 // HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub; HF_HOME from HF_HOME, else
 // $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface ("~/" expanded);
 // offline when o.hub.offline or HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is
@@ -30,13 +29,20 @@ struct hub_settings {
 // token came from but never the token, when it holds a control character.
 hub_settings hub_settings_of(const http_options& o);
 
-// Where the token of huggingface_hub is looked up from the environment alone
-// (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, the token file), `origin` set to the
-// variable or file; empty when there is none.
-std::string environment_hub_token(std::string* origin = nullptr);
+// The token huggingface_hub sends without being given one: none when
+// HF_HUB_DISABLE_IMPLICIT_TOKEN is true, else the first set of HF_TOKEN and
+// HUGGING_FACE_HUB_TOKEN, else the file HF_TOKEN_PATH ($HF_HOME/token), with
+// spaces, CR and LF trimmed; `origin` set to the variable or file. Empty when
+// there is none. Throws as check_hub_token does.
+std::string implicit_hub_token(std::string* origin = nullptr);
 
-// Whether `host` is the Hub's: huggingface.co, hf.co, their subdomains, or
-// the host of HF_ENDPOINT.
-bool is_hub_host(const std::string& host);
+// Throws InvalidArgument, naming `origin` (where it came from) but never the
+// token, when `token` holds a control character.
+void check_hub_token(const std::string& token, const std::string& origin);
+
+// Whether `u` is at one of the Hub's origins, where its token may go: https on
+// the default port of huggingface.co, hf.co or their subdomains, or the
+// origin of HF_ENDPOINT (a mirror, a private Hub) exactly.
+bool is_hub_origin(const http_engine::url& u);
 
 }  // namespace ringsafe::stores

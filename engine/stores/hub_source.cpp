@@ -34,15 +34,6 @@ using http_engine::header_fields;
 using http_engine::remote_object;
 using http_engine::url;
 
-std::string hub_field(const header_fields& f, std::string_view name) {
-    for (const auto& [k, v] : f)
-        if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
-                return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-            }))
-            return v;
-    return {};
-}
-
 // file_download._normalize_etag: etag.lstrip("W/").strip('"').
 std::string normalize_hub_etag(std::string e) {
     const auto start = e.find_first_not_of("W/");
@@ -97,7 +88,7 @@ struct hub_answers {
 
     // engine/http's hook for each answer of the Hub's origin.
     void on_response(remote_object& obj, const url& target, unsigned status, const header_fields& f) {
-        const std::string code = hub_field(f, "X-Error-Code");
+        const std::string code = http_engine::field_value(f, "X-Error-Code");
         if (status == 401 || status == 403) refused(status, code);
         if (status == 404) {
             std::lock_guard lock(mutex);
@@ -113,11 +104,11 @@ struct hub_answers {
                                        (commit.empty() ? path.revision_or_main() : commit) + "'");
         }
         if (status / 100 != 2 && status / 100 != 3) return;  // engine/http retries or reports it
-        const std::string commit_field = hub_field(f, "X-Repo-Commit");
+        const std::string commit_field = http_engine::field_value(f, "X-Repo-Commit");
         if (commit_field.empty()) {
             if (status / 100 == 3) {  // a hop within the Hub (a renamed repo) may come before the commit
                 try {
-                    if (http_engine::resolve_location(target, hub_field(f, "Location")).origin() == target.origin()) return;
+                    if (http_engine::resolve_location(target, http_engine::field_value(f, "Location")).origin() == target.origin()) return;
                 } catch (const error&) {
                     return;  // engine/http reports the Location
                 }
@@ -128,10 +119,10 @@ struct hub_answers {
         if (!is_commit_hash(commit_field))
             raise(errc::HttpError, spec + ": the answer of " + target.shown() + " has X-Repo-Commit '" + hub_shown(commit_field) +
                                        "', not a commit id");
-        std::string blob = hub_field(f, "X-Linked-Etag");
-        blob = normalize_hub_etag(blob.empty() ? hub_field(f, "ETag") : blob);
+        std::string blob = http_engine::field_value(f, "X-Linked-Etag");
+        blob = normalize_hub_etag(blob.empty() ? http_engine::field_value(f, "ETag") : blob);
         std::optional<std::uint64_t> linked;
-        if (const std::string ls = hub_field(f, "X-Linked-Size"); !ls.empty()) {
+        if (const std::string ls = http_engine::field_value(f, "X-Linked-Size"); !ls.empty()) {
             linked = parse_hub_size(ls);
             if (!linked) raise(errc::HttpError, spec + ": X-Linked-Size '" + hub_shown(ls) + "' is not a size");
         }

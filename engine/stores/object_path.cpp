@@ -8,9 +8,7 @@ namespace ringsafe::stores {
 
 object_path split_object_url(std::string_view spec, std::string_view scheme) {
     const std::string prefix = std::string(scheme) + "://";
-    auto bad = [&](const std::string& why) -> object_path {
-        raise(errc::InvalidArgument, "invalid URL '" + std::string(spec) + "': " + why);
-    };
+    auto bad = [&](const std::string& why) -> object_path { http_engine::invalid_url(spec, why); };
     if (spec.size() < prefix.size()) return bad("expected " + prefix + "BUCKET/OBJECT");
     for (std::size_t i = 0; i < prefix.size(); ++i)
         if (std::tolower(static_cast<unsigned char>(spec[i])) != prefix[i]) return bad("expected " + prefix + "BUCKET/OBJECT");
@@ -28,6 +26,25 @@ object_path split_object_url(std::string_view spec, std::string_view scheme) {
     for (char c : p.object)
         if (c == '\0' || c == '\r' || c == '\n') return bad("control character in the object name");
     return p;
+}
+
+http_engine::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec) {
+    auto refuse = [&]() -> http_engine::url {
+        raise(errc::InvalidArgument,
+              std::string(named) + " '" + text + "' is not an http(s) URL (opening " + spec + ")");
+    };
+    http_engine::url u;
+    try {
+        u = http_engine::parse_url(text);
+    } catch (const error&) {
+        return refuse();
+    }
+    if ((u.scheme != "http" && u.scheme != "https") || u.target.find('?') != std::string::npos) return refuse();
+    return u;
+}
+
+http_engine::url object_url(const http_engine::url& endpoint, const object_path& p) {
+    return http_engine::below(endpoint, p.bucket + "/" + http_engine::uri_encode(p.object, true));
 }
 
 }  // namespace ringsafe::stores

@@ -1,9 +1,12 @@
 // SCHEME://BUCKET/OBJECT URLs of the object stores that name a bucket (or
-// container) and an object in it: gs://, az://.
+// container) and an object in it (gs://, az://), and where such an object lies
+// on its store's endpoint.
 #pragma once
 
 #include <string>
 #include <string_view>
+
+#include "http/url.hpp"
 
 namespace ringsafe::stores {
 
@@ -16,5 +19,13 @@ struct object_path {
 // InvalidArgument naming the URL when the bucket is empty or not made of
 // letters, digits, '-', '_' and '.', or the object is empty.
 object_path split_object_url(std::string_view spec, std::string_view scheme);
+
+// The endpoint `text` of a store (`named`: "the GCS endpoint", a variable's
+// name) as a URL. Throws InvalidArgument naming `named`, `text` and `spec`
+// when it is not an http(s) URL without a query.
+http_engine::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec);
+
+// The URL of `p` on `endpoint`: ENDPOINT/BUCKET/OBJECT (the object percent-encoded but for '/').
+http_engine::url object_url(const http_engine::url& endpoint, const object_path& p);
 
 }  // namespace ringsafe::stores

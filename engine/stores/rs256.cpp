@@ -1,3 +1,4 @@
+// RS256 JWS (rs256.hpp).
 #include "stores/rs256.hpp"
 
 #include <memory>
@@ -11,26 +12,6 @@
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::stores {
-
-std::string base64url(std::string_view bytes) {
-    static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    std::string out;
-    out.reserve((bytes.size() + 2) / 3 * 4);
-    std::size_t i = 0;
-    auto at = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
-    for (; i + 3 <= bytes.size(); i += 3) {
-        const unsigned v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
-        for (int s = 18; s >= 0; s -= 6) out += digits[(v >> s) & 63];
-    }
-    if (bytes.size() - i == 1) {
-        const unsigned v = at(i) << 16;
-        out += digits[(v >> 18) & 63], out += digits[(v >> 12) & 63];
-    } else if (bytes.size() - i == 2) {
-        const unsigned v = at(i) << 16 | at(i + 1) << 8;
-        out += digits[(v >> 18) & 63], out += digits[(v >> 12) & 63], out += digits[(v >> 6) & 63];
-    }
-    return out;
-}
 
 std::string rs256_jws(std::string_view header, std::string_view payload, std::string_view private_key_pem,
                       const std::string& key_name) {

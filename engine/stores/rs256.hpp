@@ -6,10 +6,9 @@
 #include <string>
 #include <string_view>
 
-namespace ringsafe::stores {
+#include "stores/digest.hpp"
 
-// Base64url without padding (RFC 7515 section 2).
-std::string base64url(std::string_view bytes);
+namespace ringsafe::stores {
 
 // "HEADER.PAYLOAD.SIGNATURE": the compact JWS of the JSON texts `header` and
 // `payload` (encoded as given, byte for byte), signed with `private_key_pem`

@@ -1,7 +1,6 @@
 #include "stores/s3_object.hpp"
 
-#include <cstdlib>
-
+#include "http/environment.hpp"
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
 #include "stores/azure_object.hpp"
@@ -10,11 +9,6 @@
 
 namespace ringsafe::http_engine {
 namespace {
-
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
 
 stores::sigv4_key key_of(const s3_options& s) { return {s.access_key_id, s.secret_access_key, s.region, "s3"}; }
 
@@ -26,14 +20,14 @@ bool dns_compatible(const std::string& bucket) {
 
 s3_options resolve_s3_options(const s3_options& opts) {
     s3_options s = opts;
-    if (s.access_key_id.empty()) s.access_key_id = env("AWS_ACCESS_KEY_ID");
-    if (s.secret_access_key.empty()) s.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
-    if (s.session_token.empty()) s.session_token = env("AWS_SESSION_TOKEN");
-    if (s.region.empty()) s.region = env("AWS_REGION");
-    if (s.region.empty()) s.region = env("AWS_DEFAULT_REGION");
+    if (s.access_key_id.empty()) s.access_key_id = env_text("AWS_ACCESS_KEY_ID");
+    if (s.secret_access_key.empty()) s.secret_access_key = env_text("AWS_SECRET_ACCESS_KEY");
+    if (s.session_token.empty()) s.session_token = env_text("AWS_SESSION_TOKEN");
+    if (s.region.empty()) s.region = env_text("AWS_REGION");
+    if (s.region.empty()) s.region = env_text("AWS_DEFAULT_REGION");
     if (s.region.empty()) s.region = "us-east-1";
-    if (s.endpoint.empty()) s.endpoint = env("AWS_ENDPOINT_URL_S3");
-    if (s.endpoint.empty()) s.endpoint = env("AWS_ENDPOINT_URL");
+    if (s.endpoint.empty()) s.endpoint = env_text("AWS_ENDPOINT_URL_S3");
+    if (s.endpoint.empty()) s.endpoint = env_text("AWS_ENDPOINT_URL");
     return s;
 }
 
@@ -44,33 +38,14 @@ url s3_http_url(const url& s3url, const s3_options& s) {
     const std::string& bucket = s3url.host;
     bool virtual_host = s.style == s3_options::addressing::virtual_host ||
                         (s.style == s3_options::addressing::automatic && !custom && dns_compatible(bucket));
-    std::string base = ep.target == "/" ? "" : ep.target;
-    if (!base.empty() && base.back() == '/') base.pop_back();
-    url u = ep;
-    if (virtual_host) {
-        if (ep.ipv6) raise(errc::InvalidArgument, "virtual-host style S3 needs a host name endpoint, not " + s.endpoint);
-        u.host = bucket + "." + ep.host;
-        u.target = base + "/" + uri_encode(s3url.target, true);
-    } else {
-        u.target = base + "/" + bucket + "/" + uri_encode(s3url.target, true);
-    }
-    return u;
+    if (!virtual_host) return below(ep, bucket + "/" + uri_encode(s3url.target, true));
+    if (ep.ipv6) raise(errc::InvalidArgument, "virtual-host style S3 needs a host name endpoint, not " + s.endpoint);
+    ep.host = bucket + "." + ep.host;
+    return below(ep, uri_encode(s3url.target, true));
 }
 
 header_fields sigv4_get_fields(const url& target, const s3_options& s, std::time_t now) {
-    using namespace stores;
-    static const std::string empty_hash = sha256_hex("");
-    const sigv4_time t = sigv4_at(now);
-    signed_fields fields{{"host", target.authority()}, {"x-amz-content-sha256", empty_hash}, {"x-amz-date", t.stamp}};
-    if (!s.session_token.empty()) fields.emplace_back("x-amz-security-token", s.session_token);
-    const std::string sig =
-        sigv4_signature(aws4, key_of(s), t, sigv4_canonical_request("GET", target.target, fields, empty_hash));
-    header_fields f;
-    f.emplace_back("x-amz-date", t.stamp);
-    f.emplace_back("x-amz-content-sha256", empty_hash);
-    if (!s.session_token.empty()) f.emplace_back("x-amz-security-token", s.session_token);
-    f.emplace_back("Authorization", sigv4_authorization(aws4, key_of(s), t, fields, sig));
-    return f;
+    return stores::sigv4_signed_get(stores::aws4, key_of(s), target.authority(), target.target, s.session_token, now);
 }
 
 std::string sigv4_presign(const url& target, const s3_options& s, std::chrono::seconds expires, std::time_t now) {

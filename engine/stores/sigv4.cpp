@@ -1,30 +1,9 @@
+// AWS SigV4 and GOOG4 (sigv4.hpp).
 #include "stores/sigv4.hpp"
 
 #include <algorithm>
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 namespace ringsafe::stores {
-namespace {
-
-std::string hex(const unsigned char* p, std::size_t n) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string s;
-    s.reserve(2 * n);
-    for (std::size_t i = 0; i < n; ++i) s += digits[p[i] >> 4], s += digits[p[i] & 15];
-    return s;
-}
-
-std::string hmac(std::string_view key, std::string_view msg) {
-    unsigned char md[32];
-    unsigned int n = 0;
-    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-         msg.size(), md, &n);
-    return std::string(reinterpret_cast<char*>(md), n);
-}
-
-}  // namespace
 
 sigv4_time sigv4_at(std::time_t now) {
     std::tm tm{};
@@ -33,13 +12,6 @@ sigv4_time sigv4_at(std::time_t now) {
     std::strftime(d, sizeof d, "%Y%m%d", &tm);
     std::strftime(a, sizeof a, "%Y%m%dT%H%M%SZ", &tm);
     return {d, a};
-}
-
-std::string sha256_hex(std::string_view data) {
-    unsigned char md[32];
-    unsigned int n = 0;
-    EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-    return hex(md, n);
 }
 
 std::string sigv4_canonical_query(std::string_view query) {
@@ -86,12 +58,11 @@ std::string sigv4_signature(const sigv4_algorithm& alg, const sigv4_key& key, co
     std::string to_sign(alg.name);
     to_sign.append("\n").append(t.stamp).append("\n").append(sigv4_scope(alg, key, t)).append("\n");
     to_sign += sha256_hex(canonical_request);
-    std::string k = hmac(std::string(alg.key_prefix).append(key.secret), t.date);
-    k = hmac(k, key.region);
-    k = hmac(k, key.service);
-    k = hmac(k, alg.terminator);
-    const std::string sig = hmac(k, to_sign);
-    return hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+    std::string k = hmac_sha256(std::string(alg.key_prefix).append(key.secret), t.date);
+    k = hmac_sha256(k, key.region);
+    k = hmac_sha256(k, key.service);
+    k = hmac_sha256(k, alg.terminator);
+    return hex(hmac_sha256(k, to_sign));
 }
 
 std::string sigv4_authorization(const sigv4_algorithm& alg, const sigv4_key& key, const sigv4_time& t,
@@ -100,6 +71,22 @@ std::string sigv4_authorization(const sigv4_algorithm& alg, const sigv4_key& key
     a.append(" Credential=").append(key.access_key_id).append("/").append(sigv4_scope(alg, key, t));
     a.append(", SignedHeaders=").append(sigv4_signed_headers(fields)).append(", Signature=").append(signature);
     return a;
+}
+
+std::vector<std::pair<std::string, std::string>> sigv4_signed_get(const sigv4_algorithm& alg, const sigv4_key& key,
+                                                                  std::string_view authority, std::string_view target,
+                                                                  std::string_view session_token, std::time_t now) {
+    static const std::string empty_hash = sha256_hex("");
+    const sigv4_time t = sigv4_at(now);
+    const std::string hash_field = std::string(alg.header_prefix) + "content-sha256";
+    const std::string date_field = std::string(alg.header_prefix) + "date";
+    signed_fields fields{{"host", std::string(authority)}, {hash_field, empty_hash}, {date_field, t.stamp}};
+    if (!session_token.empty()) fields.emplace_back("x-amz-security-token", std::string(session_token));
+    const std::string sig = sigv4_signature(alg, key, t, sigv4_canonical_request("GET", target, fields, empty_hash));
+    std::vector<std::pair<std::string, std::string>> out{{date_field, t.stamp}, {hash_field, empty_hash}};
+    if (!session_token.empty()) out.emplace_back("x-amz-security-token", std::string(session_token));
+    out.emplace_back("Authorization", sigv4_authorization(alg, key, t, fields, sig));
+    return out;
 }
 
 }  // namespace ringsafe::stores

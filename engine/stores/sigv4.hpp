@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "stores/digest.hpp"
+
 namespace ringsafe::stores {
 
 // What differs between AWS's and Google's spelling of the same scheme.
@@ -31,9 +33,6 @@ struct sigv4_time {
     std::string date, stamp;
 };
 sigv4_time sigv4_at(std::time_t now);
-
-// Lower-case hex of the SHA-256 of `data` (the payload hash; "" hashes the empty body).
-std::string sha256_hex(std::string_view data);
 
 // `query` (already percent-encoded, without '?') with its parameters sorted; a
 // parameter without '=' gets one.
@@ -60,5 +59,13 @@ std::string sigv4_signature(const sigv4_algorithm& alg, const sigv4_key& key, co
 // "ALG Credential=ID/SCOPE, SignedHeaders=..., Signature=...".
 std::string sigv4_authorization(const sigv4_algorithm& alg, const sigv4_key& key, const sigv4_time& t,
                                 const signed_fields& fields, const std::string& signature);
+
+// The header fields that sign a GET (empty body) of `target` (origin-form, as
+// sent) on `authority` (the Host) at `now`: PREFIXdate, PREFIXcontent-sha256,
+// x-amz-security-token when `session_token` is not empty, and Authorization,
+// the host and those fields signed.
+std::vector<std::pair<std::string, std::string>> sigv4_signed_get(const sigv4_algorithm& alg, const sigv4_key& key,
+                                                                  std::string_view authority, std::string_view target,
+                                                                  std::string_view session_token, std::time_t now);
 
 }  // namespace ringsafe::stores

@@ -26,6 +26,7 @@
 namespace ringsafe {
 
 using namespace write_engine;
+using publish::temp_file;
 
 struct declared_writer::impl {
     std::vector<tensor_entry> entries;

@@ -11,7 +11,7 @@
 
 #include "ringsafe/writer.hpp"
 #include "write/data_stream.hpp"
-#include "write/temp_file.hpp"
+#include "publish/temp_file.hpp"
 
 namespace ringsafe {
 
@@ -19,7 +19,7 @@ struct writer::impl {
     std::string path;
     writer_options opts;
     writer_stats stats;
-    std::unique_ptr<write_engine::temp_file> tmp;  // new files
+    std::unique_ptr<publish::temp_file> tmp;      // new files
     int append_fd = -1;                            // append mode: the file itself
     std::unique_ptr<write_engine::data_stream> stream;
     std::vector<tensor_entry> entries;  // tensors written by this writer, in data order

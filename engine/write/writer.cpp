@@ -14,6 +14,7 @@
 namespace ringsafe {
 
 using namespace write_engine;
+using publish::temp_file;
 
 namespace {
 constexpr std::uint64_t page = 4096;

@@ -57,17 +57,24 @@ std::error_code make_error_code(errc e) noexcept;
 // system_category code it returns "IoError"; for any other category, "Error".
 std::string_view error_kind(const std::error_code& ec) noexcept;
 
+// `text` with the value of every URL query parameter that signs or authorizes
+// a request (Signature, X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
+// X-Goog-Signature, X-Goog-Credential, sig, Policy, Key-Pair-Id, token; any case)
+// written "...": a presigned or SAS URL is a credential. Every error message passes through it.
+std::string without_url_secrets(std::string text);
+
 // The exception thrown by the throwing overloads: code() is the kind, what()
-// the full message (which names the tensor/offset/path/URL), and path() the
-// file system path the failure is about, where there is one.
+// the full message (which names the tensor/offset/path/URL, without the
+// secrets of a URL: without_url_secrets), and path() the file system path the
+// failure is about, where there is one.
 class error : public std::system_error {
 public:
     error(std::error_code ec, std::string message)
-        : std::system_error(ec), message_(std::move(message)) {}
+        : std::system_error(ec), message_(without_url_secrets(std::move(message))) {}
     error(errc e, std::string message) : error(make_error_code(e), std::move(message)) {}
     // An error about one file system path (which the message names too).
     error(std::error_code ec, std::string message, std::string path)
-        : std::system_error(ec), message_(std::move(message)), path_(std::move(path)) {}
+        : std::system_error(ec), message_(without_url_secrets(std::move(message))), path_(std::move(path)) {}
     // The message alone (std::system_error would append the category's text).
     const char* what() const noexcept override { return message_.c_str(); }
     // The same message whole: what() ends at a NUL that a tensor name may hold.

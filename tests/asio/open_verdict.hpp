@@ -34,18 +34,13 @@ inline std::string describe_reader(reader& r) {
         out += "shard " + s.spec + " size " + std::to_string(s.size) + " data " + std::to_string(s.data_start) +
                " tensors " + std::to_string(s.first_tensor) + "+" + std::to_string(s.tensor_count) + " metadata " +
                meta(s.metadata) + "\n";
-    auto sel = r.all();
-    std::vector<std::vector<std::byte>> bufs;
-    std::vector<std::span<std::byte>> spans;
-    for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size());
-    for (auto& b : bufs) spans.emplace_back(b);
-    r.read(sel, spans);
+    const auto bytes = read_tensors(r);
     for (std::uint32_t i = 0; i < r.tensors().size(); ++i) {
         const tensor_info& t = r.tensors()[i];
         out += "tensor " + t.name + " " + std::string(dtype_name(t.dtype)) + " [";
         for (auto d : t.shape) out += std::to_string(d) + ",";
         out += "] " + std::to_string(t.begin) + ".." + std::to_string(t.end) + " shard " +
-               std::to_string(r.shard_of(i)) + " " + sha256_hex(bufs[i]) + "\n";
+               std::to_string(r.shard_of(i)) + " " + sha256_hex(bytes.at(t.name)) + "\n";
     }
     return out;
 }

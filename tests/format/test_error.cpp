@@ -62,3 +62,27 @@ TEST_CASE("ringsafe::error names the path an operating-system error is about") {
         CHECK(e.path() == missing);
     }
 }
+
+TEST_CASE("no ringsafe::error message shows the values of a URL's signing query parameters") {
+    // Presigned URLs (S3, GCS, a CDN's), Azure SAS URLs: the query values that
+    // sign or authorize the request are credentials. Every message naming such
+    // a URL (a source's name, a Location a server sent, a parse error) shows
+    // them as "..."; the rest of the URL, the other parameters included, as given.
+    const std::string text =
+        "tensor 'w' not found in https://acct.blob.core.windows.net/c/m.safetensors?sv=2025-01-05&sig=SAS%2BSECRET&se=2099 "
+        "(opening 'https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIDSECRET%2F2026&X-Amz-Signature=SIGSECRET'); "
+        "see http://h/x?Token=TOKSECRET#frag and http://cdn/f?Expires=1&Signature=CDNSECRET&Key-Pair-Id=KPSECRET";
+    const std::string m = error(errc::TensorNotFound, text).what();
+    for (const char* secret : {"SAS%2BSECRET", "AKIDSECRET", "SIGSECRET", "TOKSECRET", "CDNSECRET", "KPSECRET"}) {
+        INFO(secret);
+        CHECK(m.find(secret) == std::string::npos);
+    }
+    CHECK(m.find("m.safetensors?sv=2025-01-05&sig=...&se=2099 ") != std::string::npos);
+    CHECK(m.find("/k?X-Amz-Credential=...&X-Amz-Signature=...')") != std::string::npos);
+    CHECK(m.find("x?Token=...#frag") != std::string::npos);
+    CHECK(m.find("f?Expires=1&Signature=...&Key-Pair-Id=...") != std::string::npos);
+    CHECK(std::string(error(errc::HttpError, m).what()) == m);  // shown twice, the same
+    // Text that is not a query is left alone.
+    const std::string plain = "sig=1 token=2 a?b signature of the header";
+    CHECK(std::string(error(errc::InvalidArgument, plain).what()) == plain);
+}

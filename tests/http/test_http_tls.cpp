@@ -38,23 +38,6 @@ struct tls_site {
     }
 };
 
-template <class Fn>
-error expect_error(Fn fn) {
-    try {
-        fn();
-    } catch (const error& e) {
-        return e;
-    }
-    FAIL("no ringsafe::error thrown");
-    throw;
-}
-
-std::vector<std::byte> read_all(source& s) {
-    std::vector<std::byte> v(s.size());
-    s.read_exact(0, v);
-    return v;
-}
-
 }  // namespace
 
 TEST_CASE("plain http builds no TLS context and never reads ca_file") {
@@ -65,10 +48,10 @@ TEST_CASE("plain http builds no TLS context and never reads ca_file") {
     o.ca_file = (s.tmp / "no-such-ca.pem").string();  // would fail to load if a context were built
     for (int i = 0; i < 3; ++i) {
         auto src = open_url(ng.base_url() + "/file.bin", o);
-        CHECK(read_all(*src) == s.data);
+        CHECK(read_whole(*src) == s.data);
     }
     auto plain = open_url(ng.base_url() + "/file.bin");
-    CHECK(read_all(*plain) == s.data);
+    CHECK(read_whole(*plain) == s.data);
     CHECK(tls_contexts_built() == before);
 }
 
@@ -86,7 +69,7 @@ TEST_CASE("https shares one context per CA file, verifies, and reloads a replace
     http_options o;
     o.ca_file = trusted.string();
     const std::size_t before = tls_contexts_built();
-    for (int i = 0; i < 3; ++i) CHECK(read_all(*open_url(url, o)) == s.data);
+    for (int i = 0; i < 3; ++i) CHECK(read_whole(*open_url(url, o)) == s.data);
     CHECK(tls_contexts_built() == before + 1);
 
     // Another CA does not verify the server.
@@ -107,7 +90,7 @@ TEST_CASE("https shares one context per CA file, verifies, and reloads a replace
     // verify_peer = false is a context of its own and accepts any certificate.
     http_options insecure;
     insecure.verify_peer = false;
-    CHECK(read_all(*open_url(url, insecure)) == s.data);
+    CHECK(read_whole(*open_url(url, insecure)) == s.data);
 }
 
 TEST_CASE("an unloadable CA file for https names the file and the origin, and is not cached") {
@@ -123,7 +106,7 @@ TEST_CASE("an unloadable CA file for https names the file and the origin, and is
     CHECK(std::string(e.what()).find("https://127.0.0.1:" + std::to_string(ng.port())) != std::string::npos);
     // Once the file exists, the same options work: the failure was not remembered.
     fs::copy_file(ca.ca_cert, later);
-    CHECK(read_all(*open_url(ng.base_url() + "/file.bin", o)) == s.data);
+    CHECK(read_whole(*open_url(ng.base_url() + "/file.bin", o)) == s.data);
 }
 
 // A plain-http source used before fork(): the child must not share the
@@ -135,21 +118,21 @@ TEST_CASE("fork: parent and child read one http source at the same time") {
     o.chunk_size = 16u << 10;  // many requests per read, on several keep-alive connections
     o.connections_per_origin = 3;
     auto src = open_url(ng.base_url() + "/file.bin", o);
-    CHECK(read_all(*src) == s.data);  // idle connections now in the pool
+    CHECK(read_whole(*src) == s.data);  // idle connections now in the pool
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         ::alarm(60);
         bool ok = true;
         try {
-            for (int i = 0; i < 30 && ok; ++i) ok = read_all(*src) == s.data;
+            for (int i = 0; i < 30 && ok; ++i) ok = read_whole(*src) == s.data;
         } catch (...) {
             ok = false;
         }
         ::_exit(ok ? 0 : 1);
     }
     bool parent_ok = true;
-    for (int i = 0; i < 30 && parent_ok; ++i) parent_ok = read_all(*src) == s.data;
+    for (int i = 0; i < 30 && parent_ok; ++i) parent_ok = read_whole(*src) == s.data;
     int status = 0;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (::waitpid(pid, &status, WNOHANG) == 0) {
@@ -163,5 +146,5 @@ TEST_CASE("fork: parent and child read one http source at the same time") {
     CHECK(parent_ok);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    CHECK(read_all(*src) == s.data);
+    CHECK(read_whole(*src) == s.data);
 }

@@ -56,6 +56,21 @@ TEST_CASE("parse_url rejects invalid URLs with InvalidArgument naming them") {
     }
 }
 
+TEST_CASE("a URL parse_url refuses is named without its signing query values") {
+    // A user's mistyped SAS URL, or a redirect's Location a server sent (a
+    // presigned URL is a credential): named as given but for those values.
+    for (const char* bad : {"https://acct.blob.core.windows.net:99999/c/b?sv=1&sig=SASSECRET",
+                            "https://cdn.exa mple/x?Expires=1&Signature=SIGSECRET&Key-Pair-Id=KPSECRET",
+                            "ftp://h/x?X-Amz-Signature=AMZSECRET"}) {
+        const std::string m = test::kind_of([&] { parse_url(bad); });
+        INFO(m);
+        CHECK_THAT(m, Catch::StartsWith("InvalidArgument: invalid URL '"));
+        CHECK(m.find("SECRET") == std::string::npos);
+    }
+    CHECK_THAT(test::kind_of([] { resolve_location(parse_url("https://hub.example/r"), "https://cdn:0/f?sig=LOCSECRET"); }),
+               Catch::Contains("https://cdn:0/f?sig=...") && !Catch::Contains("LOCSECRET"));
+}
+
 TEST_CASE("s3 URLs keep the raw key") {
     auto u = parse_url("s3://my-bucket/dir/model file.safetensors");
     CHECK(u.scheme == "s3");

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "checkpoint_bytes.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
@@ -33,17 +34,7 @@ struct blobs {
         fs::create_directories(root / "public" / "dir");
         write_file(root / "models" / "dir" / "model file.bin", data);
         write_file(root / "public" / "dir" / "model file.bin", data);
-        write_file(root / "models" / "tiny.safetensors", tiny_checkpoint());
-    }
-    // A small safetensors file: one U8 tensor "w" of 100000 bytes.
-    static std::string tiny_checkpoint() {
-        std::string header = "{\"w\":{\"dtype\":\"U8\",\"shape\":[100000],\"data_offsets\":[0,100000]}}";
-        while (header.size() % 8) header += ' ';
-        std::string file(8, '\0');
-        for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 255);
-        file += header;
-        for (int i = 0; i < 100000; ++i) file += static_cast<char>(i * 31 + 7);
-        return file;
+        write_file(root / "models" / "tiny.safetensors", build_file({{"w", "U8", {100000}, 100000}}).bytes);
     }
 };
 
@@ -57,26 +48,7 @@ std::string connection_string(const standin& s, const std::string& key = azure_d
            "/devstoreaccount1;";
 }
 
-http_options options() {
-    http_options o;
-    o.chunk_size = 256 << 10;
-    o.connections_per_origin = 4;
-    o.retry_base_delay = std::chrono::milliseconds(1);
-    return o;
-}
-
-std::vector<std::byte> read_all(const std::string& url, const http_options& o) {
-    auto src = open_url(url, o);
-    std::vector<std::byte> all(src->size());
-    src->read_exact(0, all);
-    return all;
-}
-
-struct scoped_env {
-    std::string name;
-    scoped_env(std::string n, const std::string& v) : name(std::move(n)) { ::setenv(name.c_str(), v.c_str(), 1); }
-    ~scoped_env() { ::unsetenv(name.c_str()); }
-};
+http_options options() { return store_test_options(); }
 
 // An account SAS for devstoreaccount1 (read, blob service, objects), signed as Azure defines it.
 std::string account_sas(const std::string& expiry) {
@@ -113,7 +85,7 @@ TEST_CASE("az:// with Run:ai's AZURE_STORAGE_ACCOUNT_NAME / AZURE_STORAGE_ACCOUN
     scoped_env k("AZURE_STORAGE_ACCOUNT_KEY", azure_dev_key);
     http_options o = options();
     o.azure.endpoint = s.base_url() + "/devstoreaccount1";
-    CHECK(read_all(blob_url, o) == b.data);
+    CHECK(read_url(blob_url, o) == b.data);
     SECTION("a wrong key is HttpError 403 naming the URL, never the key") {
         std::string wrong = azure_dev_key;
         wrong[0] = wrong[0] == 'A' ? 'B' : 'A';
@@ -133,7 +105,7 @@ TEST_CASE("az:// with a SAS token: appended as the query, never re-encoded, no A
     o.azure.account = azure_dev_account;
     o.azure.endpoint = s.base_url() + "/devstoreaccount1";
     scoped_env e("AZURE_STORAGE_SAS_TOKEN", "?" + sas);
-    CHECK(read_all(blob_url, o) == b.data);
+    CHECK(read_url(blob_url, o) == b.data);
     const auto log = s.log();
     CHECK(count_lines(log, {"\"authorization\": \"SAS\"", "\"query\": \"" + sas + "\"", "\"status\": 206"}) == log.size());
     SECTION("an expired token is refused (403), naming the URL") {
@@ -149,7 +121,7 @@ TEST_CASE("az:// anonymous: a public container reads, a private one does not") {
     http_options o = options();
     o.azure.endpoint = s.base_url() + "/devstoreaccount1";
     o.azure.anonymous = true;
-    CHECK(read_all("az://public/dir/model file.bin", o) == b.data);
+    CHECK(read_url("az://public/dir/model file.bin", o) == b.data);
     CHECK(count_lines(s.log(), {"\"authorization\": \"none\"", "\"x_ms_version\": \"2025-01-05\""}) == s.log().size());
     CHECK_THAT(kind_of([&] { open_url(blob_url, o); }), Catch::Contains("HttpError") && Catch::Contains("404"));
 }
@@ -166,7 +138,7 @@ TEST_CASE("az:// hostile answers: rewritten blob (If-Match 412), other ETag, wro
     auto read_from = [&](const standin& s) {
         http_options o = options();
         o.azure.connection_string = connection_string(s);
-        return read_all(blob_url, o);
+        return read_url(blob_url, o);
     };
     SECTION("a blob rewritten mid-read fails If-Match: ObjectChanged") {
         standin s = with_fault({"--fault", "change"});
@@ -197,7 +169,7 @@ TEST_CASE("az:// Shared Key never follows a redirect to another host") {
     standin s = azure_standin(b.root, {"--fault", "redirect:" + other.base_url(), "--fault-after", "0"}, t.path());
     http_options o = options();
     o.azure.connection_string = connection_string(s);
-    CHECK(read_all(blob_url, o) == b.data);
+    CHECK(read_url(blob_url, o) == b.data);
     const auto seen = other.log();
     REQUIRE(seen.size() >= 13);
     CHECK(count_lines(seen, {"\"authorization\": \"none\""}) == seen.size());

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
@@ -29,17 +30,6 @@ namespace {
 
 constexpr const char* object_url = "gs://models/dir/model file.bin";
 
-// A small safetensors file: one U8 tensor "w" of 1000 bytes.
-std::string tiny_checkpoint() {
-    std::string header = "{\"w\":{\"dtype\":\"U8\",\"shape\":[1000],\"data_offsets\":[0,1000]}}";
-    while (header.size() % 8) header += ' ';
-    std::string file(8, '\0');
-    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 255);
-    file += header;
-    for (int i = 0; i < 1000; ++i) file += static_cast<char>(i * 7);
-    return file;
-}
-
 // One fake-gcs-server for the program, bucket "models" holding "dir/model file.bin"
 // and "tiny.safetensors".
 struct gcs {
@@ -51,7 +41,7 @@ struct gcs {
         fill_pattern(d, 7);
         fs::create_directories(t / "data" / "models" / "dir");
         write_file(t / "data" / "models" / "dir" / "model file.bin", d);
-        write_file(t / "data" / "models" / "tiny.safetensors", tiny_checkpoint());
+        write_file(t / "data" / "models" / "tiny.safetensors", build_file({{"w", "U8", {1000}, 1000}}).bytes);
         return t / "data";
     }
     gcs() : server((prepare(tmp, data), root), tmp.path()) {}
@@ -62,28 +52,29 @@ gcs& the_gcs() {
     return g;
 }
 
+// A service account whose token endpoint is a GCS stand-in (in front of `g`,
+// issued tokens required, `extra` arguments), its files under `dir`.
+struct token_site {
+    std::uint16_t port = free_port();
+    test_service_account sa;
+    standin front;
+    token_site(const gcs& g, const fs::path& dir, std::vector<std::string> extra = {})
+        : sa(make_service_account(dir, "http://127.0.0.1:" + std::to_string(port) + "/token")),
+          front(gcs_standin(with(extra, {"--port", std::to_string(port), "--upstream", g.server.endpoint(),
+                                         "--public-key", sa.public_key.string(), "--client-email", sa.email,
+                                         "--require-token"}),
+                            dir)) {}
+    static std::vector<std::string> with(std::vector<std::string> extra, std::vector<std::string> args) {
+        args.insert(args.end(), extra.begin(), extra.end());
+        return args;
+    }
+};
+
 http_options options(const std::string& endpoint) {
-    http_options o;
-    o.chunk_size = 256 << 10;  // 13 requests over 4 connections
-    o.connections_per_origin = 4;
-    o.retry_base_delay = std::chrono::milliseconds(1);
+    http_options o = store_test_options();
     o.gcs.endpoint = endpoint;
     return o;
 }
-
-std::vector<std::byte> read_all(const std::string& url, const http_options& o) {
-    auto src = open_url(url, o);
-    std::vector<std::byte> all(src->size());
-    src->read_exact(0, all);
-    return all;
-}
-
-// Sets an environment variable for one scope.
-struct scoped_env {
-    std::string name;
-    scoped_env(std::string n, const std::string& v) : name(std::move(n)) { ::setenv(name.c_str(), v.c_str(), 1); }
-    ~scoped_env() { ::unsetenv(name.c_str()); }
-};
 
 }  // namespace
 
@@ -100,7 +91,7 @@ TEST_CASE("gs:// from fake-gcs-server, anonymous: every byte exact over parallel
     SECTION("the emulator's variable gives the endpoint, and its requests are anonymous") {
         scoped_env e("STORAGE_EMULATOR_HOST", g.server.endpoint().substr(7));  // host:port, as the Python client takes it
         scoped_env c("GOOGLE_APPLICATION_CREDENTIALS", (g.tmp / "no-such-file.json").string());
-        CHECK(read_all(object_url, http_options{}) == g.data);
+        CHECK(read_url(object_url, http_options{}) == g.data);
     }
     SECTION("a missing object is HttpError 404 naming the URL") {
         CHECK_THAT(kind_of([&] { open_url("gs://models/missing.bin", o); }),
@@ -128,19 +119,17 @@ TEST_CASE("gs:// with a key the token endpoint cannot verify: refused, naming th
     CHECK_THAT(k, !Catch::Contains("PRIVATE KEY"));
     CHECK(count_lines(front.log(), {"\"GET\"", "/models/"}) == 0);  // nothing was asked of the bucket
     o.gcs.credentials_file = known.json.string();
-    CHECK(read_all(object_url, o) == g.data);
+    CHECK(read_url(object_url, o) == g.data);
 }
 
 TEST_CASE("gs:// with GOOGLE_APPLICATION_CREDENTIALS: token fetched once, pinned generation, bytes exact") {
     auto& g = the_gcs();
     temp_dir t;
-    const std::uint16_t port = free_port();
-    test_service_account sa = make_service_account(t.path(), "http://127.0.0.1:" + std::to_string(port) + "/token");
-    standin front = gcs_standin({"--port", std::to_string(port), "--upstream", g.server.endpoint(), "--public-key",
-                                 sa.public_key.string(), "--client-email", sa.email, "--require-token"},
-                                t.path());
+    token_site site(g, t.path());
+    const test_service_account& sa = site.sa;
+    standin& front = site.front;
     scoped_env e("GOOGLE_APPLICATION_CREDENTIALS", sa.json.string());
-    CHECK(read_all(object_url, options(front.base_url())) == g.data);
+    CHECK(read_url(object_url, options(front.base_url())) == g.data);
     const auto log = front.log();
     CHECK(count_lines(log, {"\"POST\"", "/token", "\"status\": 200"}) == 1);
     const std::size_t gets = count_lines(log, {"\"GET\"", "/models/dir/model%20file.bin"});
@@ -153,14 +142,12 @@ TEST_CASE("gs:// with GOOGLE_APPLICATION_CREDENTIALS: token fetched once, pinned
 TEST_CASE("gs:// refreshes a token before it expires (expires_in 0: a new token per request)") {
     auto& g = the_gcs();
     temp_dir t;
-    const std::uint16_t port = free_port();
-    test_service_account sa = make_service_account(t.path(), "http://127.0.0.1:" + std::to_string(port) + "/token");
-    standin front = gcs_standin({"--port", std::to_string(port), "--upstream", g.server.endpoint(), "--public-key",
-                                 sa.public_key.string(), "--client-email", sa.email, "--require-token", "--expires-in", "0"},
-                                t.path());
+    token_site site(g, t.path(), {"--expires-in", "0"});
+    const test_service_account& sa = site.sa;
+    standin& front = site.front;
     http_options o = options(front.base_url());
     o.gcs.credentials_file = sa.json.string();
-    CHECK(read_all(object_url, o) == g.data);
+    CHECK(read_url(object_url, o) == g.data);
     const auto log = front.log();
     const std::size_t gets = count_lines(log, {"\"GET\"", "\"status\": 206"});
     CHECK(count_lines(log, {"\"POST\"", "/token", "\"status\": 200"}) == gets);
@@ -171,7 +158,7 @@ TEST_CASE("gs:// from the metadata server named by GCE_METADATA_HOST (Metadata-F
     temp_dir t;
     standin front = gcs_standin({"--upstream", g.server.endpoint(), "--require-token"}, t.path());
     scoped_env e("GCE_METADATA_HOST", front.base_url().substr(7));
-    CHECK(read_all(object_url, options(front.base_url())) == g.data);
+    CHECK(read_url(object_url, options(front.base_url())) == g.data);
     CHECK(count_lines(front.log(), {"/computeMetadata/v1/instance/service-accounts/default/token", "\"status\": 200"}) == 1);
     SECTION("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS=1 sends none (the stand-in answers 401)") {
         scoped_env a("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS", "1");
@@ -180,16 +167,23 @@ TEST_CASE("gs:// from the metadata server named by GCE_METADATA_HOST (Metadata-F
     }
 }
 
-TEST_CASE("gs:// with HMAC keys signs with GOOG4-HMAC-SHA256") {
+TEST_CASE("gs:// with HMAC keys signs each request with GOOG4-HMAC-SHA256, its generation query included") {
     auto& g = the_gcs();
     temp_dir t;
-    standin front = gcs_standin({"--upstream", g.server.endpoint()}, t.path());
+    // The stand-in checks each signature as GCS does: over the target as sent,
+    // so a request asking for the pinned ?generation= must have signed it.
+    standin front = gcs_standin({"--upstream", g.server.endpoint(), "--hmac-id", "GOOG1ERINGSAFETEST", "--hmac-secret",
+                                 "ringsafe-test-secret"},
+                                t.path());
     http_options o = options(front.base_url());
     o.gcs.hmac_access_id = "GOOG1ERINGSAFETEST";
     o.gcs.hmac_secret = "ringsafe-test-secret";
-    CHECK(read_all(object_url, o) == g.data);
+    CHECK(read_url(object_url, o) == g.data);
     const auto log = front.log();
-    CHECK(count_lines(log, {"\"authorization\": \"GOOG4-HMAC-SHA256\""}) == log.size());
+    CHECK(count_lines(log, {"\"authorization\": \"GOOG4-HMAC-SHA256\"", "\"status\": 206"}) == log.size());
+    CHECK(count_lines(log, {"\"query\": \"generation="}) == log.size() - 1);
+    o.gcs.hmac_secret = "another-secret";
+    CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("HttpError") && Catch::Contains("403"));
     o.gcs.hmac_secret.clear();
     CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("InvalidArgument") && Catch::Contains(object_url));
 }
@@ -202,7 +196,7 @@ TEST_CASE("gs:// credentials never follow a redirect to another host") {
                                  "--fault-after", "0"},
                                 t.path());
     scoped_env e("GCE_METADATA_HOST", front.base_url().substr(7));
-    CHECK(read_all(object_url, options(front.base_url())) == g.data);
+    CHECK(read_url(object_url, options(front.base_url())) == g.data);
     const auto seen = other.log();
     REQUIRE(count_lines(seen, {"\"GET\"", "/models/"}) >= 13);
     CHECK(count_lines(seen, {"\"authorization\": \"none\""}) == seen.size());
@@ -227,7 +221,7 @@ TEST_CASE("gs:// hostile answers: wrong Content-Range, short bodies, a generatio
     auto read_from = [&](const standin& s) {
         http_options o = options(s.base_url());
         o.gcs.anonymous = true;
-        return read_all(object_url, o);
+        return read_url(object_url, o);
     };
     SECTION("a shifted Content-Range is RangeNotSupported, never a stray write") {
         standin s = open_with({"--fault", "badrange"});
@@ -240,6 +234,12 @@ TEST_CASE("gs:// hostile answers: wrong Content-Range, short bodies, a generatio
     SECTION("another x-goog-generation mid-read is ObjectChanged") {
         standin s = open_with({"--fault", "generation"});
         CHECK_THAT(kind_of([&] { read_from(s); }), Catch::Contains("ObjectChanged") && Catch::Contains("x-goog-generation"));
+    }
+    SECTION("an answer that names no generation once one is pinned is ObjectChanged: the pin cannot be bypassed") {
+        // The server passes no generation on and names none: it serves whatever is current.
+        standin s = open_with({"--fault", "nogeneration"});
+        CHECK_THAT(kind_of([&] { read_from(s); }),
+                   Catch::Contains("ObjectChanged") && Catch::Contains("x-goog-generation") && Catch::Contains("names none"));
     }
 }
 
@@ -266,11 +266,9 @@ TEST_CASE("gs:// object replaced between open and read: the pinned generation is
 TEST_CASE("gs:// through the Asio front end: the token is fetched on the caller's executor") {
     auto& g = the_gcs();
     temp_dir t;
-    const std::uint16_t port = free_port();
-    test_service_account sa = make_service_account(t.path(), "http://127.0.0.1:" + std::to_string(port) + "/token");
-    standin front = gcs_standin({"--port", std::to_string(port), "--upstream", g.server.endpoint(), "--public-key",
-                                 sa.public_key.string(), "--client-email", sa.email, "--require-token"},
-                                t.path());
+    token_site site(g, t.path());
+    const test_service_account& sa = site.sa;
+    standin& front = site.front;
     reader_options ro;
     ro.source.http = options(front.base_url());
     ro.source.http.gcs.credentials_file = sa.json.string();

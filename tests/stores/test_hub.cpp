@@ -104,30 +104,6 @@ files sharded_repo(bool flip = false) {
     return f;
 }
 
-// Every tensor of `r`, read whole.
-std::map<std::string, std::vector<std::byte>> read_all(reader& r) {
-    auto sel = r.all();
-    std::vector<std::vector<std::byte>> bufs;
-    std::vector<std::span<std::byte>> spans;
-    for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size());
-    for (auto& b : bufs) spans.emplace_back(b);
-    r.read(sel, spans);
-    std::map<std::string, std::vector<std::byte>> out;
-    for (std::size_t k = 0; k < sel.size(); ++k) out[r.tensors()[sel.indices()[k]].name] = std::move(bufs[k]);
-    return out;
-}
-
-template <class Fn>
-error expect_error(Fn fn) {
-    try {
-        fn();
-    } catch (const error& e) {
-        return e;
-    }
-    FAIL("no ringsafe::error thrown");
-    throw;
-}
-
 std::vector<std::byte> single_file(std::uint64_t bytes = 300'000) {
     return build_file({{"w", "U8", {bytes}, bytes}, {"x", "F32", {100}, 400}}).bytes;
 }
@@ -146,7 +122,7 @@ TEST_CASE("a sharded repo: every shard pinned at the commit the index came from,
         CHECK(r.shards()[i].spec == "hf://org/sharded@" + commit + "/model-0000" + std::to_string(i + 1) + "-of-00003.safetensors");
         CHECK(r.shards()[i].file.empty());  // read over the network
     }
-    for (auto& [name, bytes] : read_all(r)) {
+    for (auto& [name, bytes] : read_tensors(r)) {
         INFO(name);
         CHECK(bytes == tensor_bytes(name, bytes.size()));
     }
@@ -165,7 +141,7 @@ TEST_CASE("a sharded repo: every shard pinned at the commit the index came from,
     CHECK(reader::open("hf://org/sharded/model.safetensors.index.json", ro).shards().size() == 3);
     auto one = reader::open("hf://org/sharded/model-00002-of-00003.safetensors", ro);
     CHECK(one.shards()[0].spec == "hf://org/sharded@" + commit + "/model-00002-of-00003.safetensors");
-    CHECK(read_all(one).at("c") == tensor_bytes("c", 8192));
+    CHECK(read_tensors(one).at("c") == tensor_bytes("c", 8192));
 }
 
 TEST_CASE("a branch that moves during a load: every shard comes from the commit of the first answer") {
@@ -176,7 +152,7 @@ TEST_CASE("a branch that moves during a load: every shard comes from the commit 
     s.hub.control("org/moving", "move", "1 main " + c2);
     auto r = reader::open("hf://org/moving", s.options());
     for (auto& sh : r.shards()) CHECK_THAT(sh.spec, Catch::Contains("@" + c1 + "/"));
-    for (auto& [name, bytes] : read_all(r)) {
+    for (auto& [name, bytes] : read_tensors(r)) {
         INFO(name);
         CHECK(bytes == tensor_bytes(name, bytes.size()));  // c1's bytes, none of c2's
     }
@@ -184,7 +160,7 @@ TEST_CASE("a branch that moves during a load: every shard comes from the commit 
     // main did move: a new open reads c2 whole.
     auto r2 = reader::open("hf://org/moving", s.options());
     for (auto& sh : r2.shards()) CHECK_THAT(sh.spec, Catch::Contains("@" + c2 + "/"));
-    for (auto& [name, bytes] : read_all(r2)) CHECK(bytes == flipped(tensor_bytes(name, bytes.size())));
+    for (auto& [name, bytes] : read_tensors(r2)) CHECK(bytes == flipped(tensor_bytes(name, bytes.size())));
 }
 
 TEST_CASE("an expired presigned URL is resolved again at the pinned commit and the read goes on") {
@@ -235,19 +211,20 @@ TEST_CASE("a gated or private repo without a token names the repo and asks for o
     e = expect_error([&] { reader::open("hf://org/gated/model.safetensors", s.options()); });
     CHECK_THAT(e.what(), Catch::Contains("from HF_TOKEN") && !Catch::Contains("hf_env_SECRET_token"));
     ::setenv("HF_TOKEN", "hf_the_right_token", 1);
-    CHECK(read_all(*std::make_unique<reader>(reader::open("hf://org/gated/model.safetensors", s.options()))).at("x").size() == 400);
+    CHECK(read_tensors(*std::make_unique<reader>(reader::open("hf://org/gated/model.safetensors", s.options()))).at("x").size() == 400);
     ::unsetenv("HF_TOKEN");
     reader_options right = s.options();
     right.source.http.bearer_token = "hf_the_right_token";  // Python's token=: the Hub's token too
     CHECK(reader::open("hf://org/private", right).tensors().size() == 2);
     // Not even when the caller lets Authorization follow redirects: the Hub's token stays at the Hub.
     right.source.http.cross_origin_headers = {"Authorization"};
-    CHECK(read_all(*std::make_unique<reader>(reader::open("hf://org/private", right))).at("x").size() == 400);
+    CHECK(read_tensors(*std::make_unique<reader>(reader::open("hf://org/private", right))).at("x").size() == 400);
     CHECK(s.hub.cdn_auth_refused() == 0);
 
     // What is not there, each named.
     e = expect_error([&] { reader::open("hf://org/private/nope.safetensors", right); });
-    CHECK_THAT(e.what(), Catch::Contains("404") && Catch::Contains("no file 'nope.safetensors' in model org/private"));
+    CHECK_THAT(e.what(), Catch::Contains("404") && Catch::Contains("no file 'nope.safetensors' in model org/private") &&
+                             Catch::Contains("bytes 0-4095 of " + s.hub.endpoint() + "/org/private/resolve/main/nope.safetensors"));
     e = expect_error([&] { reader::open("hf://org/private@v9/model.safetensors", right); });
     CHECK_THAT(e.what(), Catch::Contains("RevisionNotFound") && Catch::Contains("'v9'"));
     e = expect_error([&] { reader::open("hf://org/nothing-here/model.safetensors", right); });
@@ -273,17 +250,17 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
     }
     // Another host (127.0.0.2): served, without the token.
     const std::string other = repo("host", "cdn", "http://127.0.0.2:" + std::to_string(s.hub.cdn_port()) + "{rel}?{query}");
-    CHECK(read_all(*std::make_unique<reader>(reader::open(other, ro))).at("w") == tensor_bytes("w", 300'000));
+    CHECK(read_tensors(*std::make_unique<reader>(reader::open(other, ro))).at("w") == tensor_bytes("w", 300'000));
     CHECK(s.hub.cdn_auth_refused() == 0);
     // A CDN that shifts Content-Range: RangeNotSupported, never a byte misplaced.
     const std::string fault = faults.base_url() + "/cdn?file={file}&";
-    auto e = expect_error([&] { read_all(*std::make_unique<reader>(reader::open(repo("badrange", "cdn", fault + "fault=badrange&skip=1"), ro))); });
+    auto e = expect_error([&] { read_tensors(*std::make_unique<reader>(reader::open(repo("badrange", "cdn", fault + "fault=badrange&skip=1"), ro))); });
     CHECK(e.code() == errc::RangeNotSupported);
     // Short bodies: resumed after the bytes received when it recovers, an HttpError when it never does.
     auto r = reader::open(repo("short", "cdn", fault + "fault=close&after=5000&skip=1&fail=3&id=short"), ro);
-    CHECK(read_all(r).at("w") == tensor_bytes("w", 300'000));
+    CHECK(read_tensors(r).at("w") == tensor_bytes("w", 300'000));
     ro.source.http.max_attempts = 2;
-    e = expect_error([&] { read_all(*std::make_unique<reader>(reader::open(repo("dead", "cdn", fault + "fault=close&after=0&skip=1&id=dead"), ro))); });
+    e = expect_error([&] { read_tensors(*std::make_unique<reader>(reader::open(repo("dead", "cdn", fault + "fault=close&after=0&skip=1&id=dead"), ro))); });
     CHECK(e.code() == errc::HttpError);
     // X-Linked-Size that disagrees with what the CDN serves: ObjectChanged at open.
     e = expect_error([&] { reader::open(repo("size", "size_delta", "1"), ro); });
@@ -325,7 +302,7 @@ TEST_CASE("the Hub cache: a file there is read as a local file with no request; 
     const auto before = s.hub.requests().size();
     {
         auto r = reader::open("hf://org/cached", ro);  // the index from the cache, the shards from the Hub
-        for (auto& [name, bytes] : read_all(r)) CHECK(bytes == tensor_bytes(name, bytes.size()));
+        for (auto& [name, bytes] : read_tensors(r)) CHECK(bytes == tensor_bytes(name, bytes.size()));
     }
     CHECK(s.hub.requests().size() == before + 3);
     for (int i = 1; i <= 3; ++i) CHECK(fs::is_symlink(snap / ("model-0000" + std::to_string(i) + "-of-00003.safetensors")));
@@ -340,7 +317,7 @@ TEST_CASE("the Hub cache: a file there is read as a local file with no request; 
         CHECK_THAT(sh.file, Catch::StartsWith(snap.string()));
         CHECK(sh.inode != 0);
     }
-    for (auto& [name, bytes] : read_all(r)) CHECK(bytes == tensor_bytes(name, bytes.size()));
+    for (auto& [name, bytes] : read_tensors(r)) CHECK(bytes == tensor_bytes(name, bytes.size()));
     CHECK(s.hub.requests().size() == cached);
 
     // Offline: what is there reads, what is not is ENOENT naming where it was looked for.

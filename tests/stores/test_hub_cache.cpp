@@ -6,9 +6,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stores/hub_cache.hpp"
@@ -186,4 +189,45 @@ TEST_CASE("an execute()'s ops go into the cache as each completes; what a failed
     }
     CHECK_FALSE(fs::exists(cache / "models--org--tee" / "blobs" / "teeblob2"));
     CHECK_FALSE(fs::exists(cache / "models--org--tee" / "snapshots" / c2));
+}
+
+TEST_CASE("sources of one file writing it at once: the one that completes it publishes while the others write, none fails") {
+    // Two readers of one file (ringsafe cp's, two threads' Readers) write the
+    // same bytes into one entry. The write that completes the file publishes
+    // it, which closes the temporary's descriptor: a write of the other
+    // thread between its check and its pwrite used that descriptor closed
+    // (EBADF, a failed load) or, reused by another open, wrote into another
+    // file. TSan reports that race here (the TSan stage runs this test).
+    temp_dir cache;
+    const hub_path p = parse_hub_url("hf://org/race");
+    std::vector<std::byte> data(256u << 10);
+    fill_pattern(data, 5);
+    constexpr std::size_t piece = 1024;
+    for (int round = 0; round < 50; ++round) {
+        const std::string blob = "raceblob" + std::to_string(round), commit = std::string(39, 'a') + "b";
+        auto e = hub_cache_entry::open(cache.path().string(), p, "f" + std::to_string(round) + ".bin", commit, commit, blob,
+                                       data.size());
+        REQUIRE(e);
+        std::exception_ptr failed[2];
+        std::atomic<int> ready{0};
+        auto writer = [&](int who) {
+            ready.fetch_add(1);
+            while (ready.load() < 2) std::this_thread::yield();  // both write at once
+            try {
+                for (std::size_t k = 0; k < data.size(); k += piece) {  // one forwards, the other backwards
+                    const std::size_t at = who == 0 ? k : data.size() - piece - k;
+                    e->write(at, std::span(data).subspan(at, piece));
+                }
+            } catch (...) {
+                failed[who] = std::current_exception();
+            }
+        };
+        std::thread a(writer, 0), b(writer, 1);
+        a.join();
+        b.join();
+        for (auto& f : failed)
+            if (f) CHECK_THAT(kind_of([&] { std::rethrow_exception(f); }), Catch::Equals("no error"));
+        REQUIRE(e->published());
+        CHECK(read_file(cache / "models--org--race" / "blobs" / blob) == data);
+    }
 }

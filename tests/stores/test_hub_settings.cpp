@@ -154,3 +154,39 @@ TEST_CASE("the CLI's credentials for https:// Hub URLs come from the same lookup
     apply_environment_credentials("hf://org/m", hf);  // hf:// finds its own
     CHECK(hf.bearer_token.empty());
 }
+
+TEST_CASE("the implicit Hub token goes to the Hub's origins only: https on its port, or HF_ENDPOINT's own origin") {
+    temp_dir tmp;
+    write_file(tmp / "token", std::string("hf_file\n"));
+    environment e({{"HF_TOKEN_PATH", (tmp / "token").string()}, {"HF_ENDPOINT", "http://127.0.0.1:9"}});
+    auto token_for = [](const std::string& url) {
+        http_options o;
+        apply_environment_credentials(url, o);
+        return o.bearer_token;
+    };
+    CHECK(token_for("https://huggingface.co/org/m/resolve/main/x") == "hf_file");
+    CHECK(token_for("https://huggingface.co:443/org/m/resolve/main/x") == "hf_file");
+    CHECK(token_for("http://127.0.0.1:9/org/m/resolve/main/x") == "hf_file");
+    // Another scheme or port of the same host is another origin: a token sent
+    // there in clear text, or to whatever listens on that port, leaks.
+    CHECK(token_for("http://huggingface.co/org/m/resolve/main/x").empty());
+    CHECK(token_for("https://huggingface.co:8443/org/m/resolve/main/x").empty());
+    CHECK(token_for("http://127.0.0.1:10/org/m/resolve/main/x").empty());
+    CHECK(token_for("https://127.0.0.1:9/org/m/resolve/main/x").empty());
+}
+
+TEST_CASE("the CLI's implicit Hub token follows huggingface_hub's rules: HF_HUB_DISABLE_IMPLICIT_TOKEN, no control characters") {
+    {
+        environment e({{"HF_TOKEN", "hf_env"}, {"HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"}});
+        http_options o;
+        apply_environment_credentials("https://huggingface.co/org/m/resolve/main/x", o);
+        CHECK(o.bearer_token.empty());
+    }
+    {
+        environment e(std::map<std::string, std::string>{{"HF_TOKEN", std::string("hf_\x01SECRET")}});
+        http_options o;
+        const std::string m = kind_of([&] { apply_environment_credentials("https://huggingface.co/org/m/resolve/main/x", o); });
+        CHECK_THAT(m, Catch::Contains("InvalidArgument") && Catch::Contains("HF_TOKEN") && Catch::Contains("control character"));
+        CHECK(m.find("SECRET") == std::string::npos);
+    }
+}

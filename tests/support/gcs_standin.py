@@ -15,13 +15,19 @@ openssl CLI), on 127.0.0.1, in front of a real fake-gcs-server (--upstream):
                     the metadata server's token (Metadata-Flavor: Google required).
   anything else     proxied to --upstream (fake-gcs-server's XML API), which
                     does not check credentials: with --require-token a request
-                    without a Bearer token this server issued is 401. Options
+                    without a Bearer token this server issued is 401; with
+                    --hmac-id/--hmac-secret a GOOG4-HMAC-SHA256 Authorization is
+                    checked as GCS checks it (the canonical request rebuilt from
+                    the request as received: path, sorted query, signed headers)
+                    and a wrong one is 403 SignatureDoesNotMatch. Options
                     model an object store (--rate bytes/s per response,
                     --delay-ms before each response header) and hostile answers
                     (--fault, after --fault-after good GETs, for --fault-count GETs):
                       badrange   Content-Range shifted by one byte
                       short      half the body, then the connection closes
                       generation another x-goog-generation (the object was replaced)
+                      nogeneration  no x-goog-generation, and the generation asked for
+                                 is not passed on (the current object is served)
                       redirect:URL  307 to URL + the request's path and query
 
 Prints "PORT <n>" once listening (--port 0: any free port). --log FILE
@@ -32,6 +38,8 @@ authorization (the scheme only: Bearer, GOOG4-HMAC-SHA256, none), token_ok
 
 import argparse
 import base64
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -73,6 +81,33 @@ class State:
         if self.log:
             with self.lock:
                 self.log.write(json.dumps(entry) + "\n")
+
+
+def goog4_valid(command, raw_path, query, headers, authorization, access_id, secret):
+    """Whether `authorization` (GOOG4-HMAC-SHA256 Credential=ID/DATE/REGION/storage/goog4_request,
+    SignedHeaders=..., Signature=...) signs this request with `secret`."""
+    try:
+        alg, rest = authorization.split(" ", 1)
+        parts = dict(p.strip().split("=", 1) for p in rest.split(","))
+        cred = parts["Credential"].split("/")
+        signed = parts["SignedHeaders"].split(";")
+    except (ValueError, KeyError):
+        return False
+    if alg != "GOOG4-HMAC-SHA256" or len(cred) != 5 or cred[0] != access_id or cred[3:] != ["storage", "goog4_request"]:
+        return False
+    lower = {k.lower(): v.strip() for k, v in headers.items()}
+    if any(h not in lower for h in signed):
+        return False
+    params = sorted(p if "=" in p else p + "=" for p in query.split("&") if p)
+    canonical = "\n".join([command, raw_path, "&".join(params)] + [f"{h}:{lower[h]}" for h in signed] +
+                          ["", ";".join(signed), lower.get("x-goog-content-sha256", "UNSIGNED-PAYLOAD")])
+    stamp = lower.get("x-goog-date", "")
+    scope = "/".join(cred[1:])
+    to_sign = "\n".join(["GOOG4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("GOOG4" + secret).encode()
+    for part in cred[1:]:
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), parts.get("Signature", ""))
 
 
 def verify_rs256(signing_input, signature, public_key):
@@ -169,6 +204,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.json_reply(200, {"access_token": st.issue(), "expires_in": a.expires_in, "token_type": "Bearer"})
         if a.require_token and not token_ok:
             return self.json_reply(401, {"error": {"code": 401, "message": "Anonymous caller does not have storage.objects.get access"}})
+        auth = self.headers.get("Authorization", "")
+        if a.hmac_id and auth.startswith("GOOG4-HMAC-SHA256 ") and not goog4_valid(
+                self.command, raw_path, query, self.headers, auth, a.hmac_id, a.hmac_secret):
+            return self.json_reply(403, {"error": {"code": 403, "message": "SignatureDoesNotMatch"}})
         with st.lock:
             st.gets += 1
             n = st.gets
@@ -187,7 +226,12 @@ class Handler(BaseHTTPRequestHandler):
         a = st.a
         conn = http.client.HTTPConnection(*st.upstream, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host", "connection")}
-        conn.request(self.command, self.path, headers=headers)
+        target = self.path
+        if fault == "nogeneration":
+            path, _, query = target.partition("?")
+            query = "&".join(p for p in query.split("&") if p and not p.startswith("generation="))
+            target = path + ("?" + query if query else "")
+        conn.request(self.command, target, headers=headers)
         r = conn.getresponse()
         if a.delay_ms:
             time.sleep(a.delay_ms / 1000)
@@ -203,6 +247,8 @@ class Handler(BaseHTTPRequestHandler):
                 span, _, total = v[len("bytes "):].partition("/")
                 lo, _, hi = span.partition("-")
                 v = f"bytes {int(lo) + 1}-{int(hi) + 1}/{total}"
+            if lk == "x-goog-generation" and fault == "nogeneration":
+                continue
             if lk == "x-goog-generation" and fault == "generation":
                 v = str(int(v) + 1)
             self.send_header(k, v)
@@ -258,9 +304,11 @@ def main():
     ap.add_argument("--refresh-token", default="ringsafe-refresh-token")
     ap.add_argument("--expires-in", type=int, default=3600)
     ap.add_argument("--require-token", action="store_true")
+    ap.add_argument("--hmac-id", default="", help="an HMAC key's access id: GOOG4 signatures are checked")
+    ap.add_argument("--hmac-secret", default="", help="that key's secret")
     ap.add_argument("--rate", type=int, default=0, help="bytes/s per response (0: unlimited)")
     ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
-    ap.add_argument("--fault", default="", help="badrange, short, generation or redirect:URL")
+    ap.add_argument("--fault", default="", help="badrange, short, generation, nogeneration or redirect:URL")
     ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
     ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
     ap.add_argument("--log", help="append one JSON line per request here")

@@ -17,7 +17,11 @@ namespace {
     std::exit(77);
 }
 
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quote(const fs::path& p) {
+    std::string q = "'";  // appended piecewise: '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
+    q.append(p.string()).append("'");
+    return q;
+}
 
 }  // namespace
 

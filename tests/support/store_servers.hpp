@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http_harness.hpp"
+#include "ringsafe/http.hpp"
 
 namespace ringsafe::test {
 
@@ -61,5 +62,12 @@ test_service_account make_service_account(const std::filesystem::path& dir, cons
 
 // How many lines of `log` contain every one of `parts`.
 std::size_t count_lines(const std::vector<std::string>& log, const std::vector<std::string>& parts);
+
+// Options for the stores' tests: 256 KiB requests (13 for the 3 MiB objects)
+// over 4 connections, retries without delay.
+http_options store_test_options();
+
+// Every byte of the object at `url` (open_url, then one read of it all).
+std::vector<std::byte> read_url(const std::string& url, const http_options& o);
 
 }  // namespace ringsafe::test

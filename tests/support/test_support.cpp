@@ -96,6 +96,35 @@ std::string kind_of(const std::function<void()>& f) {
     return "no error";
 }
 
+scoped_env::scoped_env(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+    if (const char* v = std::getenv(name_.c_str())) was_ = v;
+    if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+}
+
+scoped_env::~scoped_env() {
+    if (was_) ::setenv(name_.c_str(), was_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+}
+
+std::vector<std::byte> read_whole(source& s) {
+    std::vector<std::byte> all(s.size());
+    s.read_exact(0, all);
+    return all;
+}
+
+std::map<std::string, std::vector<std::byte>> read_tensors(reader& r) {
+    auto sel = r.all();
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::span<std::byte>> spans;
+    for (auto i : sel.indices()) bufs.emplace_back(r.tensors()[i].size());
+    for (auto& b : bufs) spans.emplace_back(b);
+    r.read(sel, spans);
+    std::map<std::string, std::vector<std::byte>> out;
+    for (std::size_t k = 0; k < sel.size(); ++k) out[r.tensors()[sel.indices()[k]].name] = std::move(bufs[k]);
+    return out;
+}
+
 bool eventually(const std::function<bool()>& ok, std::chrono::seconds limit) {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (!ok() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));

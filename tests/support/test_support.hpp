@@ -6,9 +6,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "ringsafe/error.hpp"
+#include "ringsafe/reader.hpp"
+#include "ringsafe/source.hpp"
 
 namespace ringsafe::test {
 
@@ -46,6 +53,38 @@ void fill_pattern(std::span<std::byte> out, std::uint64_t seed, std::uint64_t fi
 
 // Runs f and returns "<kind>: <message>" of the ringsafe::error it throws, or "no error".
 std::string kind_of(const std::function<void()>& f);
+
+// Runs fn and returns the ringsafe::error it throws; throws std::logic_error
+// (a failed test) when it throws none.
+template <class Fn>
+error expect_error(Fn fn) {
+    try {
+        fn();
+    } catch (const error& e) {
+        return e;
+    }
+    throw std::logic_error("no ringsafe::error thrown");
+}
+
+// Sets (or, with nullopt, unsets) environment variable `name` for one scope;
+// restores what it was.
+class scoped_env {
+public:
+    scoped_env(std::string name, const std::optional<std::string>& value);
+    ~scoped_env();
+    scoped_env(const scoped_env&) = delete;
+    scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+    std::string name_;
+    std::optional<std::string> was_;
+};
+
+// Every byte of `s` (read_exact of the whole source).
+std::vector<std::byte> read_whole(source& s);
+
+// Every tensor of `r`, read whole in one read() call, by name.
+std::map<std::string, std::vector<std::byte>> read_tensors(reader& r);
 
 // Threads of this process, without the kernel's io_uring workers (iou-wrk-*,
 // iou-sqp-*: io-wq threads the kernel starts for punted requests, statx or

@@ -1,5 +1,5 @@
 // Temporary files beside the target, published by link/rename (temp_file.hpp).
-#include "write/temp_file.hpp"
+#include "publish/temp_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::publish {
 namespace {
 
 std::string parent_of(const std::string& path) {
@@ -26,15 +26,6 @@ std::string random_suffix() {
     std::string s;
     for (int i = 0; i < 10; ++i) s += alphabet[rng() % 36];
     return s;
-}
-
-std::string named_temp_path(const std::string& target) {
-    std::filesystem::path t(target);
-    std::string name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on "." + std::string&&
-    name += t.filename().string();
-    name += ".ringsafe-";
-    name += random_suffix();
-    return (t.parent_path() / name).string();
 }
 
 // Gives the temporary `fd` the access of the file it will replace: its owner and
@@ -58,6 +49,48 @@ void match_target_access(int fd, const std::string& target) {
 }
 
 }  // namespace
+
+std::string temp_path_beside(const std::string& target) {
+    std::filesystem::path t(target);
+    std::string name = ".";  // appended piecewise: GCC 12 warns (-Wrestrict) on "." + std::string&&
+    name += t.filename().string();
+    name += ".ringsafe-";
+    name += random_suffix();
+    return (t.parent_path() / name).string();
+}
+
+void replace_file(const std::string& target, std::string_view text) {
+    const std::string tmp = temp_path_beside(target);
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) raise_errno(errno, "creating '" + tmp + "'", tmp);
+    for (std::size_t done = 0; done < text.size();) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = n < 0 ? errno : EIO;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            raise_errno(err, "writing '" + tmp + "'", tmp);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        raise_errno(err, "renaming '" + tmp + "' to '" + target + "'", target);
+    }
+}
+
+void replace_with_symlink(const std::string& target, const std::string& link) {
+    const std::string tmp = temp_path_beside(target);
+    if (::symlink(link.c_str(), tmp.c_str()) != 0) raise_errno(errno, "making the link '" + tmp + "'", tmp);
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        raise_errno(err, "renaming the link '" + tmp + "' to '" + target + "'", target);
+    }
+}
 
 void sync_parent_dir(const std::string& path) {
     std::string dir = parent_of(path);
@@ -83,7 +116,7 @@ temp_file::temp_file(const std::string& target, bool direct) : target_(target), 
         }
         // O_TMPFILE unsupported (or O_DIRECT refused with it): try a named temporary.
         for (int tries = 0; tries < 16 && fd_ < 0; ++tries) {
-            named_ = named_temp_path(target);
+            named_ = temp_path_beside(target);
             fd_ = ::open(named_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | dflag, 0666);
             if (fd_ < 0 && errno != EEXIST) break;
         }
@@ -178,7 +211,7 @@ void temp_file::step_done(int r) {
             if (err != EEXIST || link_tries_ >= 16) raise_errno(err, "linking a temporary beside '" + target_ + "'");
         }
         ++link_tries_;
-        named_ = named_temp_path(target_);
+        named_ = temp_path_beside(target_);
         break;
     case step_kind::rename:
         if (err) raise_errno(err, "renaming '" + named_ + "' to '" + target_ + "'");
@@ -221,4 +254,4 @@ void temp_file::publish(bool sync_file, bool sync_dir) {
     }
 }
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::publish

@@ -1,15 +1,21 @@
-// A file being written beside its target path, published by rename only after
-// a successful finish. Uses O_TMPFILE (an unnamed inode: a crash leaves
-// nothing behind) where the filesystem supports it, else a named temporary
-// ".NAME.ringsafe-XXXXXX" in the same directory that is unlinked on failure.
-// A replacement keeps the replaced file's permission bits (and its owner and
-// group where the process may); a new file gets 0666 less the umask.
+// Files published whole at their path: written beside it, then linked or
+// renamed into place, so that a reader of the path sees the old file or the
+// new one, never a part. The streaming writer's new files (engine/write) and
+// the Hub cache's blobs, links and refs (engine/stores) are published so.
+//
+// temp_file: a file being written beside its target path, published by rename
+// only after a successful finish. Uses O_TMPFILE (an unnamed inode: a crash
+// leaves nothing behind) where the filesystem supports it, else a named
+// temporary ".NAME.ringsafe-XXXXXX" in the same directory that is unlinked on
+// failure. A replacement keeps the replaced file's permission bits (and its
+// owner and group where the process may); a new file gets 0666 less the umask.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
-namespace ringsafe::write_engine {
+namespace ringsafe::publish {
 
 class temp_file {
 public:
@@ -69,4 +75,16 @@ private:
 // fsyncs the directory holding `path`; throws naming it.
 void sync_parent_dir(const std::string& path);
 
-}  // namespace ringsafe::write_engine
+// ".NAME.ringsafe-XXXXXX" beside `target` (random X): a named temporary's path.
+std::string temp_path_beside(const std::string& target);
+
+// Puts `text` at `target` by rename of a temporary written beside it (not
+// synced: metadata a reader may lose in a crash, never see in part). Throws
+// naming the paths.
+void replace_file(const std::string& target, std::string_view text);
+
+// Puts a symbolic link to `link` at `target` by rename of one made beside it.
+// Throws naming the paths.
+void replace_with_symlink(const std::string& target, const std::string& link);
+
+}  // namespace ringsafe::publish
