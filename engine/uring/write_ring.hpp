@@ -9,8 +9,7 @@
 // (enqueue / submit_op never block; an eventfd attached with attach_eventfd
 // is signalled per completion, and reap_ready() takes what is there; the
 // async writer watches that eventfd from the caller's io_context).
-// Lives with the other rings in engine/uring; its namespace (write)
-// is the one the writer's fault-injection tests name.
+// Lives with the other rings in engine/uring, in ringsafe::uring.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +29,8 @@ struct io_uring_sqe;
 
 namespace ringsafe::uring {
 
-// Test hook at the completion edge: called with each CQE's result before the
+// Test hook at the completion edge (the read side's is fault_injection.hpp's
+// completion_fault): called with each CQE's result before the
 // ring acts on it; it may return a different result (a negative errno, or a
 // shorter count). One-shot operations (submit_op: fsync, openat, renameat...)
 // report file_offset one_shot_offset and length 0. Null (the default) in
