@@ -32,7 +32,7 @@ struct shard_batch {
           all_done(s, net::steady_timer::time_point::max()) {}
     std::string index_spec;
     shard_index idx;
-    std::vector<ringsafe::detail::opened_shard> out;
+    std::vector<ringsafe::read::opened_shard> out;
     std::size_t next = 0;
     std::size_t workers_left = 0;
     net::steady_timer all_done;  // cancelled by the last worker
@@ -51,7 +51,7 @@ net::awaitable<void> shard_worker(std::shared_ptr<open_context> c, std::shared_p
     }
 }
 
-net::awaitable<std::vector<ringsafe::detail::opened_shard>> open_shards_async(std::shared_ptr<open_context> c,
+net::awaitable<std::vector<ringsafe::read::opened_shard>> open_shards_async(std::shared_ptr<open_context> c,
                                                                               const std::string& index_spec,
                                                                               shard_index idx, unsigned parallel) {
     auto b = std::make_shared<shard_batch>(c->strand, index_spec, std::move(idx));
@@ -71,21 +71,21 @@ net::awaitable<std::vector<ringsafe::detail::opened_shard>> open_shards_async(st
 
 // reader::open, step for step.
 net::awaitable<void> open_reader(std::shared_ptr<open_context> c, std::string spec, std::optional<reader>& result) {
-    auto p = ringsafe::detail::new_reader_state(spec, c->ropts);
+    auto p = ringsafe::read::new_reader_state(spec, c->ropts);
     auto src = co_await open_one(*c, spec);
-    const std::string opened = ringsafe::detail::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
+    const std::string opened = ringsafe::read::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
     if (looks_like_index(opened, src->prefix(), src->size())) {
-        ringsafe::detail::index_text t = ringsafe::detail::begin_index_text(*src, c->ropts.parse.max_header_size);
+        ringsafe::read::index_text t = ringsafe::read::begin_index_text(*src, c->ropts.parse.max_header_size);
         if (!t.rest().empty()) co_await read_exact_async(*c, *src, t.rest_offset(), t.rest());
         src.reset();
         shard_index idx = parse_index(t.text, opened);
         // A remote index: up to 64 shard headers in flight at once (as reader::open).
         const unsigned opens = is_url(spec) ? std::max(p->opts.parallel_shards, 64u) : p->opts.parallel_shards;
         auto out = co_await open_shards_async(c, opened, idx, opens);
-        ringsafe::detail::adopt_shards(*p, opened, idx, std::move(out));
+        ringsafe::read::adopt_shards(*p, opened, idx, std::move(out));
     } else {
         header h = co_await load_header_async(*c, *src);
-        ringsafe::detail::set_single_file(*p, std::move(src), std::move(h));
+        ringsafe::read::set_single_file(*p, std::move(src), std::move(h));
     }
     result.emplace(ringsafe::detail::reader_access::make(std::move(p)));
 }
@@ -96,7 +96,7 @@ void describe_failure(std::exception_ptr e, const std::string& spec, std::error_
         std::rethrow_exception(e);
     } catch (const std::system_error& x) {
         ec = x.code();
-        msg = ringsafe::detail::bare_message(x);
+        msg = ringsafe::format::bare_message(x);
     } catch (const std::exception& x) {
         ec = make_error_code(errc::IoError);
         msg = spec + ": " + x.what();

@@ -91,7 +91,7 @@ void async_writer::impl::pump() {
             } catch (const std::system_error& e) {
                 op.failed = true;
                 op.ec = e.code();
-                op.message = ringsafe::detail::bare_message(e);
+                op.message = ringsafe::format::bare_message(e);
             } catch (const std::exception& e) {
                 op.failed = true;
                 op.ec = make_error_code(errc::IoError);

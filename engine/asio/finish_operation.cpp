@@ -63,7 +63,7 @@ struct finish_op final : writer_op {
                 if (pool_error) std::rethrow_exception(pool_error);
                 const std::string text = c.header_text(md());
                 length = 8 + text.size();
-                block = write_engine::header_block(text);
+                block = write::header_block(text);
                 issue_header_write(w);
                 at = stage::header_wait;
                 return false;
@@ -126,7 +126,7 @@ struct finish_op final : writer_op {
         const std::byte* from = block.get() + written;
         const auto len = static_cast<unsigned>(length - written);
         const std::uint64_t at_offset = written;
-        issue(w, [=](write_engine::write_ring& r, std::function<void(int)> done) {
+        issue(w, [=](uring::write_ring& r, std::function<void(int)> done) {
             r.submit_write_once(fd, from, len, at_offset, std::move(done));
         });
     }
@@ -142,7 +142,7 @@ struct finish_op final : writer_op {
 
     void issue_publish_step(async_writer::impl& w) {
         const temp_file::publish_step& s = next;
-        using ring = write_engine::write_ring;
+        using ring = uring::write_ring;
         using done_fn = std::function<void(int)>;
         switch (s.kind) {
         case temp_file::step_kind::fsync_file:

@@ -139,12 +139,12 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
 }
 
 net::awaitable<header> load_header_async(open_context& c, source& src) {
-    ringsafe::detail::header_stream s(src, c.ropts.parse);
+    ringsafe::read::header_stream s(src, c.ropts.parse);
     while (s.more()) {
         try {
             co_await read_exact_async(c, src, s.offset(), s.piece());
         } catch (const error& e) {
-            ringsafe::detail::header_read_failed(src, e);
+            ringsafe::read::header_read_failed(src, e);
         }
         s.got();
     }

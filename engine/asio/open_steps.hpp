@@ -49,7 +49,7 @@ boost::asio::awaitable<std::unique_ptr<source>> open_one(open_context& c, const 
 // remote ones as an async run); the same errors.
 boost::asio::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset,
                                               std::span<std::byte> dst);
-// detail::load_header without blocking.
+// read::load_header without blocking.
 boost::asio::awaitable<header> load_header_async(open_context& c, source& src);
 
 }  // namespace ringsafe::asio::detail

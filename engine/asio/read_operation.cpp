@@ -114,7 +114,7 @@ void read_operation::start_pool_shard(std::size_t entry) {
             io->src->execute(so.ops, c);
         } catch (const std::system_error& e) {
             ec = e.code();
-            msg = ringsafe::detail::bare_message(e);
+            msg = ringsafe::format::bare_message(e);
         } catch (const std::exception& e) {
             ec = make_error_code(errc::IoError);
             msg = io->src->name() + ": " + e.what();
@@ -187,7 +187,7 @@ void read_operation::complete() {
 
 std::string read_operation::describe(std::size_t entry, std::uint32_t op) const {
     const reader::impl& r = ringsafe::detail::reader_access::of(owner_->rd);
-    std::string out = ringsafe::detail::describe_op(*plan_.data(), r.tensors, entry, op);
+    std::string out = ringsafe::read::describe_op(*plan_.data(), r.tensors, entry, op);
     return out.empty() ? "op tag " + std::to_string(op) : out;
 }
 
@@ -220,7 +220,7 @@ void start_read(const std::shared_ptr<async_reader::impl>& r, selection sel,
             plan = r->rd.plan(sel, std::span<const std::span<std::byte>>(spans));
         } catch (const std::system_error& e) {
             ec = e.code();
-            msg = ringsafe::detail::bare_message(e);
+            msg = ringsafe::format::bare_message(e);
         }
     }
     if (!ec) return start_read(r, std::move(plan), std::move(cb), st, std::move(done_ex), std::move(handler));

@@ -96,7 +96,7 @@ bool read_to_device(reader& r, const selection& sel, std::span<const device_span
         return true;
     } catch (const std::system_error& e) {
         st.code = e.code();
-        st.message = detail::bare_message(e);
+        st.message = format::bare_message(e);
     } catch (const std::exception& e) {
         st.code = make_error_code(errc::IoError);
         st.message = e.what();

@@ -5,7 +5,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::format {
 
 // The message an error was built with: ringsafe::error's what() as is; for
 // other std::system_errors, what() without the ": <category message>" they append.
@@ -32,4 +32,4 @@ inline std::string path_of(const std::system_error& e) {
     throw error(e.code(), prefix + msg, path_of(e));
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::format

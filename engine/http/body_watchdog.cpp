@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 body_watchdog::body_watchdog(connection& c, std::chrono::milliseconds stall, std::uint64_t min_rate,
                              std::chrono::milliseconds window)
@@ -55,4 +55,4 @@ void body_watchdog::arm(const std::shared_ptr<state>& st) {
     });
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -15,7 +15,7 @@
 
 #include "http/connection.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 class body_watchdog {
 public:
@@ -55,4 +55,4 @@ private:
     std::shared_ptr<state> st_;
 };
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -11,7 +11,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 void connection::close() noexcept {
     boost::system::error_code ec;
@@ -79,4 +79,4 @@ void connection_pool::release(std::unique_ptr<connection> c, std::size_t max_idl
     if (idle.size() < max_idle) idle.push_back(std::move(c));
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

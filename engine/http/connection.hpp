@@ -23,7 +23,7 @@
 #include "http/tls_context.hpp"
 #include "http/url.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -74,4 +74,4 @@ private:
     std::map<std::string, std::vector<std::unique_ptr<connection>>> idle_;
 };
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

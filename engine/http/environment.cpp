@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 std::string env_text(const char* name) {
     const char* v = std::getenv(name);
@@ -26,4 +26,4 @@ std::string expand_home(std::string path) {
     return path;
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

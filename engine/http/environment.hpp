@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // The value of environment variable `name`; empty when it is unset.
 std::string env_text(const char* name);
@@ -18,4 +18,4 @@ bool env_true(const char* name);
 // as it is when $HOME is unset.
 std::string expand_home(std::string path);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -13,7 +13,7 @@
 #include "ringsafe/error.hpp"
 #include "source/abandon_list.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // One read over several loops: the shared queue and the first failure, and
 // per loop its copy of the object and its abandon list (each used on its
@@ -191,4 +191,4 @@ void event_loops::drop_inherited_connections() {
     }
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

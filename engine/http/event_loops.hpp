@@ -24,7 +24,7 @@
 #include "ringsafe/http.hpp"
 #include "ringsafe/source.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 class event_loops {
 public:
@@ -72,4 +72,4 @@ private:
     std::vector<std::unique_ptr<loop>> loops_;
 };
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

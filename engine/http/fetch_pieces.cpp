@@ -4,7 +4,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 std::string op_label(const std::function<std::string(std::uint32_t)>& describe, const read_op& op) {
     return describe ? describe(op.tag) + ": " : std::string();
@@ -36,4 +36,4 @@ std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t 
     return work;
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -11,7 +11,7 @@
 
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // One request's worth of one op.
 struct piece {
@@ -30,4 +30,4 @@ std::string op_label(const std::function<std::string(std::uint32_t)>& describe, 
 std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
                                     const http_options& o, const std::function<std::string(std::uint32_t)>& describe);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

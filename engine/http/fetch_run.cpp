@@ -8,7 +8,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 fetch_run::fetch_run(remote_object object, connection_pool& pool, const http_options& opts, std::uint32_t seed,
                      std::span<const read_op> ops, detail::async_callbacks cb)
@@ -80,4 +80,4 @@ void fetch_run::worker_ended(std::exception_ptr e) {
     cb_.on_done(ec_, message_, cancelled_);
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -19,7 +19,7 @@
 #include "http/fetch_pieces.hpp"
 #include "http/range_fetch.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 class fetch_run final : public detail::async_run, public std::enable_shared_from_this<fetch_run> {
 public:
@@ -53,4 +53,4 @@ private:
     std::string message_;
 };
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -18,4 +18,4 @@ std::string field_value(const header_fields& fields, std::string_view name) {
     return {};
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 using header_fields = std::vector<std::pair<std::string, std::string>>;
 
@@ -18,4 +18,4 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 // The value of the first field named `name` (any case); empty when none.
 std::string field_value(const header_fields& fields, std::string_view name);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -26,7 +26,7 @@
 #include "http/connection.hpp"
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 namespace {
 
@@ -188,4 +188,4 @@ net::awaitable<std::vector<tcp::endpoint>> resolve_host(const url& target, std::
     co_return l->endpoints;  // a copy: every waiter of a shared lookup gets them
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -23,7 +23,7 @@
 #include "http/url.hpp"
 #include "source/abandon_list.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // `target`'s host and port resolved (TCP, IPv4 and IPv6), on the calling
 // coroutine's executor, within `timeout`. Throws ringsafe::error HttpError
@@ -34,4 +34,4 @@ boost::asio::awaitable<std::vector<boost::asio::ip::tcp::endpoint>> resolve_host
                                                                                 std::chrono::milliseconds timeout,
                                                                                 detail::abandon_list* abandon);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

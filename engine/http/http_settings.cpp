@@ -38,7 +38,7 @@ bool parse_size(std::string_view t, std::uint64_t& out) {
 // The value of environment variable `name`, parsed as a size (or a plain
 // number when !sizes); 0 when unset or empty.
 std::uint64_t from_environment(const char* name, bool sizes) {
-    const std::string v = http_engine::env_text(name);
+    const std::string v = http::env_text(name);
     if (v.empty()) return 0;
     std::uint64_t n = 0;
     std::string_view text(v);
@@ -93,7 +93,7 @@ http_options resolved_http_options(const http_options& o) {
                                          " is out of range 1.." + std::to_string(max_connections_per_origin));
     if (r.chunk_size < min_http_chunk_size || r.chunk_size > max_http_chunk_size)
         raise(errc::InvalidArgument, std::string(chunk_from) +
-                                         (o.chunk_size ? " " : "='" + http_engine::env_text("RINGSAFE_CHUNK") + "' = ") +
+                                         (o.chunk_size ? " " : "='" + http::env_text("RINGSAFE_CHUNK") + "' = ") +
                                          std::to_string(r.chunk_size) +
                                          " is out of range " + std::to_string(min_http_chunk_size) + ".." +
                                          std::to_string(max_http_chunk_size) + " bytes (4 KiB..1 GiB)");
@@ -101,7 +101,7 @@ http_options resolved_http_options(const http_options& o) {
     return r;
 }
 
-namespace http_engine {
+namespace http {
 namespace {
 
 bool has_control(std::string_view v) { return v.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos; }
@@ -154,5 +154,5 @@ void check_request_fields(const http_options& o, const std::string& url) {
     check_field_value(o.bearer_token, "the bearer token", url);
 }
 
-}  // namespace http_engine
+}  // namespace http
 }  // namespace ringsafe

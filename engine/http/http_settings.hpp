@@ -7,7 +7,7 @@
 
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // Throws InvalidArgument naming the header (or option) and `url`, never the
 // value, when a caller-supplied header name or value or the bearer token
@@ -18,4 +18,4 @@ void check_request_fields(const http_options& o, const std::string& url);
 // credential or other value a store puts into a request holds CR, LF or NUL.
 void check_field_value(std::string_view value, const char* what, const std::string& url);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

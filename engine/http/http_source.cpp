@@ -23,7 +23,7 @@
 namespace ringsafe {
 namespace {
 
-using namespace http_engine;
+using namespace http;
 
 // What the connection pools need to fetch the shared TLS context on first https use.
 tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; }
@@ -137,7 +137,7 @@ private:
     http_options opts_;
     std::minstd_rand rng_;
     // The blocking executor's event loops (loop 0 on the calling thread).
-    http_engine::event_loops loops_{opts_};
+    http::event_loops loops_{opts_};
     std::uint64_t fork_generation_ = detail::fork_generation();  // of loops_
     std::mutex state_mutex_;  // object_ after construction, async_pools_
     remote_object object_;
@@ -150,11 +150,11 @@ private:
 
 }  // namespace
 
-std::unique_ptr<source> http_engine::open_remote(const std::string& name, remote_object object, const http_options& opts) {
+std::unique_ptr<source> http::open_remote(const std::string& name, remote_object object, const http_options& opts) {
     return std::make_unique<http_source>(name, std::move(object), opts);
 }
 
-std::unique_ptr<source> http_engine::prepare_remote(const std::string& name, remote_object object,
+std::unique_ptr<source> http::prepare_remote(const std::string& name, remote_object object,
                                                     const http_options& opts) {
     return std::make_unique<http_source>(name, std::move(object), opts, http_source::without_request{});
 }

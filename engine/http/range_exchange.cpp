@@ -12,8 +12,8 @@
 #include "http/body_watchdog.hpp"
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
-namespace http = beast::http;
+namespace ringsafe::http {
+namespace bhttp = beast::http;  // Beast's HTTP, not this namespace
 namespace {
 
 struct content_range {
@@ -61,9 +61,9 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view v) {
 // field or version, one over the size limit), as opposed to a connection
 // that ended before the header did (end_of_stream, partial_message).
 bool malformed_header(const boost::system::error_code& ec) {
-    static const auto& parse_errors = make_error_code(http::error::bad_field).category();
-    return ec.category() == parse_errors && ec != http::error::end_of_stream && ec != http::error::partial_message &&
-           ec != http::error::need_more && ec != http::error::need_buffer;
+    static const auto& parse_errors = make_error_code(bhttp::error::bad_field).category();
+    return ec.category() == parse_errors && ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+           ec != bhttp::error::need_more && ec != bhttp::error::need_buffer;
 }
 
 [[noreturn]] void fail_transport(const range_request& rq, const std::string& what, const boost::system::error_code& ec) {
@@ -75,20 +75,20 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
     using net::redirect_error, net::use_awaitable;
     boost::system::error_code ec;
     c.reusable = false;
-    http::request<http::empty_body> req{http::verb::get, rq.target.target, 11};
-    req.set(http::field::host, rq.target.authority());
-    req.set(http::field::user_agent, "ringsafe/0.1");
-    req.set(http::field::range, range_value(rq.first, rq.length));
+    bhttp::request<bhttp::empty_body> req{bhttp::verb::get, rq.target.target, 11};
+    req.set(bhttp::field::host, rq.target.authority());
+    req.set(bhttp::field::user_agent, "ringsafe/0.1");
+    req.set(bhttp::field::range, range_value(rq.first, rq.length));
     for (auto& [k, v] : rq.fields) req.set(k, v);
     req.keep_alive(true);
     ++c.requests;
 
     c.lowest().expires_after(rq.first_byte_timeout);
-    co_await http::async_write(stream, req, redirect_error(use_awaitable, ec));
+    co_await bhttp::async_write(stream, req, redirect_error(use_awaitable, ec));
     if (ec) fail_transport(rq, "sending the request failed", ec);
-    http::response_parser<http::buffer_body> parser;
+    bhttp::response_parser<bhttp::buffer_body> parser;
     parser.body_limit(boost::none);
-    co_await http::async_read_header(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
+    co_await bhttp::async_read_header(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
     if (ec == beast::error::timeout) fail_transport(rq, "no response header within the first-byte timeout", ec);
     if (malformed_header(ec))  // the server's answer, not a transient fault: asking again gets the same
         raise(errc::HttpError, "malformed response header (" + ec.message() + ") for " +
@@ -97,11 +97,11 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
 
     auto& res = parser.get();
     rs.status = res.result_int();
-    rs.location = std::string(res[http::field::location]);
-    rs.etag = std::string(res[http::field::etag]);
-    rs.last_modified = std::string(res[http::field::last_modified]);
-    if (auto ra = res[http::field::retry_after]; !ra.empty()) rs.retry_after = parse_retry_after(ra);
-    auto cr = parse_content_range(res[http::field::content_range]);
+    rs.location = std::string(res[bhttp::field::location]);
+    rs.etag = std::string(res[bhttp::field::etag]);
+    rs.last_modified = std::string(res[bhttp::field::last_modified]);
+    if (auto ra = res[bhttp::field::retry_after]; !ra.empty()) rs.retry_after = parse_retry_after(ra);
+    auto cr = parse_content_range(res[bhttp::field::content_range]);
     if (cr) rs.total = cr->total;
     if (parser.content_length()) rs.content_length = *parser.content_length();
     if (!rq.pin_field.empty()) rs.pinned = std::string(res[rq.pin_field]);
@@ -118,7 +118,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
                                        "): " + what);
     if (!cr || cr->unsatisfied)
         raise(errc::RangeNotSupported, "206 response without a valid Content-Range ('" +
-                                           std::string(res[http::field::content_range]) + "') for " + what);
+                                           std::string(res[bhttp::field::content_range]) + "') for " + what);
     if (rq.total && cr->total != *rq.total)
         raise(errc::RangeNotSupported, "Content-Range total " + std::to_string(cr->total) + " differs from the object size " +
                                            std::to_string(*rq.total) + ": " + what);
@@ -127,7 +127,7 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
         raise(errc::RangeNotSupported, "server answered with Content-Range 'bytes " + std::to_string(cr->first) + "-" +
                                            std::to_string(cr->last) + "/" + std::to_string(cr->total) + "' to " + what);
     rs.expected = end - rq.first;
-    if (auto enc = res[http::field::content_encoding]; !enc.empty() && enc != "identity")
+    if (auto enc = res[bhttp::field::content_encoding]; !enc.empty() && enc != "identity")
         raise(errc::HttpError, "unexpected Content-Encoding '" + std::string(enc) + "' for " + what);
 
     // The body: no expiry on the stream (it would arm a timer per read); the
@@ -157,12 +157,12 @@ net::awaitable<void> run_exchange(connection& c, Stream& stream, const range_req
             res.body().data = rq.dst + rs.received;
             res.body().size = rs.expected - rs.received;
             res.body().more = true;
-            co_await http::async_read_some(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
+            co_await bhttp::async_read_some(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
             std::uint64_t n = (rs.expected - rs.received) - res.body().size;
             rs.received += n;
             if (n) watchdog.progress(n);
             if (n && rq.on_bytes) rq.on_bytes(n);
-            if (ec == http::error::need_buffer) ec = {};
+            if (ec == bhttp::error::need_buffer) ec = {};
             if (ec) body_failed("reading the body failed after ", " bytes");
         }
         if (rs.received != rs.expected)
@@ -217,4 +217,4 @@ net::awaitable<void> exchange_range(connection& c, const range_request& rq, rang
         co_await run_exchange(c, *c.tcp, rq, rs);
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -14,7 +14,7 @@
 
 #include "http/connection.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // What to ask for.
 struct range_request {
@@ -67,4 +67,4 @@ std::string range_value(std::uint64_t first, std::uint64_t length);
 // "bytes=A-B of URL" for messages.
 std::string describe_range(const url& u, std::uint64_t first, std::uint64_t length);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -10,7 +10,7 @@
 #include "http/range_exchange.hpp"
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 namespace {
 
 bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
@@ -206,4 +206,4 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
     co_return done;
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -15,7 +15,7 @@
 #include "http/header_fields.hpp"
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // Credentials a store fetches over the network and caches (an OAuth access
 // token); shared by every copy of a remote_object, so every event loop of a
@@ -88,4 +88,4 @@ struct fetch_context {
 net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first, std::uint64_t length, std::byte* dst,
                                            std::function<void(std::uint64_t)> on_bytes, std::function<bool()> stop);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

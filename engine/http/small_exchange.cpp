@@ -11,8 +11,8 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
-namespace http = beast::http;
+namespace ringsafe::http {
+namespace bhttp = beast::http;  // Beast's HTTP, not this namespace
 namespace {
 
 template <class Stream>
@@ -21,21 +21,21 @@ net::awaitable<void> run(connection& c, Stream& stream, const small_request& rq,
     using net::redirect_error, net::use_awaitable;
     boost::system::error_code ec;
     c.reusable = false;
-    http::request<http::string_body> req{rq.method == "POST" ? http::verb::post : http::verb::get, rq.target.target, 11};
-    req.set(http::field::host, rq.target.authority());
-    req.set(http::field::user_agent, "ringsafe/0.1");
+    bhttp::request<bhttp::string_body> req{rq.method == "POST" ? bhttp::verb::post : bhttp::verb::get, rq.target.target, 11};
+    req.set(bhttp::field::host, rq.target.authority());
+    req.set(bhttp::field::user_agent, "ringsafe/0.1");
     for (auto& [k, v] : rq.fields) req.set(k, v);
     req.body() = rq.body;
     if (rq.method == "POST" || !rq.body.empty()) req.prepare_payload();
     req.keep_alive(true);
     ++c.requests;
     c.lowest().expires_after(timeout);
-    co_await http::async_write(stream, req, redirect_error(use_awaitable, ec));
+    co_await bhttp::async_write(stream, req, redirect_error(use_awaitable, ec));
     if (ec) throw transport_failure("sending the request failed (" + ec.message() + ")");
-    http::response_parser<http::string_body> parser;
+    bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(max_small_body);
-    co_await http::async_read(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
-    if (ec == http::error::body_limit) {
+    co_await bhttp::async_read(stream, c.header_buffer, parser, redirect_error(use_awaitable, ec));
+    if (ec == bhttp::error::body_limit) {
         too_long = true;
         co_return;
     }
@@ -43,7 +43,7 @@ net::awaitable<void> run(connection& c, Stream& stream, const small_request& rq,
     c.lowest().expires_never();
     auto& res = parser.get();
     out.status = res.result_int();
-    out.content_type = std::string(res[http::field::content_type]);
+    out.content_type = std::string(res[bhttp::field::content_type]);
     out.body = std::move(res.body());
     c.reusable = res.keep_alive();
 }
@@ -95,4 +95,4 @@ net::awaitable<small_response> exchange_small(connection_pool& pool, const small
     }
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

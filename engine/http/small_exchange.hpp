@@ -10,7 +10,7 @@
 #include "http/connection.hpp"
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 struct small_request {
     std::string method = "GET";                               // "GET" or "POST"
@@ -37,4 +37,4 @@ inline constexpr std::size_t max_small_body = 1u << 20;
 net::awaitable<small_response> exchange_small(connection_pool& pool, const small_request& rq, const http_options& o,
                                               detail::abandon_list* abandon, const std::string& what);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

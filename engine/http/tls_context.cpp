@@ -10,7 +10,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 namespace {
 
 namespace ssl = boost::asio::ssl;
@@ -68,4 +68,4 @@ std::shared_ptr<ssl::context> shared_tls_context(const tls_settings& s, const st
 
 std::size_t tls_contexts_built() noexcept { return built.load(std::memory_order_relaxed); }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -10,7 +10,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // What a TLS client context depends on (from http_options).
 struct tls_settings {
@@ -29,4 +29,4 @@ std::shared_ptr<boost::asio::ssl::context> shared_tls_context(const tls_settings
 // How many contexts shared_tls_context() has built in this process (for tests).
 std::size_t tls_contexts_built() noexcept;
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -6,7 +6,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 namespace {
 
 bool is_unreserved(unsigned char c) {
@@ -214,4 +214,4 @@ url resolve_location(const url& base, std::string_view loc) {
     return u;
 }
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // A parsed absolute URL. For s3:// URLs host is the bucket and target the key
 // (raw, not percent-encoded); s3 URLs are turned into http(s) URLs by the S3 layer.
@@ -58,4 +58,4 @@ url below(url endpoint, std::string_view path);
 // Default port of a scheme: 80 for http, 443 for https and s3.
 std::uint16_t default_port(std::string_view scheme);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http

@@ -5,7 +5,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::plan {
 namespace {
 
 [[noreturn]] void bad_box(const tensor_info& t, const std::string& why) {
@@ -68,4 +68,4 @@ std::vector<box_run> box_runs(const tensor_info& t, std::span<const dim_range> b
     }
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::plan

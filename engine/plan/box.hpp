@@ -8,7 +8,7 @@
 #include "ringsafe/header.hpp"
 #include "ringsafe/plan.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::plan {
 
 // A contiguous run of a box, in bytes relative to the tensor's first byte.
 struct box_run {
@@ -24,4 +24,4 @@ struct box_run {
 // start and end on a byte boundary. An empty box range gives no runs.
 std::vector<box_run> box_runs(const tensor_info& t, std::span<const dim_range> box);
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::plan

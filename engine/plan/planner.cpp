@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace ringsafe::detail {
+namespace ringsafe::plan {
 namespace {
 
 // End of the op that starts at `pos` in a run ending at `end`: at most `chunk`
@@ -23,7 +23,7 @@ std::uint64_t next_cut(std::uint64_t pos, std::uint64_t end, std::uint64_t chunk
 }  // namespace
 
 void build_ops(std::vector<piece>& pieces, std::span<const shard_chunking> chunking,
-               bool coalesce, plan_data& d) {
+               bool coalesce, detail::plan_data& d) {
     std::erase_if(pieces, [](const piece& p) { return p.length == 0; });
     auto source_order = [](const piece& a, const piece& b) {
         if (a.shard != b.shard) return a.shard < b.shard;
@@ -53,7 +53,7 @@ void build_ops(std::vector<piece>& pieces, std::span<const shard_chunking> chunk
             d.shards.emplace_back();
             d.shards.back().shard = first.shard;
         }
-        shard_ops& so = d.shards.back();
+        detail::shard_ops& so = d.shards.back();
         // The run [i, j): pieces contiguous in the source and in memory.
         std::size_t j = i + 1;
         std::uint64_t run_end = first.offset + first.length;
@@ -127,4 +127,4 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> find_overlap(std::span<co
     return std::nullopt;
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::plan

@@ -11,7 +11,7 @@
 
 #include "plan/plan_data.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::plan {
 
 // One contiguous source range bound for one contiguous piece of caller memory.
 // (40 bytes: a plan of millions of tensors holds one per tensor while it is built.)
@@ -33,9 +33,9 @@ struct shard_chunking {
 // Fills data.shards, data.segments, data.op_count and data.total_bytes from
 // `pieces` (reordered in place). Zero-length pieces produce no ops.
 void build_ops(std::vector<piece>& pieces, std::span<const shard_chunking> chunking,
-               bool coalesce, plan_data& data);
+               bool coalesce, detail::plan_data& data);
 
 // The targets of two pieces whose destinations overlap, if any.
 std::optional<std::pair<std::uint32_t, std::uint32_t>> find_overlap(std::span<const piece> pieces);
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::plan

@@ -62,7 +62,7 @@ struct run_state {
     }
 
     std::string describe(std::size_t shard_entry, std::uint32_t op) const {
-        return detail::describe_op(d, r.tensors, shard_entry, op);
+        return read::describe_op(d, r.tensors, shard_entry, op);
     }
 
     void run_shard(std::size_t entry, const std::atomic<bool>* cancel) {
@@ -89,7 +89,7 @@ bool is_cancelled(const std::exception_ptr& e) {
 
 }  // namespace
 
-namespace detail {
+namespace read {
 
 void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ctl) {
     const plan_data* d = plan.data();
@@ -168,10 +168,10 @@ void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ct
                                  std::to_string(d->total_bytes) + " bytes");
 }
 
-}  // namespace detail
+}  // namespace read
 
 void reader::execute(const read_plan& plan, const read_control& ctl) {
-    detail::execute_plan(*p_, plan, ctl);
+    read::execute_plan(*p_, plan, ctl);
 }
 
 bool reader::execute(const read_plan& plan, const read_control& ctl, status& st) noexcept {
@@ -181,7 +181,7 @@ bool reader::execute(const read_plan& plan, const read_control& ctl, status& st)
         return true;
     } catch (const std::system_error& e) {
         st.code = e.code();
-        st.message = detail::bare_message(e);
+        st.message = format::bare_message(e);
     } catch (const std::exception& e) {
         st.code = make_error_code(errc::IoError);
         st.message = p_->spec + ": " + e.what();

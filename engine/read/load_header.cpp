@@ -5,7 +5,7 @@
 
 #include "format/error_context.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::read {
 
 header_stream::header_stream(const source& src, const parse_options& opts) : src_(src) {
     try {
@@ -46,7 +46,7 @@ header header_stream::finish() {
     }
 }
 
-void header_read_failed(const source& src, const error& e) { rethrow_with(e, src.name(), src.name() + ": "); }
+void header_read_failed(const source& src, const error& e) { format::rethrow_with(e, src.name(), src.name() + ": "); }
 
 header load_header(source& src, const parse_options& opts) {
     header_stream s(src, opts);
@@ -61,4 +61,4 @@ header load_header(source& src, const parse_options& opts) {
     return s.finish();
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::read

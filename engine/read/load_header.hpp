@@ -10,7 +10,7 @@
 #include "ringsafe/header.hpp"
 #include "ringsafe/source.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::read {
 
 // Parses the header from the source's prefix, then reads the rest of it (when
 // 8 + N exceeds the prefix) in pieces of at most header_piece_size, each
@@ -46,4 +46,4 @@ private:
 
 [[noreturn]] void header_read_failed(const source& src, const error& e);
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::read

@@ -1,9 +1,9 @@
 // Naming what one planned I/O op reads, for error messages.
 #include "read/op_description.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::read {
 
-std::string describe_op(const plan_data& plan, std::span<const tensor_info> tensors,
+std::string describe_op(const detail::plan_data& plan, std::span<const tensor_info> tensors,
                         std::size_t shard_entry, std::uint32_t op) {
     const auto& so = plan.shards[shard_entry];
     if (op >= so.ops.size()) return {};
@@ -20,4 +20,4 @@ std::string describe_op(const plan_data& plan, std::span<const tensor_info> tens
     return out;
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::read

@@ -14,34 +14,34 @@
 
 namespace ringsafe {
 
-namespace detail {
+namespace read {
 std::uint64_t next_reader_id() noexcept {
     static std::atomic<std::uint64_t> next{1};
     return next.fetch_add(1, std::memory_order_relaxed);
 }
-}  // namespace detail
+}  // namespace read
 
-std::unique_ptr<reader::impl> detail::new_reader_state(const std::string& spec, const reader_options& opts) {
+std::unique_ptr<reader::impl> read::new_reader_state(const std::string& spec, const reader_options& opts) {
     auto p = std::make_unique<reader::impl>();
-    p->id = detail::next_reader_id();
+    p->id = read::next_reader_id();
     p->spec = spec;
     p->opts = opts;
     if (p->opts.parallel_shards == 0) p->opts.parallel_shards = 1;
     return p;
 }
 
-std::string detail::opened_spec(const reader::impl& r, const std::string& spec, const source& src) {
+std::string read::opened_spec(const reader::impl& r, const std::string& spec, const source& src) {
     return !r.opts.open && is_url(spec) ? src.name() : spec;
 }
 
-void detail::set_single_file(reader::impl& r, std::unique_ptr<source> src, header h) {
+void read::set_single_file(reader::impl& r, std::unique_ptr<source> src, header h) {
     r.metadata = h.metadata;
     std::string spec = opened_spec(r, r.spec, *src);
     r.add_shard(std::move(spec), std::move(src), std::move(h));
     r.finish();
 }
 
-detail::index_text detail::begin_index_text(const source& src, std::uint64_t limit) {
+read::index_text read::begin_index_text(const source& src, std::uint64_t limit) {
     if (src.size() > limit)
         raise(errc::InvalidIndex, "index " + src.name() + " is " + std::to_string(src.size()) +
                                       " bytes, more than the limit of " + std::to_string(limit));
@@ -122,19 +122,19 @@ reader& reader::operator=(reader&&) noexcept = default;
 reader::~reader() = default;
 
 reader reader::open(const std::string& spec, const reader_options& opts) {
-    auto p = detail::new_reader_state(spec, opts);
+    auto p = read::new_reader_state(spec, opts);
     auto src = p->open_source_for(spec);
-    const std::string opened = detail::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
+    const std::string opened = read::opened_spec(*p, spec, *src);  // hf://ORG/NAME -> ...@COMMIT/FILE
     if (looks_like_index(opened, src->prefix(), src->size())) {
-        detail::index_text t = detail::begin_index_text(*src, opts.parse.max_header_size);
+        read::index_text t = read::begin_index_text(*src, opts.parse.max_header_size);
         if (!t.rest().empty()) src->read_exact(t.rest_offset(), t.rest());
         src.reset();
         shard_index idx = parse_index(t.text, opened);
-        detail::open_shards(*p, opened, idx);
+        read::open_shards(*p, opened, idx);
         return reader(std::move(p));
     }
-    header h = detail::load_header(*src, opts.parse);
-    detail::set_single_file(*p, std::move(src), std::move(h));
+    header h = read::load_header(*src, opts.parse);
+    read::set_single_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
 
@@ -145,7 +145,7 @@ std::optional<reader> reader::open(const std::string& spec, const reader_options
         return open(spec, opts);
     } catch (const std::system_error& e) {
         st.code = e.code();
-        st.message = detail::bare_message(e);
+        st.message = format::bare_message(e);
     } catch (const std::exception& e) {
         st.code = make_error_code(errc::IoError);
         st.message = spec + ": " + e.what();
@@ -155,9 +155,9 @@ std::optional<reader> reader::open(const std::string& spec, const reader_options
 
 reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {
     if (!src) raise(errc::InvalidArgument, "reader::from_source: no source");
-    auto p = detail::new_reader_state(src->name(), opts);
-    header h = detail::load_header(*src, opts.parse);
-    detail::set_single_file(*p, std::move(src), std::move(h));
+    auto p = read::new_reader_state(src->name(), opts);
+    header h = read::load_header(*src, opts.parse);
+    read::set_single_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
 

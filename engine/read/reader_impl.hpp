@@ -43,7 +43,7 @@ struct reader::impl {
     void check_selection(const selection& sel) const;
 };
 
-namespace detail {
+namespace read {
 
 // A unique id for a new reader.
 std::uint64_t next_reader_id() noexcept;
@@ -88,5 +88,5 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
 // Runs a plan's ops on the reader's shards (see reader::execute).
 void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ctl);
 
-}  // namespace detail
+}  // namespace read
 }  // namespace ringsafe

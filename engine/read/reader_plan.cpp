@@ -9,7 +9,7 @@
 namespace ringsafe {
 namespace {
 
-using detail::piece;
+using plan::piece;
 
 void check_alignment(std::uint64_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)))
@@ -25,20 +25,20 @@ void check_alignment(std::uint64_t alignment) {
 // Turns validated pieces into a plan: overlap check, coalescing, chunking.
 read_plan finish_plan(const reader::impl& r, std::vector<piece>& pieces,
                       std::shared_ptr<detail::plan_data> d) {
-    if (auto o = detail::find_overlap(pieces)) {
+    if (auto o = plan::find_overlap(pieces)) {
         const auto& a = r.tensors[d->targets[o->first].tensor].name;
         const auto& b = r.tensors[d->targets[o->second].tensor].name;
         raise(errc::InvalidArgument,
               "the destinations of '" + a + "' and '" + b + "' overlap in memory");
     }
-    std::vector<detail::shard_chunking> ch(r.shards.size());
+    std::vector<plan::shard_chunking> ch(r.shards.size());
     for (std::size_t s = 0; s < ch.size(); ++s) {
         source_hints h = r.io[s]->src->hints();
         ch[s].chunk = r.opts.plan.chunk_size ? r.opts.plan.chunk_size : h.preferred_chunk;
         if (ch[s].chunk == 0) ch[s].chunk = 4u << 20;
         ch[s].alignment = h.alignment ? h.alignment : 1;
     }
-    detail::build_ops(pieces, ch, r.opts.plan.coalesce, *d);
+    plan::build_ops(pieces, ch, r.opts.plan.coalesce, *d);
     d->reader_id = r.id;
     return read_plan(std::move(d));
 }
@@ -53,7 +53,7 @@ piece whole_piece(const reader::impl& r, std::uint32_t tensor, std::byte* dst, s
 
 std::uint64_t reader::box_bytes(std::string_view tensor, std::span<const dim_range> box) const {
     std::uint64_t n = 0;
-    for (auto& run : detail::box_runs(at(tensor), box)) n += run.length;
+    for (auto& run : plan::box_runs(at(tensor), box)) n += run.length;
     return n;
 }
 
@@ -122,7 +122,7 @@ read_plan reader::plan(std::span<const read_request> requests) const {
         auto i = index_of(rq.tensor);
         if (!i) raise(errc::TensorNotFound, "tensor '" + rq.tensor + "' not found in " + p_->spec);
         const tensor_info& t = p_->tensors[*i];
-        std::vector<detail::box_run> runs;
+        std::vector<plan::box_run> runs;
         if (rq.bytes) {
             const dim_range w = *rq.bytes;
             if (!rq.box.empty() || w.start > w.stop || w.stop > t.size())
@@ -132,7 +132,7 @@ read_plan reader::plan(std::span<const read_request> requests) const {
                           " bytes" + (rq.box.empty() ? "" : " or is combined with a box"));
             if (w.stop > w.start) runs.push_back({w.start, w.stop - w.start});
         } else {
-            runs = detail::box_runs(t, rq.box);
+            runs = plan::box_runs(t, rq.box);
         }
         std::uint64_t bytes = 0;
         for (auto& run : runs) bytes += run.length;

@@ -8,7 +8,7 @@
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::read {
 namespace {
 
 [[noreturn]] void bad(const std::string& index_spec, const std::string& why) {
@@ -72,7 +72,7 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
         try {
             std::rethrow_exception(out[i].err);
         } catch (const std::system_error& e) {
-            rethrow_with(e, "", ctx);
+            format::rethrow_with(e, "", ctx);
         } catch (const std::exception& e) {
             raise(errc::IoError, ctx + e.what());
         }
@@ -108,4 +108,4 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
     r.finish();
 }
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::read

@@ -12,7 +12,7 @@
 #include "ringsafe/file_source.hpp"
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::http {
 
 // A remote object as a source, named `name` in messages (the URL as given),
 // with its first request made (size, validators, prefix()). Requests go to
@@ -22,7 +22,7 @@ std::unique_ptr<source> open_remote(const std::string& name, remote_object objec
 // The same source before its first request (a deferred_open).
 std::unique_ptr<source> prepare_remote(const std::string& name, remote_object object, const http_options& opts);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::http
 
 namespace ringsafe::uring {
 

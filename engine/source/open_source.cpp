@@ -18,7 +18,7 @@ namespace {
 
 struct url_scheme {
     std::string_view prefix;  // lower case, with "://"
-    http_engine::remote_object (*locate)(const std::string& url, const http_options& opts);
+    http::remote_object (*locate)(const std::string& url, const http_options& opts);
     // A store that opens its own sources (the Hub: its cache's files, commit pinning), instead of locate.
     stores::store_answer (*open)(const std::string& url, const http_options& opts, bool deferred) = nullptr;
 };
@@ -61,9 +61,9 @@ std::unique_ptr<source> open_store(const url_scheme& s, const std::string& url, 
 
 std::unique_ptr<source> open_url(const std::string& url, const http_options& opts) {
     const url_scheme* s = scheme_of(url);
-    if (!s) return http_engine::open_remote(url, stores::locate_http(url, opts), opts);  // parse_url names what is wrong
+    if (!s) return http::open_remote(url, stores::locate_http(url, opts), opts);  // parse_url names what is wrong
     if (s->open) return open_store(*s, url, source_options{file_options{}, opts});
-    return http_engine::open_remote(url, s->locate(url, opts), opts);
+    return http::open_remote(url, s->locate(url, opts), opts);
 }
 
 std::unique_ptr<source> open_source(const std::string& spec, const source_options& opts) {
@@ -77,7 +77,7 @@ namespace detail {
 prepared_source prepare_source(const std::string& spec, const source_options& opts) {
     const url_scheme* s = scheme_of(spec);
     if (!s) return {nullptr, spec, spec};
-    if (!s->open) return {http_engine::prepare_remote(spec, s->locate(spec, opts.http), opts.http), {}, {}};
+    if (!s->open) return {http::prepare_remote(spec, s->locate(spec, opts.http), opts.http), {}, {}};
     stores::store_answer a = s->open(spec, opts.http, true);
     return {std::move(a.src), std::move(a.local_file), std::move(a.name)};
 }

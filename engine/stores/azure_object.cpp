@@ -59,9 +59,9 @@ std::string sas_query(std::string sas, const char* what, const std::string& spec
 }
 
 // The remote object at `u` (an http(s) URL of a blob) for `account`, signed per `o`.
-http_engine::remote_object blob_object(http_engine::url u, const std::string& account, const azure_options& o, bool url_has_sas,
+http::remote_object blob_object(http::url u, const std::string& account, const azure_options& o, bool url_has_sas,
                                        const std::string& spec) {
-    http_engine::remote_object obj;
+    http::remote_object obj;
     const std::string version = o.api_version;
     std::string key;
     if (!o.anonymous && !url_has_sas && !o.key.empty()) {
@@ -74,12 +74,12 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
         u.target += (u.target.find('?') == std::string::npos ? "?" : "&") + sas;
     }
     obj.requested = obj.location = u;
-    obj.sign = [account, key, version](const http_engine::url& target, std::string_view range,
-                                       const http_engine::header_fields& fields) {
-        http_engine::header_fields out{{"x-ms-version", version}};
+    obj.sign = [account, key, version](const http::url& target, std::string_view range,
+                                       const http::header_fields& fields) {
+        http::header_fields out{{"x-ms-version", version}};
         if (key.empty()) return out;
         out.emplace_back("x-ms-date", azure_date(std::time(nullptr)));
-        http_engine::header_fields all = fields;
+        http::header_fields all = fields;
         all.insert(all.end(), out.begin(), out.end());
         out.emplace_back("Authorization", azure_shared_key_authorization(account, key, azure_string_to_sign(target, account, range, all)));
         return out;
@@ -91,7 +91,7 @@ http_engine::remote_object blob_object(http_engine::url u, const std::string& ac
 
 azure_options resolve_azure_options(const azure_options& given, const std::string& spec) {
     azure_options o = given;
-    std::string conn = o.connection_string.empty() ? http_engine::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
+    std::string conn = o.connection_string.empty() ? http::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
@@ -109,16 +109,16 @@ azure_options resolve_azure_options(const azure_options& given, const std::strin
                                          "AccountName, AccountKey and BlobEndpoint instead (opening " + spec + ")");
     }
     for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (o.account.empty()) o.account = http_engine::env_text(var);
+        if (o.account.empty()) o.account = http::env_text(var);
     for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty()) o.key = http_engine::env_text(var);
-    if (o.sas_token.empty()) o.sas_token = http_engine::env_text("AZURE_STORAGE_SAS_TOKEN");
+        if (o.key.empty()) o.key = http::env_text(var);
+    if (o.sas_token.empty()) o.sas_token = http::env_text("AZURE_STORAGE_SAS_TOKEN");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");
     if (o.endpoint.empty() && !o.account.empty()) o.endpoint = protocol + "://" + o.account + ".blob." + suffix;
-    http_engine::check_field_value(o.account, "the Azure storage account", spec);
-    http_engine::check_field_value(o.api_version, "the Azure API version", spec);
+    http::check_field_value(o.account, "the Azure storage account", spec);
+    http::check_field_value(o.api_version, "the Azure API version", spec);
     for (char c : o.account)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-')
             raise(errc::InvalidArgument, "the Azure storage account name '" + o.account + "' is not letters and digits (opening " + spec + ")");
@@ -143,9 +143,9 @@ std::string azure_date(std::time_t now) {
     return buf;
 }
 
-std::string azure_string_to_sign(const http_engine::url& target, std::string_view account, std::string_view range,
-                                 const http_engine::header_fields& fields) {
-    auto value = [&](std::string_view name) { return trim(http_engine::field_value(fields, name)); };
+std::string azure_string_to_sign(const http::url& target, std::string_view account, std::string_view range,
+                                 const http::header_fields& fields) {
+    auto value = [&](std::string_view name) { return trim(http::field_value(fields, name)); };
     std::string s = "GET\n";
     for (std::string_view name : {"content-encoding", "content-language", "content-length", "content-md5", "content-type",
                                   "date", "if-modified-since", "if-match", "if-none-match", "if-unmodified-since"}) {
@@ -170,8 +170,8 @@ std::string azure_string_to_sign(const http_engine::url& target, std::string_vie
             query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
             if (p.empty()) continue;
             const auto eq = p.find('=');
-            params[lower(http_engine::percent_decode(p.substr(0, eq)))].push_back(
-                eq == std::string_view::npos ? std::string() : http_engine::percent_decode(p.substr(eq + 1)));
+            params[lower(http::percent_decode(p.substr(0, eq)))].push_back(
+                eq == std::string_view::npos ? std::string() : http::percent_decode(p.substr(eq + 1)));
         }
         for (auto& [name, values] : params) {
             std::sort(values.begin(), values.end());
@@ -188,18 +188,18 @@ std::string azure_shared_key_authorization(std::string_view account, std::string
     return "SharedKey " + std::string(account) + ":" + base64(hmac_sha256(key, string_to_sign));
 }
 
-http_engine::remote_object locate_azure(const std::string& spec, const http_options& opts) {
+http::remote_object locate_azure(const std::string& spec, const http_options& opts) {
     const object_path p = split_object_url(spec, "az");
     const azure_options o = resolve_azure_options(opts.azure, spec);
     if (o.endpoint.empty())
         raise(errc::InvalidArgument, "no Azure storage account for " + spec +
                                          ": set AZURE_STORAGE_ACCOUNT (or AZURE_STORAGE_CONNECTION_STRING, or azure_options)");
-    const http_engine::url u = object_url(store_endpoint(o.endpoint, "the Azure blob endpoint", spec), p);
+    const http::url u = object_url(store_endpoint(o.endpoint, "the Azure blob endpoint", spec), p);
     return blob_object(u, o.account.empty() ? account_of_host(u.host) : o.account, o, false, spec);
 }
 
-http_engine::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
-    http_engine::url u = http_engine::parse_url(spec);
+http::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
+    http::url u = http::parse_url(spec);
     const std::string account = account_of_host(u.host);
     azure_options o = resolve_azure_options(opts.azure, spec);
     const auto q = u.target.find('?');

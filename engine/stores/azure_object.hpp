@@ -35,8 +35,8 @@ bool is_azure_blob_host(std::string_view host);
 // `range` ("" for none), for `account` (the canonicalized resource is
 // "/ACCOUNT" + the path as sent, so a path-style emulator URL names the
 // account twice; then the query parameters, sorted, decoded).
-std::string azure_string_to_sign(const http_engine::url& target, std::string_view account, std::string_view range,
-                                 const http_engine::header_fields& fields);
+std::string azure_string_to_sign(const http::url& target, std::string_view account, std::string_view range,
+                                 const http::header_fields& fields);
 
 // "SharedKey ACCOUNT:base64(HMAC-SHA256(base64decode(key), string_to_sign))",
 // `key_base64` as the portal shows it. Throws InvalidArgument (never naming

@@ -8,9 +8,9 @@ namespace ringsafe {
 
 void apply_environment_credentials(const std::string& url, http_options& opts) {
     if (!opts.bearer_token.empty()) return;
-    http_engine::url u;
+    http::url u;
     try {
-        u = http_engine::parse_url(url);
+        u = http::parse_url(url);
     } catch (const error&) {
         return;  // open_url reports bad URLs; hf:// is not an http URL
     }

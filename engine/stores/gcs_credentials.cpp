@@ -17,13 +17,13 @@ namespace ringsafe::stores {
 namespace {
 
 namespace json = boost::json;
-using http_engine::small_request;
-using http_engine::url;
+using http::small_request;
+using http::url;
 
 constexpr std::string_view read_only_scope = "https://www.googleapis.com/auth/devstorage.read_only";
 constexpr std::string_view default_token_uri = "https://oauth2.googleapis.com/token";
 
-std::string form_encode(std::string_view v) { return http_engine::uri_encode(v, false); }
+std::string form_encode(std::string_view v) { return http::uri_encode(v, false); }
 
 // A field of the credentials file: InvalidArgument naming the file and the field when missing.
 std::string field(const json::object& o, std::string_view name, const std::string& file) {
@@ -41,7 +41,7 @@ std::string optional_field(const json::object& o, std::string_view name) {
 url token_url(const std::string& text, const std::string& file) {
     url u;
     try {
-        u = http_engine::parse_url(text);
+        u = http::parse_url(text);
     } catch (const error&) {
         raise(errc::InvalidArgument, "the Google credentials file " + file + " has a token_uri that is not an http(s) URL");
     }
@@ -115,8 +115,8 @@ gcs_auth from_file(const std::string& file) {
 
 // gcloud's application-default credentials, when the file exists.
 std::string gcloud_adc_file() {
-    std::string dir = http_engine::env_text("CLOUDSDK_CONFIG");
-    if (dir.empty()) dir = http_engine::expand_home("~/.config/gcloud");
+    std::string dir = http::env_text("CLOUDSDK_CONFIG");
+    if (dir.empty()) dir = http::expand_home("~/.config/gcloud");
     if (dir.starts_with("~")) return "";  // no $HOME
     const std::string f = dir + "/application_default_credentials.json";
     return std::ifstream(f).good() ? f : "";
@@ -125,7 +125,7 @@ std::string gcloud_adc_file() {
 // The metadata server's host: $GCE_METADATA_HOST, else metadata.google.internal on a
 // Compute Engine VM (its DMI product name says so, as google-auth checks), else none.
 std::string metadata_host() {
-    if (std::string h = http_engine::env_text("GCE_METADATA_HOST"); !h.empty()) return h;
+    if (std::string h = http::env_text("GCE_METADATA_HOST"); !h.empty()) return h;
     std::ifstream dmi("/sys/class/dmi/id/product_name");
     std::string product;
     std::getline(dmi, product);
@@ -135,7 +135,7 @@ std::string metadata_host() {
 gcs_auth metadata_server(const std::string& host, const std::string& spec) {
     url to;
     try {
-        to = http_engine::parse_url("http://" + host + "/computeMetadata/v1/instance/service-accounts/default/token");
+        to = http::parse_url("http://" + host + "/computeMetadata/v1/instance/service-accounts/default/token");
     } catch (const error&) {
         raise(errc::InvalidArgument, "GCE_METADATA_HOST '" + host + "' is not a host[:port] (opening " + spec + ")");
     }
@@ -163,13 +163,13 @@ std::string gcs_jwt_claims(const std::string& client_email, const std::string& t
 }
 
 gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emulator_from_env, const std::string& spec) {
-    if (o.anonymous || http_engine::env_true("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS")) return {};
+    if (o.anonymous || http::env_true("RUNAI_STREAMER_GCS_USE_ANONYMOUS_CREDENTIALS")) return {};
     if (!h.bearer_token.empty()) return {};  // engine/http sends it to the endpoint's origin
     if (!o.credentials_file.empty()) return from_file(o.credentials_file);
     auto hmac = [&](std::string id, std::string secret) {
         if (secret.empty())
             raise(errc::InvalidArgument, "a GCS HMAC access id is set but not its secret (GS_SECRET_ACCESS_KEY), for " + spec);
-        http_engine::check_field_value(id, "the GCS HMAC access id", spec);
+        http::check_field_value(id, "the GCS HMAC access id", spec);
         gcs_auth a;
         a.hmac_access_id = std::move(id);
         a.hmac_secret = std::move(secret);
@@ -179,10 +179,10 @@ gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emul
     if (!o.hmac_access_id.empty()) return hmac(o.hmac_access_id, o.hmac_secret);
     if (emulator_from_env) return {};  // as Google's clients treat an emulator
     for (const char* var : {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"})
-        if (std::string f = http_engine::env_text(var); !f.empty()) return from_file(f);
+        if (std::string f = http::env_text(var); !f.empty()) return from_file(f);
     if (std::string f = gcloud_adc_file(); !f.empty()) return from_file(f);
     if (std::string host = metadata_host(); !host.empty()) return metadata_server(host, spec);
-    if (std::string id = http_engine::env_text("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, http_engine::env_text("GS_SECRET_ACCESS_KEY"));
+    if (std::string id = http::env_text("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, http::env_text("GS_SECRET_ACCESS_KEY"));
     return {};
 }
 

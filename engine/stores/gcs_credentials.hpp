@@ -15,7 +15,7 @@
 namespace ringsafe::stores {
 
 struct gcs_auth {
-    std::shared_ptr<http_engine::credential_source> token;  // an OAuth token source, or null
+    std::shared_ptr<http::credential_source> token;  // an OAuth token source, or null
     std::string hmac_access_id, hmac_secret;                 // set: sign with GOOG4-HMAC-SHA256
     std::string description;                                 // for messages: where the credentials come from
 };

@@ -10,13 +10,13 @@
 
 namespace ringsafe::stores {
 
-http_engine::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::string& spec) {
+http::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::string& spec) {
     std::string text = o.endpoint;
     const char* named = "the GCS endpoint";
     from_env = false;
     for (const char* var : {"STORAGE_EMULATOR_HOST", "CLOUD_STORAGE_EMULATOR_ENDPOINT"}) {
         if (!text.empty()) break;
-        text = http_engine::env_text(var);
+        text = http::env_text(var);
         named = var;
         from_env = !text.empty();
     }
@@ -25,23 +25,23 @@ http_engine::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::s
     return store_endpoint(text, named, spec);
 }
 
-http_engine::header_fields goog4_get_fields(const http_engine::url& target, const std::string& access_id,
+http::header_fields goog4_get_fields(const http::url& target, const std::string& access_id,
                                             const std::string& secret, std::time_t now) {
     return sigv4_signed_get(goog4, {access_id, secret, "auto", "storage"}, target.authority(), target.target, "", now);
 }
 
-http_engine::remote_object locate_gcs(const std::string& spec, const http_options& opts) {
+http::remote_object locate_gcs(const std::string& spec, const http_options& opts) {
     const object_path p = split_object_url(spec, "gs");
     bool from_env = false;
-    http_engine::remote_object obj;
+    http::remote_object obj;
     obj.requested = obj.location = object_url(gcs_endpoint(opts.gcs, from_env, spec), p);
     obj.pin_field = "x-goog-generation";  // later requests read the generation the first one saw
     obj.pin_query = "generation";
     gcs_auth auth = resolve_gcs_auth(opts.gcs, opts, from_env, spec);
     obj.credentials = std::move(auth.token);
     if (!auth.hmac_access_id.empty())
-        obj.sign = [id = auth.hmac_access_id, secret = auth.hmac_secret](const http_engine::url& target, std::string_view,
-                                                                         const http_engine::header_fields&) {
+        obj.sign = [id = auth.hmac_access_id, secret = auth.hmac_secret](const http::url& target, std::string_view,
+                                                                         const http::header_fields&) {
             return goog4_get_fields(target, id, secret, std::time(nullptr));
         };
     return obj;

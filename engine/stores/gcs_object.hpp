@@ -14,11 +14,11 @@ namespace ringsafe::stores {
 // The XML API endpoint for `o`: its endpoint, else the emulator variables
 // (`from_env` set), else https://storage.googleapis.com. Throws InvalidArgument
 // naming `spec` when it is not an http(s) URL or host:port.
-http_engine::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::string& spec);
+http::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::string& spec);
 
 // GOOG4-HMAC-SHA256 header fields (x-goog-date, x-goog-content-sha256,
 // Authorization) for a GET of `target` at `now`; region "auto", service "storage".
-http_engine::header_fields goog4_get_fields(const http_engine::url& target, const std::string& access_id,
+http::header_fields goog4_get_fields(const http::url& target, const std::string& access_id,
                                             const std::string& secret, std::time_t now);
 
 }  // namespace ringsafe::stores

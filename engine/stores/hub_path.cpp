@@ -149,7 +149,7 @@ hub_path parse_hub_url(std::string_view url) {
             rev = rest.substr(0, slash);
             p.path = std::string(rest.substr(slash + 1));
         }
-        p.revision = http_engine::percent_decode(rev);
+        p.revision = http::percent_decode(rev);
         if (p.revision.empty()) bad_hub_url(url, "empty revision after '@'");
         check_hub_segments(url, "revision", p.revision);
     }
@@ -181,7 +181,7 @@ std::string hub_resolve_url(const std::string& endpoint, const hub_path& p, cons
     while (!out.empty() && out.back() == '/') out.pop_back();
     out += "/";
     if (p.type != "model") out += std::string(hub_type_prefix(p.type)) + "/";
-    out += p.repo + "/resolve/" + http_engine::uri_encode(revision, false) + "/" + http_engine::uri_encode(p.path, true);
+    out += p.repo + "/resolve/" + http::uri_encode(revision, false) + "/" + http::uri_encode(p.path, true);
     return out;
 }
 

@@ -21,13 +21,13 @@ std::string clean_hub_token(std::string t) {
 }
 
 std::string hf_home_dir() {
-    std::string h = http_engine::env_text("HF_HOME");
+    std::string h = http::env_text("HF_HOME");
     if (h.empty()) {
-        std::string xdg = http_engine::env_text("XDG_CACHE_HOME");
-        if (xdg.empty()) xdg = http_engine::expand_home("~/.cache");
+        std::string xdg = http::env_text("XDG_CACHE_HOME");
+        if (xdg.empty()) xdg = http::expand_home("~/.cache");
         h = xdg + "/huggingface";
     }
-    return http_engine::expand_home(h);
+    return http::expand_home(h);
 }
 
 bool hub_host_is_or_under(const std::string& host, const std::string& domain) {
@@ -37,20 +37,20 @@ bool hub_host_is_or_under(const std::string& host, const std::string& domain) {
 }  // namespace
 
 std::string implicit_hub_token(std::string* origin) {
-    if (http_engine::env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return {};
+    if (http::env_true("HF_HUB_DISABLE_IMPLICIT_TOKEN")) return {};
     std::string from;
     std::string token;
     // `HF_TOKEN or HUGGING_FACE_HUB_TOKEN`: the first that is set and not empty, then cleaned.
     for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
-        const std::string raw = http_engine::env_text(name);
+        const std::string raw = http::env_text(name);
         if (raw.empty()) continue;
         from = name;
         token = clean_hub_token(raw);
         break;
     }
     if (from.empty()) {
-        std::string path = http_engine::env_text("HF_TOKEN_PATH");
-        path = path.empty() ? hf_home_dir() + "/token" : http_engine::expand_home(path);
+        std::string path = http::env_text("HF_TOKEN_PATH");
+        path = path.empty() ? hf_home_dir() + "/token" : http::expand_home(path);
         std::ifstream in(path, std::ios::binary);
         if (!in) return {};
         std::ostringstream text;
@@ -69,13 +69,13 @@ void check_hub_token(const std::string& token, const std::string& origin) {
             raise(errc::InvalidArgument, "the Hub token (from " + origin + ") holds a control character; it is not sent");
 }
 
-bool is_hub_origin(const http_engine::url& u) {
-    if (u.scheme == "https" && u.port == http_engine::default_port(u.scheme) &&
+bool is_hub_origin(const http::url& u) {
+    if (u.scheme == "https" && u.port == http::default_port(u.scheme) &&
         (hub_host_is_or_under(u.host, "huggingface.co") || hub_host_is_or_under(u.host, "hf.co")))
         return true;
-    if (const std::string ep = http_engine::env_text("HF_ENDPOINT"); !ep.empty()) {  // a mirror or private Hub
+    if (const std::string ep = http::env_text("HF_ENDPOINT"); !ep.empty()) {  // a mirror or private Hub
         try {
-            return u.origin() == http_engine::parse_url(ep).origin();
+            return u.origin() == http::parse_url(ep).origin();
         } catch (const error&) {
         }
     }
@@ -84,7 +84,7 @@ bool is_hub_origin(const http_engine::url& u) {
 
 hub_settings hub_settings_of(const http_options& o) {
     hub_settings s;
-    s.endpoint = o.hub.endpoint.empty() ? http_engine::env_text("HF_ENDPOINT") : o.hub.endpoint;
+    s.endpoint = o.hub.endpoint.empty() ? http::env_text("HF_ENDPOINT") : o.hub.endpoint;
     if (s.endpoint.empty()) s.endpoint = "https://huggingface.co";
     while (s.endpoint.size() > 1 && s.endpoint.back() == '/') s.endpoint.pop_back();
 
@@ -100,11 +100,11 @@ hub_settings hub_settings_of(const http_options& o) {
     check_hub_token(s.token, s.token_origin);
 
     s.cache_dir = o.hub.cache_dir;
-    if (s.cache_dir.empty()) s.cache_dir = http_engine::env_text("HF_HUB_CACHE");
-    if (s.cache_dir.empty()) s.cache_dir = http_engine::env_text("HUGGINGFACE_HUB_CACHE");
+    if (s.cache_dir.empty()) s.cache_dir = http::env_text("HF_HUB_CACHE");
+    if (s.cache_dir.empty()) s.cache_dir = http::env_text("HUGGINGFACE_HUB_CACHE");
     if (s.cache_dir.empty()) s.cache_dir = hf_home_dir() + "/hub";
-    s.cache_dir = http_engine::expand_home(s.cache_dir);
-    s.offline = o.hub.offline || http_engine::env_true("HF_HUB_OFFLINE") || http_engine::env_true("TRANSFORMERS_OFFLINE");
+    s.cache_dir = http::expand_home(s.cache_dir);
+    s.offline = o.hub.offline || http::env_true("HF_HUB_OFFLINE") || http::env_true("TRANSFORMERS_OFFLINE");
     s.write_cache = o.hub.cache;
     return s;
 }

@@ -43,6 +43,6 @@ void check_hub_token(const std::string& token, const std::string& origin);
 // Whether `u` is at one of the Hub's origins, where its token may go: https on
 // the default port of huggingface.co, hf.co or their subdomains, or the
 // origin of HF_ENDPOINT (a mirror, a private Hub) exactly.
-bool is_hub_origin(const http_engine::url& u);
+bool is_hub_origin(const http::url& u);
 
 }  // namespace ringsafe::stores

@@ -30,9 +30,9 @@
 namespace ringsafe::stores {
 namespace {
 
-using http_engine::header_fields;
-using http_engine::remote_object;
-using http_engine::url;
+using http::header_fields;
+using http::remote_object;
+using http::url;
 
 // file_download._normalize_etag: etag.lstrip("W/").strip('"').
 std::string normalize_hub_etag(std::string e) {
@@ -88,7 +88,7 @@ struct hub_answers {
 
     // engine/http's hook for each answer of the Hub's origin.
     void on_response(remote_object& obj, const url& target, unsigned status, const header_fields& f) {
-        const std::string code = http_engine::field_value(f, "X-Error-Code");
+        const std::string code = http::field_value(f, "X-Error-Code");
         if (status == 401 || status == 403) refused(status, code);
         if (status == 404) {
             std::lock_guard lock(mutex);
@@ -104,11 +104,11 @@ struct hub_answers {
                                        (commit.empty() ? path.revision_or_main() : commit) + "'");
         }
         if (status / 100 != 2 && status / 100 != 3) return;  // engine/http retries or reports it
-        const std::string commit_field = http_engine::field_value(f, "X-Repo-Commit");
+        const std::string commit_field = http::field_value(f, "X-Repo-Commit");
         if (commit_field.empty()) {
             if (status / 100 == 3) {  // a hop within the Hub (a renamed repo) may come before the commit
                 try {
-                    if (http_engine::resolve_location(target, http_engine::field_value(f, "Location")).origin() == target.origin()) return;
+                    if (http::resolve_location(target, http::field_value(f, "Location")).origin() == target.origin()) return;
                 } catch (const error&) {
                     return;  // engine/http reports the Location
                 }
@@ -119,10 +119,10 @@ struct hub_answers {
         if (!is_commit_hash(commit_field))
             raise(errc::HttpError, spec + ": the answer of " + target.shown() + " has X-Repo-Commit '" + hub_shown(commit_field) +
                                        "', not a commit id");
-        std::string blob = http_engine::field_value(f, "X-Linked-Etag");
-        blob = normalize_hub_etag(blob.empty() ? http_engine::field_value(f, "ETag") : blob);
+        std::string blob = http::field_value(f, "X-Linked-Etag");
+        blob = normalize_hub_etag(blob.empty() ? http::field_value(f, "ETag") : blob);
         std::optional<std::uint64_t> linked;
-        if (const std::string ls = http_engine::field_value(f, "X-Linked-Size"); !ls.empty()) {
+        if (const std::string ls = http::field_value(f, "X-Linked-Size"); !ls.empty()) {
             linked = parse_hub_size(ls);
             if (!linked) raise(errc::HttpError, spec + ": X-Linked-Size '" + hub_shown(ls) + "' is not a size");
         }
@@ -132,7 +132,7 @@ struct hub_answers {
             this->blob = blob;
             linked_size = linked;
             const bool at_requested = obj.location.str() == obj.requested.str();
-            obj.requested = http_engine::parse_url(hub_resolve_url(endpoint, path, commit));
+            obj.requested = http::parse_url(hub_resolve_url(endpoint, path, commit));
             if (at_requested) obj.location = obj.requested;
             return;
         }
@@ -157,14 +157,14 @@ public:
         opts_.bearer_token.clear();
         if (fallback_) path_.path = std::string(hub_index_file);
         if (deferred) {
-            inner_ = http_engine::prepare_remote(spec_, object(), opts_);
+            inner_ = http::prepare_remote(spec_, object(), opts_);
             return;
         }
         try {
-            inner_ = http_engine::open_remote(spec_, object(), opts_);
+            inner_ = http::open_remote(spec_, object(), opts_);
         } catch (const error&) {
             if (!fall_back()) throw;
-            inner_ = http_engine::open_remote(spec_, object(), opts_);
+            inner_ = http::open_remote(spec_, object(), opts_);
         }
         opened();
     }
@@ -178,7 +178,7 @@ public:
         }
         if (failed) {
             if (!fall_back()) std::rethrow_exception(failed);
-            inner_ = http_engine::prepare_remote(spec_, object(), opts_);
+            inner_ = http::prepare_remote(spec_, object(), opts_);
             co_await detail::deferred_side(*inner_).first_request(ex, abandon);
         }
         if (abandon && abandon->abandoned()) co_return;  // the caller checks
@@ -240,7 +240,7 @@ private:
         remote_object obj;
         const std::string resolve = hub_resolve_url(settings_.endpoint, path_, path_.revision_or_main());
         try {
-            obj.requested = obj.location = http_engine::parse_url(resolve);
+            obj.requested = obj.location = http::parse_url(resolve);
         } catch (const error& e) {
             raise(errc::InvalidArgument, spec_ + ": the Hub endpoint '" + settings_.endpoint +
                                              "' (HF_ENDPOINT, or hub_options::endpoint) does not make a URL: " + e.what());

@@ -26,12 +26,12 @@ const json::string* string_field(const json::object& o, std::string_view name) {
     return it != o.end() && it->value().is_string() ? &it->value().get_string() : nullptr;
 }
 
-class oauth_token final : public http_engine::credential_source {
+class oauth_token final : public http::credential_source {
 public:
-    oauth_token(std::function<http_engine::small_request()> make, std::string what)
+    oauth_token(std::function<http::small_request()> make, std::string what)
         : make_(std::move(make)), what_(std::move(what)) {}
 
-    http_engine::net::awaitable<http_engine::header_fields> fields(http_engine::connection_pool& pool,
+    http::net::awaitable<http::header_fields> fields(http::connection_pool& pool,
                                                                    const http_options& o,
                                                                    detail::abandon_list* abandon) override {
         {
@@ -53,12 +53,12 @@ public:
     }
 
 private:
-    static http_engine::header_fields bearer(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+    static http::header_fields bearer(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
 
-    http_engine::net::awaitable<std::string> fetch(http_engine::connection_pool& pool, const http_options& o,
+    http::net::awaitable<std::string> fetch(http::connection_pool& pool, const http_options& o,
                                                    detail::abandon_list* abandon) {
         const auto asked = clock::now();
-        const http_engine::small_response r = co_await http_engine::exchange_small(pool, make_(), o, abandon, what_);
+        const http::small_response r = co_await http::exchange_small(pool, make_(), o, abandon, what_);
         json::value v;
         boost::system::error_code ec;
         v = json::parse(r.body, ec);
@@ -92,7 +92,7 @@ private:
         co_return token_;
     }
 
-    std::function<http_engine::small_request()> make_;
+    std::function<http::small_request()> make_;
     std::string what_;
     std::mutex mutex_;
     std::string token_;
@@ -102,7 +102,7 @@ private:
 
 }  // namespace
 
-std::shared_ptr<http_engine::credential_source> oauth_token_source(std::function<http_engine::small_request()> make,
+std::shared_ptr<http::credential_source> oauth_token_source(std::function<http::small_request()> make,
                                                                   std::string what) {
     return std::make_shared<oauth_token>(std::move(make), std::move(what));
 }

@@ -21,7 +21,7 @@ namespace ringsafe::stores {
 // used until min(225 s, half its lifetime) before it expires, then fetched
 // again. Errors are HttpError naming `what`, the status and the OAuth error
 // code the answer gives, never a token.
-std::shared_ptr<http_engine::credential_source> oauth_token_source(std::function<http_engine::small_request()> make,
+std::shared_ptr<http::credential_source> oauth_token_source(std::function<http::small_request()> make,
                                                                   std::string what);
 
 }  // namespace ringsafe::stores

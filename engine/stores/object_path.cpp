@@ -8,7 +8,7 @@ namespace ringsafe::stores {
 
 object_path split_object_url(std::string_view spec, std::string_view scheme) {
     const std::string prefix = std::string(scheme) + "://";
-    auto bad = [&](const std::string& why) -> object_path { http_engine::invalid_url(spec, why); };
+    auto bad = [&](const std::string& why) -> object_path { http::invalid_url(spec, why); };
     if (spec.size() < prefix.size()) return bad("expected " + prefix + "BUCKET/OBJECT");
     for (std::size_t i = 0; i < prefix.size(); ++i)
         if (std::tolower(static_cast<unsigned char>(spec[i])) != prefix[i]) return bad("expected " + prefix + "BUCKET/OBJECT");
@@ -28,14 +28,14 @@ object_path split_object_url(std::string_view spec, std::string_view scheme) {
     return p;
 }
 
-http_engine::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec) {
-    auto refuse = [&]() -> http_engine::url {
+http::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec) {
+    auto refuse = [&]() -> http::url {
         raise(errc::InvalidArgument,
               std::string(named) + " '" + text + "' is not an http(s) URL (opening " + spec + ")");
     };
-    http_engine::url u;
+    http::url u;
     try {
-        u = http_engine::parse_url(text);
+        u = http::parse_url(text);
     } catch (const error&) {
         return refuse();
     }
@@ -43,8 +43,8 @@ http_engine::url store_endpoint(const std::string& text, std::string_view named,
     return u;
 }
 
-http_engine::url object_url(const http_engine::url& endpoint, const object_path& p) {
-    return http_engine::below(endpoint, p.bucket + "/" + http_engine::uri_encode(p.object, true));
+http::url object_url(const http::url& endpoint, const object_path& p) {
+    return http::below(endpoint, p.bucket + "/" + http::uri_encode(p.object, true));
 }
 
 }  // namespace ringsafe::stores

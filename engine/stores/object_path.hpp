@@ -23,9 +23,9 @@ object_path split_object_url(std::string_view spec, std::string_view scheme);
 // The endpoint `text` of a store (`named`: "the GCS endpoint", a variable's
 // name) as a URL. Throws InvalidArgument naming `named`, `text` and `spec`
 // when it is not an http(s) URL without a query.
-http_engine::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec);
+http::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec);
 
 // The URL of `p` on `endpoint`: ENDPOINT/BUCKET/OBJECT (the object percent-encoded but for '/').
-http_engine::url object_url(const http_engine::url& endpoint, const object_path& p);
+http::url object_url(const http::url& endpoint, const object_path& p);
 
 }  // namespace ringsafe::stores

@@ -7,10 +7,12 @@
 #include "stores/locate.hpp"
 #include "stores/sigv4.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::stores {
+using http::header_fields, http::remote_object, http::url;
+using http::below, http::check_field_value, http::env_text, http::parse_url, http::uri_encode;
 namespace {
 
-stores::sigv4_key key_of(const s3_options& s) { return {s.access_key_id, s.secret_access_key, s.region, "s3"}; }
+sigv4_key key_of(const s3_options& s) { return {s.access_key_id, s.secret_access_key, s.region, "s3"}; }
 
 bool dns_compatible(const std::string& bucket) {
     return bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
@@ -45,11 +47,10 @@ url s3_http_url(const url& s3url, const s3_options& s) {
 }
 
 header_fields sigv4_get_fields(const url& target, const s3_options& s, std::time_t now) {
-    return stores::sigv4_signed_get(stores::aws4, key_of(s), target.authority(), target.target, s.session_token, now);
+    return sigv4_signed_get(aws4, key_of(s), target.authority(), target.target, s.session_token, now);
 }
 
 std::string sigv4_presign(const url& target, const s3_options& s, std::chrono::seconds expires, std::time_t now) {
-    using namespace stores;
     const sigv4_time t = sigv4_at(now);
     const auto q = target.target.find('?');
     const std::string path = target.target.substr(0, q);
@@ -78,12 +79,7 @@ remote_object make_s3_object(const url& s3url, const s3_options& opts) {
     return obj;
 }
 
-}  // namespace ringsafe::http_engine
-
-namespace ringsafe::stores {
-
-http_engine::remote_object locate_s3(const std::string& spec, const http_options& opts) {
-    using namespace http_engine;
+http::remote_object locate_s3(const std::string& spec, const http_options& opts) {
     const url u = parse_url(spec);
     const s3_options s3 = resolve_s3_options(opts.s3);
     check_field_value(s3.access_key_id, "the S3 access key id", spec);
@@ -93,9 +89,9 @@ http_engine::remote_object locate_s3(const std::string& spec, const http_options
     return make_s3_object(u, opts.s3);
 }
 
-http_engine::remote_object locate_http(const std::string& spec, const http_options& opts) {
-    http_engine::remote_object obj;
-    obj.requested = obj.location = http_engine::parse_url(spec);
+http::remote_object locate_http(const std::string& spec, const http_options& opts) {
+    http::remote_object obj;
+    obj.requested = obj.location = http::parse_url(spec);
     if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, opts);
     return obj;
 }
@@ -105,7 +101,7 @@ http_engine::remote_object locate_http(const std::string& spec, const http_optio
 namespace ringsafe {
 
 std::string presign_s3_url(const std::string& s3_url, const s3_options& opts, std::chrono::seconds expires) {
-    using namespace http_engine;
+    using namespace stores;
     const url u = parse_url(s3_url);
     if (u.scheme != "s3") raise(errc::InvalidArgument, "presign_s3_url: not an s3:// URL: " + s3_url);
     if (expires.count() < 1 || expires.count() > 7 * 24 * 3600)

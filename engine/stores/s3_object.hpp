@@ -10,23 +10,23 @@
 #include "http/url.hpp"
 #include "ringsafe/http.hpp"
 
-namespace ringsafe::http_engine {
+namespace ringsafe::stores {
 
 // Resolved S3 settings: `opts` with empty fields filled from the environment.
 s3_options resolve_s3_options(const s3_options& opts);
 
 // The http(s) URL of s3://bucket/key (path- or virtual-host style).
-url s3_http_url(const url& s3url, const s3_options& resolved);
+http::url s3_http_url(const http::url& s3url, const s3_options& resolved);
 
 // A remote_object for an s3:// URL whose requests are signed with SigV4
 // (unsigned when no access key is configured: public buckets).
-remote_object make_s3_object(const url& s3url, const s3_options& opts);
+http::remote_object make_s3_object(const http::url& s3url, const s3_options& opts);
 
 // SigV4 header fields (Authorization, x-amz-date, x-amz-content-sha256,
 // x-amz-security-token) for a GET of `target` at time `now`.
-header_fields sigv4_get_fields(const url& target, const s3_options& resolved, std::time_t now);
+http::header_fields sigv4_get_fields(const http::url& target, const s3_options& resolved, std::time_t now);
 
 // A presigned GET URL for `target` (an http(s) URL of an S3 object) valid for `expires`.
-std::string sigv4_presign(const url& target, const s3_options& resolved, std::chrono::seconds expires, std::time_t now);
+std::string sigv4_presign(const http::url& target, const s3_options& resolved, std::chrono::seconds expires, std::time_t now);
 
-}  // namespace ringsafe::http_engine
+}  // namespace ringsafe::stores

@@ -13,10 +13,10 @@
 #include "uring/eventfd.hpp"
 #include "uring/transient_result.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::uring {
 
-completion_fault_fn completion_fault = nullptr;
-cancel_fault_fn cancel_fault = nullptr;
+write_completion_fault_fn write_completion_fault = nullptr;
+write_cancel_fault_fn write_cancel_fault = nullptr;
 
 namespace {
 // One SQE moves at most this much; longer writes continue like short ones.
@@ -57,7 +57,7 @@ void write_ring::push(std::size_t slot) {
         sqe = io_uring_get_sqe(ring_.get());
     }
     const auto len = static_cast<unsigned>(sqe_length(o));
-    o.cancel_injected = cancel_fault && cancel_fault(o.prep ? one_shot_offset : o.offset, len);
+    o.cancel_injected = write_cancel_fault && write_cancel_fault(o.prep ? one_shot_offset : o.offset, len);
     if (o.cancel_injected) {
         io_uring_prep_nop(sqe);
     } else if (o.prep) {
@@ -165,8 +165,8 @@ void write_ring::reap(io_uring_cqe* cqe) {
     if (o.cancel_injected) res = -ECANCELED;
     const bool one_shot = static_cast<bool>(o.prep);
     const std::uint64_t asked = sqe_length(o);
-    if (completion_fault)
-        res = completion_fault(one_shot ? one_shot_offset : o.offset, static_cast<std::uint32_t>(asked), res);
+    if (write_completion_fault)
+        res = write_completion_fault(one_shot ? one_shot_offset : o.offset, static_cast<std::uint32_t>(asked), res);
     // This ring never cancels its operations: every -ECANCELED is io-wq's.
     if (uring::transient_result(res) && ++o.retries <= uring::max_transient_retries) {
         push(slot);
@@ -222,4 +222,4 @@ void write_ring::drain() {
     while (in_flight_) wait_one();
 }
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::uring

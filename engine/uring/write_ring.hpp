@@ -9,8 +9,7 @@
 // (enqueue / submit_op never block; an eventfd attached with attach_eventfd
 // is signalled per completion, and reap_ready() takes what is there; the
 // async writer watches that eventfd from the caller's io_context).
-// Lives with the other rings in engine/uring; its namespace (write_engine)
-// is the one the writer's fault-injection tests name.
+// Lives with the other rings in engine/uring, in ringsafe::uring.
 #pragma once
 
 #include <cstddef>
@@ -28,22 +27,23 @@ struct io_uring;
 struct io_uring_cqe;
 struct io_uring_sqe;
 
-namespace ringsafe::write_engine {
+namespace ringsafe::uring {
 
-// Test hook at the completion edge: called with each CQE's result before the
+// Test hook at the completion edge (the read side's is fault_injection.hpp's
+// completion_fault): called with each CQE's result before the
 // ring acts on it; it may return a different result (a negative errno, or a
 // shorter count). One-shot operations (submit_op: fsync, openat, renameat...)
 // report file_offset one_shot_offset and length 0. Null (the default) in
 // production. Not thread-safe to change while a writer runs.
-using completion_fault_fn = int (*)(std::uint64_t file_offset, std::uint32_t length, int result);
-extern completion_fault_fn completion_fault;
+using write_completion_fault_fn = int (*)(std::uint64_t file_offset, std::uint32_t length, int result);
+extern write_completion_fault_fn write_completion_fault;
 inline constexpr std::uint64_t one_shot_offset = ~std::uint64_t(0);
 // Test hook at the submission edge: when it returns true for an operation
 // (arguments as above), a no-op goes to the kernel in its place and the
 // operation completes with -ECANCELED, as io-wq reports work it cancelled
 // before running it. Null (the default) in production.
-using cancel_fault_fn = bool (*)(std::uint64_t file_offset, std::uint32_t length);
-extern cancel_fault_fn cancel_fault;
+using write_cancel_fault_fn = bool (*)(std::uint64_t file_offset, std::uint32_t length);
+extern write_cancel_fault_fn write_cancel_fault;
 
 class write_ring {
 public:
@@ -104,7 +104,7 @@ private:
         std::uint64_t token = 0;
         bool busy = false;
         unsigned retries = 0;        // transient results in a row
-        bool cancel_injected = false;  // cancel_fault replaced it with a no-op
+        bool cancel_injected = false;  // write_cancel_fault replaced it with a no-op
         bool result_is_fd = false;     // a one-shot openat: its result is a descriptor
         std::function<void(io_uring_sqe*)> prep;  // one-shot operations only
         std::function<void(int)> done;
@@ -127,4 +127,4 @@ private:
     std::deque<op> queued_;  // waiting for a slot (enqueue / submit_op)
 };
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::uring

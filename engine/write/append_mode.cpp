@@ -24,9 +24,9 @@
 
 namespace ringsafe {
 
-using namespace write_engine;
+using namespace write;
 
-namespace write_engine {
+namespace write {
 void (*append_step_hook)(append_step) = nullptr;
 }
 

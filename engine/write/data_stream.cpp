@@ -11,7 +11,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::write {
 namespace {
 constexpr std::uint64_t owned_bit = std::uint64_t{1} << 63;
 }
@@ -25,7 +25,7 @@ data_stream::data_stream(int fd, std::uint64_t start, const stream_config& cfg,
     if (cfg_.staging_blocks == 0) cfg_.staging_blocks = 1;
     if (cfg_.direct && start % cfg_.align != 0)
         raise(errc::InvalidArgument, "O_DIRECT data must start at an aligned offset");
-    ring_ = std::make_unique<write_ring>(
+    ring_ = std::make_unique<uring::write_ring>(
         fd, cfg_.depth, [this](std::uint64_t t, std::error_code ec, std::uint64_t off) { on_done(t, ec, off); });
 }
 
@@ -179,4 +179,4 @@ std::uint64_t data_stream::flush() {
     return end;
 }
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::write

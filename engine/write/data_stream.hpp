@@ -25,7 +25,7 @@
 
 #include "uring/write_ring.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::write {
 
 struct stream_config {
     bool direct = false;               // the fd was opened with O_DIRECT
@@ -82,7 +82,7 @@ public:
     // Throws the first write error seen, naming what lives at its offset.
     void check();
     // The ring (for an owner that attaches an eventfd or queues one-shot operations).
-    write_ring& ring() noexcept { return *ring_; }
+    uring::write_ring& ring() noexcept { return *ring_; }
 
     std::uint64_t position() const noexcept { return pos_; }  // file offset of the next byte
     std::uint64_t staged_bytes() const noexcept { return staged_; }
@@ -115,7 +115,7 @@ private:
     std::uint64_t error_offset_ = 0;
     // Declared last: destroyed first, so in-flight writes finish before the
     // memory they read from is released.
-    std::unique_ptr<write_ring> ring_;
+    std::unique_ptr<uring::write_ring> ring_;
 };
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::write

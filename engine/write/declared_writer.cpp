@@ -25,7 +25,7 @@
 
 namespace ringsafe {
 
-using namespace write_engine;
+using namespace write;
 using publish::temp_file;
 
 struct declared_writer::impl {

@@ -10,7 +10,7 @@
 
 namespace ringsafe {
 
-using namespace write_engine;
+using namespace write;
 
 void writer::impl::finish_new(const metadata_map* metadata) {
     std::uint64_t logical_end = stream->position();

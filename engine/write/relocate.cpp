@@ -11,7 +11,7 @@
 
 namespace ringsafe {
 
-using namespace write_engine;
+using namespace write;
 using publish::temp_file;
 
 void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {

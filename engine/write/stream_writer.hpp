@@ -21,7 +21,7 @@ struct writer::impl {
     writer_stats stats;
     std::unique_ptr<publish::temp_file> tmp;      // new files
     int append_fd = -1;                            // append mode: the file itself
-    std::unique_ptr<write_engine::data_stream> stream;
+    std::unique_ptr<write::data_stream> stream;
     std::vector<tensor_entry> entries;  // tensors written by this writer, in data order
     std::unordered_set<std::string> names;
     std::uint64_t data_start = 0;       // 8 + N
@@ -81,7 +81,7 @@ struct writer::impl {
     void relocate(std::uint64_t json_size, std::uint64_t data_end);
 };
 
-namespace write_engine {
+namespace write {
 // Test hook for crash tests: called by an append's finish() at each step
 // boundary (see append_step). Null in production.
 enum class append_step { data_written = 1, data_synced, header_written, header_synced };
@@ -93,6 +93,6 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
 // Builds the 8-byte prefix + the header padded to exactly n bytes, in an
 // aligned buffer of 8 + n bytes (suitable for O_DIRECT when 8 + n is aligned).
 std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded);
-}  // namespace write_engine
+}  // namespace write
 
 }  // namespace ringsafe

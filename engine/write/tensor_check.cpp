@@ -3,7 +3,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::write {
 
 bool valid_utf8(std::string_view s) noexcept {
     auto u = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
@@ -79,4 +79,4 @@ void check_metadata(const metadata_map& m) {
     }
 }
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::write

@@ -11,7 +11,7 @@
 #include "ringsafe/dtype.hpp"
 #include "ringsafe/header.hpp"
 
-namespace ringsafe::write_engine {
+namespace ringsafe::write {
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool valid_utf8(std::string_view s) noexcept;
@@ -32,4 +32,4 @@ void check_metadata(const metadata_map& m);
 // "tensor 'name'" with the name shown safely for messages.
 std::string describe_tensor(std::string_view name);
 
-}  // namespace ringsafe::write_engine
+}  // namespace ringsafe::write

@@ -13,7 +13,7 @@
 
 namespace ringsafe {
 
-using namespace write_engine;
+using namespace write;
 using publish::temp_file;
 
 namespace {
@@ -28,7 +28,7 @@ std::uint64_t reservation_for(std::uint64_t tensors, std::uint64_t name_length,
     return format::align_up(8 + json, page) - 8;
 }
 
-namespace write_engine {
+namespace write {
 
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what,
                 const std::string& path) {
@@ -54,7 +54,7 @@ std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json
     return {b, std::free};
 }
 
-}  // namespace write_engine
+}  // namespace write
 
 std::string writer::impl::describe_offset(std::uint64_t file_offset) const {
     if (file_offset < data_start || entries.empty()) return "the data section";

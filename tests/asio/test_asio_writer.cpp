@@ -110,7 +110,7 @@ int inject_eio(std::uint64_t off, std::uint32_t len, int res) {
 unsigned submissions_seen = 0, one_shot_cancels = 0;
 bool inject_cancel(std::uint64_t off, std::uint32_t) {
     if (submissions_seen++ % 2) return false;
-    if (off == write_engine::one_shot_offset) ++one_shot_cancels;
+    if (off == uring::one_shot_offset) ++one_shot_cancels;
     return true;
 }
 
@@ -146,10 +146,10 @@ TEST_CASE("asio writer: -ECANCELED it did not ask for, in data writes and in the
         const auto got = (dir / "async.safetensors").string();
         write_blocking(want, ts, small_blocks(direct));
         one_shot_cancels = 0;
-        write_engine::cancel_fault = inject_cancel;
+        uring::write_cancel_fault = inject_cancel;
         bool on_io_thread = false;
         write_async(got, ts, small_blocks(direct), on_io_thread);
-        write_engine::cancel_fault = nullptr;
+        uring::write_cancel_fault = nullptr;
         CHECK(one_shot_cancels >= 2);
         CHECK(ringsafe::test::read_file(got) == ringsafe::test::read_file(want));
         fs::remove(want);
@@ -269,7 +269,7 @@ TEST_CASE("asio writer: an I/O error names tensor and offset as the blocking wri
     writer_options wo;
     wo.block_size = 1 << 20;
     fail_offset = 8 + reservation_for(1024, 64, 4096) + (4u << 20);  // inside 'b' (bytes 3..6 MiB)
-    write_engine::completion_fault = inject_eio;
+    uring::write_completion_fault = inject_eio;
     const std::string blocking = message_of([&] { write_blocking(out, ts, wo); });
     REQUIRE_FALSE(fs::exists(out));
 
@@ -293,7 +293,7 @@ TEST_CASE("asio writer: an I/O error names tensor and offset as the blocking wri
         ra::async_finish(w, std::nullopt, sts.back(), on_done(ts.size()));
         io.run();
     }
-    write_engine::completion_fault = nullptr;
+    uring::write_completion_fault = nullptr;
     CHECK(static_cast<std::error_code>(failed) == std::error_code(EIO, std::system_category()));
     CHECK(empty_at_handler);
     CHECK_FALSE(fs::exists(out));

@@ -61,7 +61,7 @@ std::vector<std::byte> to_bytes(const std::string& s) {
     return {p, p + s.size()};
 }
 bool observe_submission(std::uint64_t offset, std::uint32_t) {
-    if (offset == write_engine::one_shot_offset && one_shots_seen++ == fire_at && at_submission) at_submission();
+    if (offset == uring::one_shot_offset && one_shots_seen++ == fire_at && at_submission) at_submission();
     return false;
 }
 
@@ -255,7 +255,7 @@ TEST_CASE("asio writer cancel: a finish cancelled or closed at any of its ring o
         };
         one_shots_seen = 0;
         fire_at = k;
-        write_engine::cancel_fault = observe_submission;
+        uring::write_cancel_fault = observe_submission;
         status st;
         ra::error_code got;
         int calls = 0;
@@ -273,7 +273,7 @@ TEST_CASE("asio writer cancel: a finish cancelled or closed at any of its ring o
                              CHECK(n == (ec ? 0 : a.size()));
                          }));
         io.run();
-        write_engine::cancel_fault = nullptr;
+        uring::write_cancel_fault = nullptr;
         at_submission = nullptr;
         REQUIRE(calls == 1);
         if (!fired) {  // past the finish's last ring operation: an undisturbed finish

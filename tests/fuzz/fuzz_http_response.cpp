@@ -26,7 +26,7 @@
 #include "http/range_exchange.hpp"
 #include "ringsafe/error.hpp"
 
-namespace he = ringsafe::http_engine;
+namespace rh = ringsafe::http;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
@@ -50,8 +50,8 @@ loopback& server() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size < 6) return 0;
     auto& lb = server();
-    he::range_request rq;
-    rq.target = he::parse_url("http://127.0.0.1:8080/model.safetensors");
+    rh::range_request rq;
+    rq.target = rh::parse_url("http://127.0.0.1:8080/model.safetensors");
     rq.first = std::uint64_t(data[0]) | std::uint64_t(data[1]) << 8;
     rq.length = ((std::uint64_t(data[2]) | std::uint64_t(data[3]) << 8) % 8192) + 1;
     const std::uint8_t flags = data[4];
@@ -80,10 +80,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const asio::const_buffer response(data + 6, size - 6);
 
-    he::connection c;
+    rh::connection c;
     c.origin = rq.target;
     c.tcp = std::make_unique<boost::beast::tcp_stream>(std::move(client));
-    he::range_response rs;
+    rh::range_response rs;
     std::exception_ptr failure;
     bool threw_expected = false;
 
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             peer.shutdown(tcp::socket::shutdown_send, ec);
         },
         [](std::exception_ptr) {});
-    asio::co_spawn(lb.io, he::exchange_range(c, rq, rs), [&](std::exception_ptr e) {
+    asio::co_spawn(lb.io, rh::exchange_range(c, rq, rs), [&](std::exception_ptr e) {
         failure = e;
         boost::system::error_code ec;
         peer.close(ec);  // unblocks a server write the client stopped reading
@@ -108,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             std::rethrow_exception(failure);
         } catch (const ringsafe::error&) {
             threw_expected = true;
-        } catch (const he::transport_failure&) {
+        } catch (const rh::transport_failure&) {
             threw_expected = true;
         }
         // Anything else propagates and libFuzzer reports it.

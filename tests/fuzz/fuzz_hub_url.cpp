@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(rs::hub_repo_folder(p).find('/') == std::string::npos);
     // The resolve URL goes on the wire: printable, parsed back whole.
     const std::string resolve = rs::hub_resolve_url("https://hub.example", p, p.revision_or_main());
-    const auto u = ringsafe::http_engine::parse_url(resolve);
+    const auto u = ringsafe::http::parse_url(resolve);
     FUZZ_CHECK(u.host == "hub.example" && u.str() == resolve);
     // A pinned (or revision-keeping) spelling parses back to the same file.
     for (const std::string& rev : {std::string("0123456789abcdef0123456789abcdef01234567"), p.revision}) {

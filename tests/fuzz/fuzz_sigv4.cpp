@@ -15,7 +15,8 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 
-namespace he = ringsafe::http_engine;
+namespace rh = ringsafe::http;
+namespace rs = ringsafe::stores;
 
 namespace {
 
@@ -46,10 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     opts.region = f[2].empty() ? "us-east-1" : f[2];
     opts.endpoint = f[3];
     if (!f[3].empty() && (f[3].size() & 1)) opts.style = ringsafe::s3_options::addressing::virtual_host;
-    he::url http_url;
+    rh::url http_url;
     try {
-        he::url s3 = he::parse_url("s3://" + (f[1].empty() ? std::string("bucket") : f[1]) + "/" + f[0]);
-        http_url = he::s3_http_url(s3, opts);
+        rh::url s3 = rh::parse_url("s3://" + (f[1].empty() ? std::string("bucket") : f[1]) + "/" + f[0]);
+        http_url = rs::s3_http_url(s3, opts);
     } catch (const ringsafe::error& e) {
         FUZZ_CHECK(e.code() == ringsafe::errc::InvalidArgument);
         return 0;
@@ -57,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(!http_url.target.empty() && http_url.target.front() == '/');
     FUZZ_CHECK(http_url.target.find_first_of("\r\n ") == std::string::npos);
     const std::time_t now = 1'700'000'000;
-    auto fields = he::sigv4_get_fields(http_url, opts, now);
+    auto fields = rs::sigv4_get_fields(http_url, opts, now);
     bool has_auth = false;
     for (const auto& [k, v] : fields) {
         if (k == "Authorization") {
@@ -70,13 +71,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     FUZZ_CHECK(has_auth);
     // Signing is a pure function of its inputs.
-    FUZZ_CHECK(he::sigv4_get_fields(http_url, opts, now) == fields);
-    std::string presigned = he::sigv4_presign(http_url, opts, std::chrono::seconds(3600), now);
+    FUZZ_CHECK(rs::sigv4_get_fields(http_url, opts, now) == fields);
+    std::string presigned = rs::sigv4_presign(http_url, opts, std::chrono::seconds(3600), now);
     auto sig = presigned.rfind("&X-Amz-Signature=");
     FUZZ_CHECK(sig != std::string::npos && hex64(std::string_view(presigned).substr(sig + 17)));
     if (opts.region.find_first_of("\r\n\t ") == std::string::npos) {
         try {
-            he::url p = he::parse_url(presigned);
+            rh::url p = rh::parse_url(presigned);
             FUZZ_CHECK(p.host == http_url.host && p.port == http_url.port);
         } catch (const ringsafe::error&) {
             FUZZ_CHECK(false && "a presigned URL must parse");

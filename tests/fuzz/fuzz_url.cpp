@@ -13,7 +13,7 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 
-namespace he = ringsafe::http_engine;
+namespace rh = ringsafe::http;
 
 namespace {
 
@@ -23,7 +23,7 @@ bool printable_ascii(std::string_view s) {
     return true;
 }
 
-void check_url(const he::url& u) {
+void check_url(const rh::url& u) {
     FUZZ_CHECK(u.scheme == "http" || u.scheme == "https" || u.scheme == "s3");
     FUZZ_CHECK(!u.host.empty() && printable_ascii(u.host));
     FUZZ_CHECK(u.port != 0);
@@ -34,13 +34,13 @@ void check_url(const he::url& u) {
     // What str() prints (messages) parses back to the same URL. s3 URLs are
     // turned into http(s) URLs before any message names them, so not them.
     if (u.scheme == "s3") return;
-    he::url again = he::parse_url(u.str());
+    rh::url again = rh::parse_url(u.str());
     FUZZ_CHECK(again.scheme == u.scheme && again.host == u.host && again.port == u.port && again.ipv6 == u.ipv6);
     FUZZ_CHECK(again.target == u.target);
 }
 
 void check_uri_encode(std::string_view raw, bool keep_slash) {
-    std::string enc = he::uri_encode(raw, keep_slash);
+    std::string enc = rh::uri_encode(raw, keep_slash);
     std::size_t decoded = 0;
     for (std::size_t i = 0; i < enc.size(); ++decoded) {
         unsigned char c = enc[i];
@@ -64,13 +64,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_uri_encode(text, true);
     check_uri_encode(text, false);
     try {
-        check_url(he::parse_url(text));
+        check_url(rh::parse_url(text));
     } catch (const ringsafe::error& e) {
         FUZZ_CHECK(e.code() == ringsafe::errc::InvalidArgument);
     }
-    static const he::url base = he::parse_url("https://h.example:8443/a/b/c?q=1");
+    static const rh::url base = rh::parse_url("https://h.example:8443/a/b/c?q=1");
     try {
-        check_url(he::resolve_location(base, text));
+        check_url(rh::resolve_location(base, text));
     } catch (const ringsafe::error& e) {
         FUZZ_CHECK(e.code() == ringsafe::errc::InvalidArgument);
     }

@@ -14,7 +14,7 @@
 #include "test_support.hpp"
 
 using namespace ringsafe;
-using namespace ringsafe::http_engine;
+using namespace ringsafe::http;
 namespace net = boost::asio;
 
 TEST_CASE("overlapping lookups of one host each get every address") {

@@ -23,7 +23,7 @@
 using namespace ringsafe;
 using namespace ringsafe::test;
 namespace fs = std::filesystem;
-using ringsafe::http_engine::tls_contexts_built;
+using ringsafe::http::tls_contexts_built;
 
 namespace {
 

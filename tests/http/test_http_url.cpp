@@ -12,7 +12,8 @@
 #include "test_support.hpp"
 
 using namespace ringsafe;
-using namespace ringsafe::http_engine;
+using namespace ringsafe::http;
+using namespace ringsafe::stores;
 
 TEST_CASE("parse_url splits scheme, host, port and target") {
     auto u = parse_url("HTTP://Example.COM/a/b.safetensors?x=1#frag");

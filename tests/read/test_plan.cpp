@@ -10,8 +10,8 @@
 #include "ringsafe/selection.hpp"
 
 using namespace ringsafe;
-using detail::box_run;
-using detail::piece;
+using plan::box_run;
+using plan::piece;
 
 TEST_CASE("glob: stars and question marks", "[plan][glob]") {
     CHECK(glob_match("*", ""));
@@ -120,12 +120,12 @@ TEST_CASE("box: the fewest runs, checked against element-wise gathering", "[plan
             {{0, 4}, {0, 5}, {0, 6}},          // explicit whole
         };
         for (auto& b : boxes) {
-            auto got = detail::box_runs(t, b);
+            auto got = plan::box_runs(t, b);
             CHECK(same_runs(got, brute_runs(t, b)));
         }
-        CHECK(detail::box_runs(t, {}).size() == 1);
-        CHECK(detail::box_runs(t, std::vector<dim_range>{{1, 3}}).size() == 1);
-        CHECK(detail::box_runs(t, std::vector<dim_range>{{1, 3}, {0, 5}, {2, 4}}).size() == 10);
+        CHECK(plan::box_runs(t, {}).size() == 1);
+        CHECK(plan::box_runs(t, std::vector<dim_range>{{1, 3}}).size() == 1);
+        CHECK(plan::box_runs(t, std::vector<dim_range>{{1, 3}, {0, 5}, {2, 4}}).size() == 10);
     }
     SECTION("random boxes") {
         std::mt19937 rng(7);
@@ -140,7 +140,7 @@ TEST_CASE("box: the fewest runs, checked against element-wise gathering", "[plan
                 b.push_back({s, e});
             }
             INFO("iteration " << iter);
-            CHECK(same_runs(detail::box_runs(t2, b), brute_runs(t2, b)));
+            CHECK(same_runs(plan::box_runs(t2, b), brute_runs(t2, b)));
         }
     }
 }
@@ -149,7 +149,7 @@ TEST_CASE("box: invalid boxes are refused with InvalidArgument", "[plan][box]") 
     auto t = make_tensor(dtype::F32, {4, 5});
     auto kind = [&](std::vector<dim_range> b) {
         try {
-            detail::box_runs(t, b);
+            plan::box_runs(t, b);
         } catch (const error& e) {
             CHECK(std::string(e.what()).find("'t'") != std::string::npos);
             return std::string(e.kind());
@@ -160,27 +160,27 @@ TEST_CASE("box: invalid boxes are refused with InvalidArgument", "[plan][box]") 
     CHECK(kind({{3, 2}}) == "InvalidArgument");          // reversed
     CHECK(kind({{0, 1}, {0, 1}, {0, 1}}) == "InvalidArgument");  // too many ranges
     CHECK(kind({{2, 2}}) == "ok");                       // empty: no runs
-    CHECK(detail::box_runs(t, std::vector<dim_range>{{2, 2}}).empty());
+    CHECK(plan::box_runs(t, std::vector<dim_range>{{2, 2}}).empty());
     auto scalar = make_tensor(dtype::F64, {});
-    CHECK(detail::box_runs(scalar, {}).size() == 1);
+    CHECK(plan::box_runs(scalar, {}).size() == 1);
 }
 
 TEST_CASE("box: sub-byte dtypes only on byte boundaries", "[plan][box]") {
     auto f4 = make_tensor(dtype::F4, {4, 6});  // 3 bytes per row
-    auto runs = detail::box_runs(f4, std::vector<dim_range>{{1, 3}});
+    auto runs = plan::box_runs(f4, std::vector<dim_range>{{1, 3}});
     REQUIRE(runs.size() == 1);
     CHECK(runs[0].offset == 3);
     CHECK(runs[0].length == 6);
-    CHECK_THROWS_AS(detail::box_runs(f4, std::vector<dim_range>{{0, 4}, {1, 3}}), error);
+    CHECK_THROWS_AS(plan::box_runs(f4, std::vector<dim_range>{{0, 4}, {1, 3}}), error);
     auto odd = make_tensor(dtype::F4, {2, 3});  // 12 bits per row
     try {
-        detail::box_runs(odd, std::vector<dim_range>{{1, 2}});
+        plan::box_runs(odd, std::vector<dim_range>{{1, 2}});
         FAIL("a row of 12 bits was accepted");
     } catch (const error& e) {
         CHECK(e.code() == make_error_code(errc::InvalidArgument));
     }
     auto f6 = make_tensor(dtype::F6_E2M3, {2, 4});  // 24 bits per row
-    CHECK(detail::box_runs(f6, std::vector<dim_range>{{1, 2}}).at(0).offset == 3);
+    CHECK(plan::box_runs(f6, std::vector<dim_range>{{1, 2}}).at(0).offset == 3);
 }
 
 namespace {
@@ -194,8 +194,8 @@ struct planned {
 planned plan_pieces(std::vector<piece> pieces, std::uint64_t chunk, bool coalesce = true,
                     std::uint64_t align = 1, std::size_t shards = 2) {
     planned p;
-    std::vector<detail::shard_chunking> ch(shards, {chunk, align});
-    detail::build_ops(pieces, ch, coalesce, p.d);
+    std::vector<plan::shard_chunking> ch(shards, {chunk, align});
+    plan::build_ops(pieces, ch, coalesce, p.d);
     for (auto& s : p.d.segments) p.seg_bytes[s.target] += s.bytes;
     return p;
 }
@@ -288,9 +288,9 @@ TEST_CASE("planner: shards apart, zero-length pieces dropped, overlap found", "[
     CHECK(p.d.op_count == 2);
     CHECK(p.d.shards[1].seg_begin == std::vector<std::uint32_t>{1, 2});
 
-    CHECK_FALSE(detail::find_overlap(pieces));
+    CHECK_FALSE(plan::find_overlap(pieces));
     pieces.push_back({0, 3, 50, 5, m + 15, 0});
-    auto o = detail::find_overlap(pieces);
+    auto o = plan::find_overlap(pieces);
     REQUIRE(o);
     CHECK(((o->first == 1 && o->second == 3) || (o->first == 3 && o->second == 1)));
 }
@@ -300,16 +300,16 @@ TEST_CASE("planner: overlap found whatever the order of the destinations", "[pla
     std::byte* m = mem.data();
     // In memory order (checked pairwise, no sorted copy) and out of it.
     std::vector<piece> ordered = {{0, 0, 0, 10, m, 0}, {0, 1, 10, 30, m + 10, 0}, {0, 2, 40, 5, m + 39, 0}};
-    auto o = detail::find_overlap(ordered);
+    auto o = plan::find_overlap(ordered);
     REQUIRE(o);
     CHECK(o->first == 1);
     CHECK(o->second == 2);
     ordered[2].dst = m + 40;
-    CHECK_FALSE(detail::find_overlap(ordered));
+    CHECK_FALSE(plan::find_overlap(ordered));
     std::vector<piece> shuffled = {{0, 0, 0, 10, m + 50, 0}, {0, 1, 10, 30, m, 0}, {0, 2, 40, 5, m + 29, 0}};
-    o = detail::find_overlap(shuffled);
+    o = plan::find_overlap(shuffled);
     REQUIRE(o);
     CHECK(((o->first == 1 && o->second == 2) || (o->first == 2 && o->second == 1)));
     shuffled[2].dst = m + 30;
-    CHECK_FALSE(detail::find_overlap(shuffled));
+    CHECK_FALSE(plan::find_overlap(shuffled));
 }

@@ -54,8 +54,8 @@ http_options options() { return store_test_options(); }
 std::string account_sas(const std::string& expiry) {
     const std::string sts = std::string(azure_dev_account) + "\nr\nb\no\n\n" + expiry + "\n\n\n2025-01-05\n\n";
     const std::string auth = stores::azure_shared_key_authorization(azure_dev_account, azure_dev_key, sts);
-    return "sv=2025-01-05&ss=b&srt=o&sp=r&se=" + http_engine::uri_encode(expiry, false) +
-           "&sig=" + http_engine::uri_encode(auth.substr(auth.find(':') + 1), false);
+    return "sv=2025-01-05&ss=b&srt=o&sp=r&se=" + http::uri_encode(expiry, false) +
+           "&sig=" + http::uri_encode(auth.substr(auth.find(':') + 1), false);
 }
 
 }  // namespace

@@ -19,12 +19,12 @@
 
 using namespace ringsafe;
 using namespace ringsafe::stores;
-using ringsafe::http_engine::parse_url;
+using ringsafe::http::parse_url;
 using ringsafe::test::kind_of;
 
 namespace {
 
-std::string value_of(const http_engine::header_fields& f, const std::string& name) {
+std::string value_of(const http::header_fields& f, const std::string& name) {
     for (auto& [k, v] : f)
         if (k == name) return v;
     return "";
@@ -81,7 +81,7 @@ TEST_CASE("Azure Shared Key: the signature azure-storage-blob computes for the s
     const std::string key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
     const auto u = parse_url("http://127.0.0.1:10000/devstoreaccount1/models/dir/model%20v1.safetensors"
                              "?snapshot=2026-11-27T12%3A00%3A00.0000000Z");
-    const http_engine::header_fields f{{"x-ms-date", "Fri, 27 Nov 2026 12:00:00 GMT"}, {"x-ms-version", "2025-01-05"},
+    const http::header_fields f{{"x-ms-date", "Fri, 27 Nov 2026 12:00:00 GMT"}, {"x-ms-version", "2025-01-05"},
                                        {"x-ms-range", "bytes=0-1023"}, {"If-Match", "\"0x8DC0000000000001\""}};
     const std::string sts = azure_string_to_sign(u, "devstoreaccount1", "", f);
     CHECK(sts == "GET\n\n\n\n\n\n\n\n\"0x8DC0000000000001\"\n\n\n\n"

@@ -85,18 +85,18 @@ TEST_CASE("EFBIG from RLIMIT_FSIZE names the tensor and leaves nothing behind") 
 TEST_CASE("an I/O error injected at the completion edge abandons the file") {
     temp_dir d;
     auto p = d / "eio.safetensors";
-    write_engine::completion_fault = inject_eio;
+    uring::write_completion_fault = inject_eio;
     // 4 MiB into the data section: inside tensor 'b' (bytes 3..6 MiB).
     fail_offset = 8 + reservation_for(1024, 64, 4096) + (4u << 20);
     auto err = error_of([&] { write_three(p, true); });
-    write_engine::completion_fault = nullptr;
+    uring::write_completion_fault = nullptr;
     CHECK_THAT(err, Catch::StartsWith("IoError|" + std::to_string(EIO)) && Catch::Contains("tensor 'b'"));
     CHECK_FALSE(fs::exists(p));
     CHECK(dir_entries(d.path()).empty());
 
-    write_engine::completion_fault = inject_zero;
+    uring::write_completion_fault = inject_zero;
     err = error_of([&] { write_three(p, false); });
-    write_engine::completion_fault = nullptr;
+    uring::write_completion_fault = nullptr;
     CHECK_THAT(err, Catch::StartsWith("IoError") && Catch::Contains("tensor '") && Catch::Contains("no progress"));
     CHECK_FALSE(fs::exists(p));
 }
@@ -105,9 +105,9 @@ TEST_CASE("short writes injected at the completion edge are resubmitted") {
     temp_dir d;
     for (bool direct : {true, false}) {
         auto p = d / "short.safetensors";
-        write_engine::completion_fault = inject_short;
+        uring::write_completion_fault = inject_short;
         write_three(p, direct);
-        write_engine::completion_fault = nullptr;
+        uring::write_completion_fault = nullptr;
         written_file f(p);
         CHECK(f.tensor("b") == pattern(3u << 20, 'b'));
         CHECK(f.tensor("c") == pattern(3u << 20, 'c'));
@@ -119,9 +119,9 @@ TEST_CASE("-ECANCELED the writer did not ask for (io-wq under a pending signal) 
     for (bool direct : {true, false}) {
         auto p = d / "cancelled.safetensors";
         cancels_injected = 0;
-        write_engine::cancel_fault = inject_cancel;
+        uring::write_cancel_fault = inject_cancel;
         const std::string err = error_of([&] { write_three(p, direct); });
-        write_engine::cancel_fault = nullptr;
+        uring::write_cancel_fault = nullptr;
         CHECK(err == "no error");
         CHECK(cancels_injected.load() >= 3);
         written_file f(p);
@@ -160,14 +160,14 @@ TEST_CASE("a writer killed mid-write leaves nothing at the target") {
 }
 
 namespace {
-write_engine::append_step kill_at{};
-void kill_at_step(write_engine::append_step s) {
+write::append_step kill_at{};
+void kill_at_step(write::append_step s) {
     if (s == kill_at) ::raise(SIGKILL);
 }
 }  // namespace
 
 TEST_CASE("append: a crash at each step leaves the old file or the new one, repairably") {
-    using write_engine::append_step;
+    using write::append_step;
     temp_dir d;
     auto p = d / "journal.safetensors";
     auto old_a = pattern(5000, 1), new_b = pattern(7000, 2), new_c = pattern(300, 3);
@@ -183,7 +183,7 @@ TEST_CASE("append: a crash at each step leaves the old file or the new one, repa
         REQUIRE(pid >= 0);
         if (pid == 0) {
             kill_at = step;
-            write_engine::append_step_hook = kill_at_step;
+            write::append_step_hook = kill_at_step;
             auto w = writer::open_append(p.string());
             w.add("b", dtype::U8, {7000}, new_b);
             w.add("c", dtype::U8, {300}, new_c);
