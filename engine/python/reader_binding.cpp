@@ -273,10 +273,10 @@ void bind_reader(py::module_& m) {
                  const reader& r = self.get();
                  py::list out;
                  auto ts = r.tensors();
-                 for (std::uint32_t i = 0; i < ts.size(); ++i) out.append(tensor_tuple(ts[i], r.shard_of(i)));
+                 for (std::uint32_t i = 0; i < ts.size(); ++i) out.append(tensor_object(ts[i], r.shard_of(i)));
                  return out;
              },
-             "Every tensor in data order: (name, dtype, shape, begin, end, shard).")
+             "Every tensor in data order, as TensorInfo records.")
         .def("shards", [](const py_reader& self) {
                  py::list out;
                  for (const auto& s : self.get().shards()) out.append(py::make_tuple(path_str(s.spec), s.size, s.data_start));

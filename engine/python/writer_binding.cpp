@@ -73,11 +73,15 @@ std::string metadata_text(const py::handle& v) {
 
 std::optional<metadata_map> parse_metadata(const py::object& md) {
     if (md.is_none()) return std::nullopt;
-    if (!py::isinstance<py::dict>(md)) throw py::type_error("metadata must be a dict of str to str");
+    // The words of ringsafe._serialize.check_metadata, the package's check.
+    if (!py::isinstance<py::dict>(md))
+        throw py::type_error("metadata must be a dict of str to str, got " +
+                             std::string(py::str(py::type::handle_of(md).attr("__name__"))));
     metadata_map out;
     for (auto [k, v] : md.cast<py::dict>()) {
         if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
-            raise(errc::InvalidArgument, "metadata keys and values must be str");
+            throw py::type_error("metadata must map str to str: " + std::string(py::repr(k)) + ": " +
+                                 std::string(py::repr(v)));
         out.emplace(metadata_text(k), metadata_text(v));
     }
     return out;

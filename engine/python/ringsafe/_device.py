@@ -81,7 +81,7 @@ def read_into(reader, device, targets, progress, description, staging=None):
 def load(adapter, reader, names, by_name, device, progress, description, staging=None):
     """{name: tensor} of ``names``, each a new tensor on ``device`` filled by the engine."""
     where = "cpu" if stand_in() else device
-    out = {n: adapter.empty(by_name[n][1], by_name[n][2], where, n) for n in names}
+    out = {n: adapter.empty(by_name[n].dtype, by_name[n].shape, where, n) for n in names}
     read_into(reader, device, out, progress, description, staging)
     return out
 

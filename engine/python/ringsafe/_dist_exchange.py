@@ -179,8 +179,8 @@ class _Exchange:
         for run in batch.runs:
             if self.image is not None:  # a run of the data section, at the same offsets on every rank
                 first, last = run[0], run[-1]
-                a = self.image[first.t.name] + _file_bytes(first)[1] - first.t.begin
-                b = self.image[last.t.name] + _file_bytes(last)[2] - last.t.begin
+                a = self.image[first.t.info.name] + _file_bytes(first)[1] - first.t.info.begin
+                b = self.image[last.t.info.name] + _file_bytes(last)[2] - last.t.info.begin
                 buf = self.image_bytes[a:b]
                 self._collective(what, dist.broadcast, buf, src=self._src(first.owner))
                 self.stats["broadcasts"] += 1

@@ -80,7 +80,7 @@ class _Run(_Exchange):
             infos = self.reader.tensors()
             self.shards = self.reader.shards()
             self.tensors = [_Tensor(info, i) for i, info in enumerate(infos)]
-            self.by_name = {t.name: t for t in self.tensors}
+            self.by_name = {t.info.name: t for t in self.tensors}
             needs, self.dests = local(self.reader, self.by_name)
             # An hf:// shard's spec counts too: it names the commit the rank read (a branch that
             # moved between the ranks' opens is refused, never mixed). Other paths and URLs may
@@ -121,8 +121,8 @@ class _Run(_Exchange):
         for k, b in enumerate(self.batches):
             for u in b.units:
                 if self.me in u.inters:
-                    self.first_batch.setdefault(u.t.name, k)
-                    self.last_batch[u.t.name] = k
+                    self.first_batch.setdefault(u.t.info.name, k)
+                    self.last_batch[u.t.info.name] = k
         mine = self.needs[self.me]
         self.dest_bytes = {}
         for name, box in mine.items():
@@ -142,8 +142,8 @@ class _Run(_Exchange):
     def dest_view(self, u, box):
         """This rank's destination bytes of ``box`` of the unit's tensor."""
         t = u.t
-        need = self.needs[self.me][t.name]
-        return self.dest_bytes[t.name][_slices(t.byte_box(box), t.byte_box(need))]
+        need = self.needs[self.me][t.info.name]
+        return self.dest_bytes[t.info.name][_slices(t.byte_box(box), t.byte_box(need))]
 
     def _file_range(self, u):
         """(file, first byte, end byte) the unit's bytes span in its file."""
@@ -185,7 +185,7 @@ class _Run(_Exchange):
                 target = self.stage(u.nbytes, torch.device("cpu"))
                 state["staged"] += u.nbytes
                 state["cpu"][u.key] = target
-            reqs.append((u.t.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
+            reqs.append((u.t.info.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
             keep.append(target)
         ranges = {}
         for u in mine:

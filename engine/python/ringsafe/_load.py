@@ -8,7 +8,7 @@ from ._dtypes import error
 from ._progress import progress_callback
 from ._ringsafe import Reader, parse_bytes, plan_tensors_at
 from ._selection import resolve
-from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
+from ._memory import aligned, new_packed_arena, packed_items
 from ._mapped import copy_into
 from ._source import byte_views, mapped_or_read, open_reader, open_source
 
@@ -22,7 +22,7 @@ def load_file(adapter, filename, device, select, progress, backend, options):
         names = source.resolve(select)
         for n in names:
             info = source.by_name[n]
-            adapter.check_dtype(info[1], info[2], n)  # before any I/O
+            adapter.check_dtype(info.dtype, info.shape, n)  # before any I/O
         with progress_callback(progress, f"loading {filename}") as cb:
             views = source.load(adapter, names, cb)
     finally:
@@ -35,10 +35,10 @@ def _load_to_device(adapter, filename, device, select, progress, options):
     # file's alignment would bounce; not measured on a GPU yet.
     reader = open_reader(filename, options)
     try:
-        by_name = {t[0]: t for t in reader.tensors()}
+        by_name = {t.name: t for t in reader.tensors()}
         names = resolve(reader, list(by_name), select)
         for n in names:
-            adapter.check_dtype(by_name[n][1], by_name[n][2], n)  # before any I/O
+            adapter.check_dtype(by_name[n].dtype, by_name[n].shape, n)  # before any I/O
         out = _device.load(adapter, reader, names, by_name, device, progress, f"loading {filename}")
     finally:
         reader.close()
@@ -54,14 +54,14 @@ def load_bytes(adapter, data, device):
                         f"(copy it first, e.g. bytes(view))")
     infos, _, start = parse_bytes(data)
     for t in infos:
-        adapter.check_dtype(t[1], t[2], t[0])
+        adapter.check_dtype(t.dtype, t.shape, t.name)
     # One copy of the data section, each tensor 64-byte aligned in it.
-    arena, offsets = new_packed_arena([t[4] - t[3] for t in infos])
+    arena, offsets = new_packed_arena([t.nbytes for t in infos])
     view, src = memoryview(arena), memoryview(data).cast("B")
     for t, off in zip(infos, offsets):
-        view[off:off + t[4] - t[3]] = src[start + t[3]:start + t[4]]
-    by_name = {t[0]: t for t in infos}
-    views = adapter.views(arena, packed_items(by_name, [t[0] for t in infos], offsets))
+        view[off:off + t.nbytes] = src[start + t.begin:start + t.end]
+    by_name = {t.name: t for t in infos}
+    views = adapter.views(arena, packed_items(by_name, [t.name for t in infos], offsets))
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
@@ -72,18 +72,18 @@ def read_into(adapter, filename, tensors, progress, options):
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
-        by_name = {t[0]: t for t in reader.tensors()}
+        by_name = {t.name: t for t in reader.tensors()}
         dsts, owners = [], []
         for name in names:
             dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)
             info = by_name[name]
-            if dtype != info[1]:
+            if dtype != info.dtype:
                 raise error("InvalidArgument",
-                            f"tensor '{name}': the file holds {info[1]}, the destination is {dtype}")
-            need = info[4] - info[3]
+                            f"tensor '{name}': the file holds {info.dtype}, the destination is {dtype}")
+            need = info.nbytes
             if nbytes != need:
                 raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
-                            f"tensor '{name}': {need} bytes ({info[1]} {info[2]}) in the file, "
+                            f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
                             f"the destination holds {nbytes} ({shape})")
             dsts.append((addr, nbytes))
             owners.append(owner)
@@ -108,7 +108,7 @@ def _batches(names, sizes, budget):
     """Consecutive runs of names whose aligned sizes fit in ``budget`` bytes."""
     batch, used = [], 0
     for n in names:
-        need = -(-sizes[n] // ALIGNMENT) * ALIGNMENT
+        need = aligned(sizes[n])
         if batch and used + need > budget:
             yield batch
             batch, used = [], 0
@@ -125,11 +125,11 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
     reader = open_reader(filename, options)
     try:
         infos = reader.tensors()
-        names = resolve(reader, [t[0] for t in infos], select)
-        by_name = {t[0]: t for t in infos}
-        sizes = {n: by_name[n][4] - by_name[n][3] for n in names}
+        names = resolve(reader, [t.name for t in infos], select)
+        by_name = {t.name: t for t in infos}
+        sizes = {n: by_name[n].nbytes for n in names}
         for n in names:
-            adapter.check_dtype(by_name[n][1], by_name[n][2], n)
+            adapter.check_dtype(by_name[n].dtype, by_name[n].shape, n)
             if sizes[n] > memory_limit:
                 raise error("BufferTooSmall", f"tensor '{n}' ({sizes[n]} bytes) does not fit in "
                                               f"memory_limit={memory_limit}")
@@ -148,7 +148,7 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
 def _stream_to_device(adapter, reader, by_name, batches, device, progress):
     # Each batch straight into device memory; memory_limit bounds the batch
     # (the engine's staging ring is its own, a few pinned buffers).
-    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0
     staging = None
     try:
@@ -157,7 +157,7 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
             for batch in batches:
                 out = _device.load(adapter, reader, batch, by_name, device, None, "streaming", staging)
                 for n in batch:
-                    done += by_name[n][4] - by_name[n][3]
+                    done += by_name[n].nbytes
                     if cb:
                         cb(done, total)
                     yield n, out.pop(n)
@@ -168,15 +168,15 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
 
 
 def _start(reader, by_name, batch):
-    arena, offsets = new_packed_arena([by_name[n][4] - by_name[n][3] for n in batch])
-    dsts = [(arena.address + off, by_name[n][4] - by_name[n][3]) for n, off in zip(batch, offsets)]
+    arena, offsets = new_packed_arena([by_name[n].nbytes for n in batch])
+    dsts = [(arena.address + off, by_name[n].nbytes) for n, off in zip(batch, offsets)]
     plan = plan_tensors_at(reader, batch, dsts, [arena])
     return reader.start(plan), arena, offsets
 
 
 def _stream(adapter, reader, by_name, batches, device, progress):
     pending = None
-    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0
     try:
         with progress_callback(progress, "streaming") as cb:
@@ -189,7 +189,7 @@ def _stream(adapter, reader, by_name, batches, device, progress):
                 views = adapter.views(arena, packed_items(by_name, batch, offsets))
                 del arena
                 for n in batch:
-                    done += by_name[n][4] - by_name[n][3]
+                    done += by_name[n].nbytes
                     t = views.pop(n)
                     if cb:
                         cb(done, total)

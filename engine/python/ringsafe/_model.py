@@ -23,34 +23,50 @@ def _error_text(model, missing, unexpected):
     return text
 
 
+def match_keys(model, state, in_file, strict):
+    """(missing, unexpected, dropped) of a model's ``state`` against the
+    checkpoint's tensors ``in_file`` (a dict by name, in data order), as
+    load_state_dict reports them: names sharing memory with another are
+    dropped from ``state`` (the checkpoint's name kept), a dropped name the
+    file holds is unexpected. strict=True raises RuntimeError on any."""
+    aliases = _remove_duplicate_names(state, preferred_names=in_file.keys())
+    dropped = {n for names in aliases.values() for n in names}
+    missing = {k for k in state if k not in in_file}
+    unexpected = [k for k in in_file if k not in state]
+    for n in dropped:
+        if n in missing:
+            missing.discard(n)
+        else:
+            unexpected.append(n)
+    if strict and (missing or unexpected):
+        raise RuntimeError(_error_text(model, missing, unexpected))
+    return missing, unexpected, dropped
+
+
+def size_mismatch(model, name, file_shape, param_shape, part=""):
+    """The RuntimeError load_state_dict raises for a parameter of another shape
+    (``part``: what of the checkpoint's tensor this is, e.g. " (this rank's part)")."""
+    return RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {name}: copying a param with "
+                        f"shape {torch.Size(file_shape)} from checkpoint{part}, the shape in current model is "
+                        f"{param_shape}.")
+
+
 def load_model(model, filename, strict, device, progress, backend, options):
     check_backend(backend)  # either way the bytes land in the parameters' own memory
     device = ADAPTER.check_device(device)
     reader = open_reader(filename, options)
     try:
-        infos = {t[0]: t for t in reader.tensors()}
+        infos = {t.name: t for t in reader.tensors()}
         state = model.state_dict()
-        aliases = _remove_duplicate_names(state, preferred_names=infos.keys())
-        dropped = {n for names in aliases.values() for n in names}
-        missing = {k for k in state if k not in infos}
-        unexpected = [k for k in infos if k not in state]
-        for n in dropped:
-            if n in missing:
-                missing.discard(n)
-            else:
-                unexpected.append(n)
-        if strict and (missing or unexpected):
-            raise RuntimeError(_error_text(model, missing, unexpected))
+        missing, unexpected, dropped = match_keys(model, state, infos, strict)
         targets = [k for k in infos if k in state and k not in dropped]
         direct, on_device, staged = [], [], []
         for k in targets:
             p, info = state[k], infos[k]
-            file_shape = ADAPTER._type(info[1], info[2], k)[1]
+            file_shape = ADAPTER._type(info.dtype, info.shape, k)[1]
             if list(p.shape) != file_shape:
-                raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {k}: copying a param with "
-                                   f"shape {torch.Size(file_shape)} from checkpoint, the shape in current model is "
-                                   f"{p.shape}.")
-            same_dtype = ADAPTER.dtype_of(p) == info[1]
+                raise size_mismatch(model, k, file_shape, p.shape)
+            same_dtype = ADAPTER.dtype_of(p) == info.dtype
             if same_dtype and _device.in_place(p, device):
                 on_device.append(k)  # straight into the parameter's device memory
             elif same_dtype and p.device.type == "cpu" and p.is_contiguous():
@@ -71,7 +87,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
                                   f"loading {filename}")
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
-                dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
+                dsts = [(state[k].data_ptr(), infos[k].nbytes) for k in direct]
                 plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])  # checks them either way
                 if maps is not None:
                     copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],

@@ -89,7 +89,7 @@ class safe_open:
     def get_tensor(self, name):
         """One whole tensor: a view of the mapping (mmap), or new memory."""
         info = self._info(name)
-        self._adapter.check_dtype(info[1], info[2], name)
+        self._adapter.check_dtype(info.dtype, info.shape, name)
         if self._direct:
             read_ahead = getattr(self._source, "read_ahead_from", None)
             if read_ahead is not None:
@@ -113,7 +113,7 @@ class safe_open:
         resident (mmap) or read (pread) in parallel in one call."""
         source = self._open_source()
         for n in self._order:
-            self._adapter.check_dtype(source.by_name[n][1], source.by_name[n][2], n)
+            self._adapter.check_dtype(source.by_name[n].dtype, source.by_name[n].shape, n)
         if self._direct:
             out = self._to_device(self._order, progress)
             return {n: out[n] for n in sorted(out)}
@@ -163,10 +163,10 @@ class TensorSlice:
         self._info = info
 
     def get_shape(self):
-        return list(self._info[2])
+        return list(self._info.shape)
 
     def get_dtype(self):
-        return self._info[1]
+        return self._info.dtype
 
     @property
     def shape(self):
@@ -177,14 +177,14 @@ class TensorSlice:
         return self.get_dtype()
 
     def __len__(self):
-        if not self._info[2]:
+        if not self._info.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self._info[2][0]
+        return self._info.shape[0]
 
     def __getitem__(self, index):
         h = self._handle
         source = h._open_source()
-        name, dtype, shape = self._info[0], self._info[1], self._info[2]
+        name, dtype, shape = self._info.name, self._info.dtype, self._info.shape
         try:
             box, relative, flips, last = plan_index(index, shape)
         except SliceIndexError as e:

@@ -12,8 +12,8 @@ load_file share; open_source() picks the source:
   /proc/self/fd, with errors naming the object's name; a closed one is
   reopened by its name, as the reference does.
 
-A source knows its tensors as (name, dtype, shape, begin, end, shard) in data
-order and hands out whole tensors (load, one) and boxes of one (box)."""
+A source knows its tensors as TensorInfo records (name, dtype, shape, begin,
+end, nbytes, shard) in data order and hands out whole tensors (load, one) and boxes of one (box)."""
 
 import collections
 import io
@@ -89,20 +89,12 @@ DIRECT_MIN_BYTES = 64 << 20
 
 def _cold_local(reader, infos):
     """Whether every shard of ``reader`` is a local file, the tensors
-    ``infos`` (reader.tensors() tuples) come to DIRECT_MIN_BYTES or more, and
+    ``infos`` (TensorInfo records) come to DIRECT_MIN_BYTES or more, and
     less than COLD_FRACTION of their bytes is in the page cache."""
     from ._ringsafe import MappedFile
-    shards = reader.shards()
-    if not all(reader.shard_file(i) for i in range(len(shards))):
+    if not all(reader.shard_file(i) for i in range(len(reader.shards()))):
         return False  # a URL
-    ranges = {}  # shard -> [(offset, length)], adjacent tensors merged (one mincore each)
-    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
-        rs = ranges.setdefault(shard, [])
-        off = shards[shard][2] + begin
-        if rs and rs[-1][0] + rs[-1][1] == off:
-            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
-        elif end > begin:
-            rs.append((off, end - begin))
+    ranges = file_ranges(reader, infos)  # adjacent tensors merged: one mincore each
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < DIRECT_MIN_BYTES:
         return False
@@ -117,8 +109,8 @@ def _cold_local(reader, infos):
 
 def direct_when_cold(reader, filename, options, infos):
     """``reader``, or in its place (closing it) one opened with direct=True
-    when the checkpoint is local, the tensors ``infos`` (reader.tensors()
-    tuples) are cold (see above) and the caller did not choose ``direct``.
+    when the checkpoint is local, the tensors ``infos`` (TensorInfo
+    records) are cold (see above) and the caller did not choose ``direct``.
     The second open is by path, and used only when it opened the checkpoint
     ``reader`` parsed: when another file was renamed over it, ``reader`` is
     kept (its descriptors still hold the files it parsed); when one was
@@ -165,23 +157,24 @@ HOT_FRACTION = 0.9
 COPY_MIN_BYTES = 16 << 20
 
 
-def _file_ranges(reader, infos):
-    """{shard: [(file offset, length)]} of the tensors ``infos``, adjacent ones merged."""
+def file_ranges(reader, infos):
+    """{shard: [(file offset, length)]} of the tensors ``infos`` (TensorInfo),
+    in file order, adjacent ones merged, empty ones left out."""
     shards = reader.shards()
     ranges = {}
-    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
-        rs = ranges.setdefault(shard, [])
-        off = shards[shard][2] + begin
+    for t in sorted(infos, key=lambda t: (t.shard, t.begin)):
+        rs = ranges.setdefault(t.shard, [])
+        off = shards[t.shard][2] + t.begin
         if rs and rs[-1][0] + rs[-1][1] == off:
-            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
-        elif end > begin:
-            rs.append((off, end - begin))
+            rs[-1] = (rs[-1][0], rs[-1][1] + t.nbytes)
+        elif t.nbytes:
+            rs.append((off, t.nbytes))
     return ranges
 
 
 def mapped_when_hot(reader, options, infos):
     """{shard: MappedFile} of the shards holding the tensors ``infos``
-    (reader.tensors() tuples), mapped, when every one is a local file that is
+    (TensorInfo records), mapped, when every one is a local file that is
     still the one the reader opened, the caller did not ask for O_DIRECT, the
     tensors come to COPY_MIN_BYTES or more and at least HOT_FRACTION of their
     bytes are in the page cache; else None (the loads read them, see
@@ -190,7 +183,7 @@ def mapped_when_hot(reader, options, infos):
     from ._ringsafe import MappedFile
     if options.get("direct"):
         return None
-    ranges = _file_ranges(reader, infos)
+    ranges = file_ranges(reader, infos)
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < max(COPY_MIN_BYTES, 1):
         return None
