@@ -1,4 +1,5 @@
 #include "arena.hpp"
+#include "arguments.hpp"
 
 #include <utility>
 
@@ -67,9 +68,7 @@ void bind_arena(py::module_& m) {
                   memory::set_buffer_cache_idle_seconds(s);
               }
               if (!limit.is_none()) {
-                  const long long n = limit.cast<long long>();
-                  if (n < 0) throw py::value_error("limit must be >= 0 bytes");
-                  memory::set_buffer_cache_limit(static_cast<std::uint64_t>(n));
+                  memory::set_buffer_cache_limit(option_uint(limit, "arena cache", "limit", 0, UINT64_MAX >> 1));
               }
           },
           py::arg("limit") = py::none(), py::arg("idle_seconds") = py::none(),

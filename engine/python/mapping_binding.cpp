@@ -26,13 +26,6 @@ struct py_mapping {
     std::shared_ptr<const mapped_file> file;
 };
 
-// An integer argument that must not be negative (InvalidArgument naming it).
-std::uint64_t non_negative(const py::handle& v, const char* what) {
-    const auto x = v.cast<long long>();
-    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
-    return static_cast<std::uint64_t>(x);
-}
-
 // populate() of fewer bytes runs on the calling thread (no hand-off to a call
 // thread: a get_tensor loop pays it per tensor); even cold, such a call ends
 // within a few tenths of a second, when Ctrl-C is seen.

@@ -25,12 +25,6 @@ namespace ringsafe::python {
 
 namespace {
 
-std::uint64_t to_u64(const py::handle& v, const char* what) {
-    long long x = v.cast<long long>();
-    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
-    return static_cast<std::uint64_t>(x);
-}
-
 std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
     return python::option_uint(v, "reader", key, lo, hi);
 }
@@ -121,14 +115,14 @@ std::vector<dim_range> to_box(const py::handle& box) {
     for (auto d : box) {
         auto t = d.cast<py::tuple>();
         if (t.size() != 2) raise(errc::InvalidArgument, "a box is a list of (start, stop) pairs");
-        out.push_back({to_u64(t[0], "box start"), to_u64(t[1], "box stop")});
+        out.push_back({non_negative(t[0], "box start"), non_negative(t[1], "box stop")});
     }
     return out;
 }
 
 // A raw (address, size) destination: the low-level calls only.
 std::span<std::byte> to_span(const py::handle& addr, const py::handle& size) {
-    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(to_u64(size, "size"))};
+    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(non_negative(size, "size"))};
 }
 
 // A plan together with the Python objects owning its destinations (for

@@ -42,18 +42,14 @@ std::vector<std::uint64_t> parse_shape(const py::handle& shape, const std::strin
         throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int");
     std::vector<std::uint64_t> out;
     for (auto d : shape) {
-        if (!PyIndex_Check(d.ptr()) || PyBool_Check(d.ptr()))
+        const auto x = index_int(d);
+        if (!x)
             throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int, not of " +
                                  std::string(py::str(py::type::handle_of(d).attr("__name__"))));
-        const py::object x = py::reinterpret_steal<py::object>(PyNumber_Index(d.ptr()));
-        if (!x) throw py::error_already_set();
-        int overflow = 0;
-        const long long v = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
-        if (overflow == 0 && v == -1 && PyErr_Occurred()) throw py::error_already_set();
-        if (overflow != 0 || v < 0)
-            raise(errc::InvalidArgument, "tensor '" + tensor + "': dimension " + std::string(py::str(x)) +
-                                             (overflow > 0 ? " is too large" : " is negative"));
-        out.push_back(static_cast<std::uint64_t>(v));
+        if (x->overflow != 0 || x->value < 0)
+            raise(errc::InvalidArgument, "tensor '" + tensor + "': dimension " + std::string(py::str(d)) +
+                                             (x->overflow > 0 ? " is too large" : " is negative"));
+        out.push_back(static_cast<std::uint64_t>(x->value));
     }
     return out;
 }
