@@ -26,6 +26,12 @@ py::tuple header_tuple(const header& h) {
     return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
 }
 
+parse_options limited_to(std::uint64_t max_header_size) {
+    parse_options o;
+    o.max_header_size = max_header_size;
+    return o;
+}
+
 py::tuple record_state(const tensor_record& t) {
     return py::make_tuple(t.name, t.dtype, t.shape, t.begin, t.end, t.shard);
 }
@@ -90,18 +96,14 @@ void bind_header(py::module_& m) {
     m.def("parse_prefix",
           [](const py::bytes& prefix, std::uint64_t file_size, std::uint64_t max_header_size) {
               std::string_view v = prefix;
-              parse_options o;
-              o.max_header_size = max_header_size;
-              return parse_length_prefix({reinterpret_cast<const std::byte*>(v.data()), v.size()}, file_size, o);
+              return parse_length_prefix({reinterpret_cast<const std::byte*>(v.data()), v.size()}, file_size,
+                                         limited_to(max_header_size));
           },
           py::arg("prefix"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
           "The header length N from the file's first 8 bytes, checked against the file's size.");
     m.def("parse_header",
           [](const py::bytes& json, std::uint64_t file_size, std::uint64_t max_header_size) {
-              std::string_view v = json;
-              parse_options o;
-              o.max_header_size = max_header_size;
-              return header_tuple(parse_header(v, file_size, o));
+              return header_tuple(parse_header(std::string_view(json), file_size, limited_to(max_header_size)));
           },
           py::arg("json"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
           "Parses and validates the N header bytes of a file of `file_size` bytes: (tensors, metadata, data_start).");

@@ -6,8 +6,9 @@ import os
 from . import _device
 from ._dtypes import error
 from ._progress import progress_callback
-from ._ringsafe import Reader, parse_bytes, plan_tensors_at
+from ._ringsafe import Reader, plan_tensors_at
 from ._selection import resolve
+from ._serialize import parse_checked_bytes
 from ._memory import aligned, new_packed_arena, packed_items
 from ._mapped import copy_into
 from ._source import byte_views, mapped_or_read, open_reader, open_source
@@ -47,12 +48,7 @@ def _load_to_device(adapter, filename, device, select, progress, options):
 
 def load_bytes(adapter, data, device):
     device = adapter.check_device(device)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"expected bytes, got {type(data).__name__}")
-    if not memoryview(data).c_contiguous:  # before any byte is read
-        raise TypeError(f"expected contiguous bytes: this {type(data).__name__} is strided or reversed "
-                        f"(copy it first, e.g. bytes(view))")
-    infos, _, start = parse_bytes(data)
+    infos, _, start = parse_checked_bytes(data)
     for t in infos:
         adapter.check_dtype(t.dtype, t.shape, t.name)
     # One copy of the data section, each tensor 64-byte aligned in it.

@@ -105,16 +105,23 @@ def serialize_file(tensor_dict, filename, metadata=None):
     save_declared(os.fsdecode(filename), _described(tensor_dict), check_metadata(metadata), False, 2, None)
 
 
+def parse_checked_bytes(data):
+    """parse_bytes(data) for the loads of bytes (deserialize, load): bytes,
+    bytearray or a C-contiguous memoryview only, refused with the
+    reference's TypeError before any byte is read."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
+    if not memoryview(data).c_contiguous:
+        raise TypeError(f"argument 'bytes': a strided or reversed {type(data).__name__} is not contiguous bytes "
+                        f"(copy it first, e.g. bytes(view))")
+    return parse_bytes(data)
+
+
 def deserialize(data):
     """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes
     (any C-contiguous bytes-like object), in data order (the reference's order
     varies from run to run)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
-    if not memoryview(data).c_contiguous:  # before any byte is read
-        raise TypeError(f"argument 'bytes': a strided or reversed {type(data).__name__} is not contiguous bytes "
-                        f"(copy it first, e.g. bytes(view))")
-    infos, _, start = parse_bytes(data)
+    infos, _, start = parse_checked_bytes(data)
     view = memoryview(data).cast("B")
     return [(t.name, {"dtype": t.dtype, "shape": list(t.shape), "data": bytearray(view[start + t.begin:start + t.end])})
             for t in infos]
