@@ -153,20 +153,36 @@ class _Exchange:
         destinations, then releases its staging."""
         k = state["k"]
         batch = self.batches[k]
-        me, bufs = self.me, state["bufs"]
         what = f"the exchange of batch {k + 1} of {len(self.batches)}"
-        # Small pieces every rank needs: one broadcast per owner of its packed block.
+        self._exchange_packed(batch, state["packed"], what)
+        self._exchange_runs(batch, state["bufs"], what)
+        if batch.a2a:
+            self._exchange_a2a(batch, state["bufs"], what)
+        self._copy_own(batch, state["bufs"])
+        state["bufs"] = {}
+        state["packed"] = None
+        state["cpu"] = {}
+        self.unstage(state["staged"])
+        self.done_batches = k + 1
+
+    def _broadcast(self, what, buf, owner, nbytes):
+        """Collective: ``buf`` (``nbytes`` of it counted) from group rank ``owner`` to every rank."""
+        self._collective(what, dist.broadcast, buf, src=self._src(owner))
+        self.stats["broadcasts"] += 1
+        if owner == self.me:
+            self.stats["sent_bytes"] += nbytes * (self.world - 1)
+        else:
+            self.stats["received_bytes"] += nbytes
+
+    def _exchange_packed(self, batch, packed, what):
+        """Small pieces every rank needs: one broadcast per owner of its packed block."""
+        me = self.me
         for o in range(self.world):
             size = batch.packed_size[o]
             if not size:
                 continue
-            buf = state["packed"] if o == me else self.stage(size)
-            self._collective(what, dist.broadcast, buf, src=self._src(o))
-            self.stats["broadcasts"] += 1
-            if o == me:
-                self.stats["sent_bytes"] += size * (self.world - 1)
-            else:
-                self.stats["received_bytes"] += size
+            buf = packed if o == me else self.stage(size)
+            self._broadcast(what, buf, o, size)
             off = 0
             for u in batch.packed[o]:
                 v = self.dest_view(u, u.box)
@@ -175,77 +191,76 @@ class _Exchange:
             if o != me:
                 del buf
                 self.unstage(size)
-        # Large pieces every rank needs: straight between destinations where they are contiguous.
+
+    def _exchange_runs(self, batch, bufs, what):
+        """Large pieces every rank needs: straight between destinations where they are contiguous."""
+        me = self.me
         for run in batch.runs:
             if self.image is not None:  # a run of the data section, at the same offsets on every rank
                 first, last = run[0], run[-1]
                 a = self.image[first.t.info.name] + _file_bytes(first)[1] - first.t.info.begin
                 b = self.image[last.t.info.name] + _file_bytes(last)[2] - last.t.info.begin
-                buf = self.image_bytes[a:b]
-                self._collective(what, dist.broadcast, buf, src=self._src(first.owner))
-                self.stats["broadcasts"] += 1
-                if first.owner == me:
-                    self.stats["sent_bytes"] += (b - a) * (self.world - 1)
-                else:
-                    self.stats["received_bytes"] += b - a
+                self._broadcast(what, self.image_bytes[a:b], first.owner, b - a)
                 continue
             u = run[0]
             v = self.dest_view(u, u.box)
             if u.owner == me:
                 buf = bufs[u.key]
-                self.stats["sent_bytes"] += u.nbytes * (self.world - 1)
             else:
                 buf = v if v.is_contiguous() else self.stage(u.nbytes).view(v.shape)
-                self.stats["received_bytes"] += u.nbytes
-            self._collective(what, dist.broadcast, buf, src=self._src(u.owner))
-            self.stats["broadcasts"] += 1
+            self._broadcast(what, buf, u.owner, u.nbytes)
             if buf.data_ptr() != v.data_ptr():
                 v.copy_(buf)
                 if u.owner != me:
                     self.unstage(u.nbytes)
             del buf
-        # Pieces only some ranks need: each receives just its part, in one all_to_all.
-        if batch.a2a:
-            send_sizes = [0] * self.world
-            recv_sizes = [0] * self.world
+
+    def _a2a_pieces(self, batch, sending):
+        """(unit, box, bytes) of each all_to_all piece this rank sends (to each
+        rank in rank order) or receives (from each), in the order of the flat buffers."""
+        me = self.me
+        for r in range(self.world):
+            if r == me:
+                continue
             for u in batch.a2a:
-                for r, box in u.inters.items():
-                    if r == u.owner:
-                        continue
-                    if u.owner == me:
-                        send_sizes[r] += u.t.nbytes(box)
-                    if r == me:
-                        recv_sizes[u.owner] += u.t.nbytes(box)
-            send = self.stage(sum(send_sizes))
-            off = 0
-            for r in range(self.world):
-                for u in batch.a2a:
-                    if u.owner != me or r == me or r not in u.inters:
-                        continue
-                    box = u.inters[r]
-                    src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
-                    n = u.t.nbytes(box)
-                    send[off:off + n].view(src.shape).copy_(src)
-                    off += n
-            recv = self.stage(sum(recv_sizes))
-            self._collective(what, dist.all_to_all_single, recv, send, output_split_sizes=recv_sizes,
-                             input_split_sizes=send_sizes)
-            self.stats["all_to_alls"] += 1
-            self.stats["sent_bytes"] += sum(send_sizes)
-            self.stats["received_bytes"] += sum(recv_sizes)
-            off = 0
-            for s in range(self.world):
-                for u in batch.a2a:
-                    if u.owner != s or s == me or me not in u.inters:
-                        continue
-                    box = u.inters[me]
-                    v = self.dest_view(u, box)
-                    n = u.t.nbytes(box)
-                    v.copy_(recv[off:off + n].view(v.shape))
-                    off += n
-            del send, recv
-            self.unstage(sum(send_sizes) + sum(recv_sizes))
-        # This rank's own part of what it fetched into staging.
+                if sending and u.owner == me and r in u.inters:
+                    yield u, u.inters[r], r
+                elif not sending and u.owner == r and me in u.inters:
+                    yield u, u.inters[me], r
+
+    def _exchange_a2a(self, batch, bufs, what):
+        """Pieces only some ranks need: each receives just its part, in one all_to_all."""
+        send_sizes = [0] * self.world
+        recv_sizes = [0] * self.world
+        for u, box, r in self._a2a_pieces(batch, True):
+            send_sizes[r] += u.t.nbytes(box)
+        for u, box, r in self._a2a_pieces(batch, False):
+            recv_sizes[r] += u.t.nbytes(box)
+        send = self.stage(sum(send_sizes))
+        off = 0
+        for u, box, _ in self._a2a_pieces(batch, True):
+            src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
+            n = u.t.nbytes(box)
+            send[off:off + n].view(src.shape).copy_(src)
+            off += n
+        recv = self.stage(sum(recv_sizes))
+        self._collective(what, dist.all_to_all_single, recv, send, output_split_sizes=recv_sizes,
+                         input_split_sizes=send_sizes)
+        self.stats["all_to_alls"] += 1
+        self.stats["sent_bytes"] += sum(send_sizes)
+        self.stats["received_bytes"] += sum(recv_sizes)
+        off = 0
+        for u, box, _ in self._a2a_pieces(batch, False):
+            v = self.dest_view(u, box)
+            n = u.t.nbytes(box)
+            v.copy_(recv[off:off + n].view(v.shape))
+            off += n
+        del send, recv
+        self.unstage(sum(send_sizes) + sum(recv_sizes))
+
+    def _copy_own(self, batch, bufs):
+        """This rank's own part of what it fetched into staging."""
+        me = self.me
         for u in batch.units:
             if u.owner != me or u.mode not in (_LOCAL, _A2A) or me not in u.inters:
                 continue
@@ -254,8 +269,3 @@ class _Exchange:
             src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
             if src.data_ptr() != v.data_ptr():
                 v.copy_(src)
-        state["bufs"] = {}
-        state["packed"] = None
-        state["cpu"] = {}
-        self.unstage(state["staged"])
-        self.done_batches = k + 1
