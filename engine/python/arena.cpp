@@ -41,8 +41,6 @@ void bind_arena(py::module_& m) {
         .def_property_readonly("address", [](arena& a) { return reinterpret_cast<std::uintptr_t>(a.data()); },
                                "Address of the first byte.")
         .def("__len__", [](const arena& a) { return a.size; })
-        .def("pages", [](const arena& a) { return a.memory.pages().label(); },
-             "What backs the memory now: 'THP', '4KiB', 'mixed(NN% THP)' or 'untouched'.")
         .def_buffer([](arena& a) {
             return py::buffer_info(a.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(a.size)}, {1}, false);

@@ -258,26 +258,6 @@ void bind_writer(py::module_& m) {
                  w.add(name, t, s, {reinterpret_cast<const std::byte*>(addr), size});
              },
              "Adds a whole tensor from (address, size); the bytes are copied before it returns.")
-        .def("begin", [](py_writer& self, const py::object& name_arg, const std::string& dt, const py::object& shape) {
-                 const std::string name = tensor_name(name_arg);
-                 auto t = parse_dtype(dt, name);
-                 auto s = parse_shape(shape, name);
-                 auto lk = self.lock();
-                 self.get().begin(name, t, s);
-             },
-             "Starts a tensor whose bytes come in pieces (append_bytes, then end).")
-        .def("append_bytes", [](py_writer& self, std::uintptr_t addr, std::uint64_t size) {
-                 auto lk = self.lock();
-                 writer& w = self.get();
-                 py::gil_scoped_release nogil;
-                 w.append({reinterpret_cast<const std::byte*>(addr), size});
-             },
-             "Appends bytes to the tensor begun (copied before it returns).")
-        .def("end", [](py_writer& self) {
-                 auto lk = self.lock();
-                 self.get().end();
-             },
-             "Ends the tensor begun; its bytes must be complete.")
         .def("finish", [](py_writer& self, const py::object& metadata) {
                  auto md = parse_metadata(metadata);
                  auto lk = self.lock();

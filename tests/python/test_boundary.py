@@ -217,7 +217,7 @@ def test_writer_options_raise_named_errors(tmp_path):
         _ringsafe.StreamWriter(path, direct=1)
     w = _ringsafe.StreamWriter(path)
     with pytest.raises(TypeError, match="shape must be a sequence of int"):
-        w.begin("x", "F32", ["2"])
+        w.add("x", "F32", ["2"], 0, 0)
     w.abandon()
     assert not os.path.exists(path)
 
