@@ -12,8 +12,6 @@ class EngineSource:
     load/one/box take names the caller resolved and whose dtypes it checked
     (adapter.check_dtype) before any I/O."""
 
-    backend = "pread"
-
     def __init__(self, reader):
         self.reader = reader
         self.infos = reader.tensors()

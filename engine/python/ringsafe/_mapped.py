@@ -41,8 +41,6 @@ def checked_mapping(reader, shard, m=None):
 
 
 class MappedSource(EngineSource):
-    backend = "mmap"
-
     def __init__(self, reader, threads=None):
         super().__init__(reader)
         self._threads = threads or 0

@@ -20,9 +20,8 @@ ARENA_MIN_BYTES = 2 << 20
 
 
 # Huge pages for owned arenas: RINGSAFE_ARENA_PAGES=huge. The default is 4 KiB
-# pages: fresh huge pages cost 0.4-1.3 GB/s to fault in on the 2-core VM
-# (zeroing and compaction), 4 KiB pages 2.1 GB/s for the same load (README,
-# "Python performance").
+# pages: fresh huge pages are slower to fault in (zeroing and compaction;
+# bench/README.md, "Python loads: where the thresholds come from").
 _HUGE = os.environ.get("RINGSAFE_ARENA_PAGES", "small").strip().lower() == "huge"
 
 

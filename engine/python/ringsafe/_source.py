@@ -67,22 +67,16 @@ def _compare_checkpoints(a, b):
 
 # Loads into memory the caller already holds (load_model into host parameters,
 # read_into) read a cold local checkpoint with O_DIRECT: the disk's bytes go
-# straight into that memory, with no page-cache pages to fill first (fresh
-# memory, which on a VM with free page reporting also costs a host fault per
-# page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold,
-# interleaved against direct=False: load_model 0.70-0.76 s against 0.86-1.22 s
-# with only the file dropped from the page cache (4 of 4 rounds), medians 0.74
-# and 0.77 s against 1.84 and 1.35 s after a global drop_caches (8 of 10).
-# Loads into fresh memory (load_file(backend="pread"), iter_tensors) stay
-# buffered: O_DIRECT faults the fresh pages in on the submitting thread, and
-# with only the file dropped it lost (iter_tensors 1.69-1.78 s against
-# 0.93-1.05 s; pread 3 of 4 rounds; two benchmark runs alike), though it won
-# after a global drop_caches. So do safe_open handles (many small, repeated
-# reads) and device loads (staging windows are not placed at the file's
-# alignment: O_DIRECT would bounce them; not measured on a GPU), and every
-# load under DIRECT_MIN_BYTES. The cost: processes loading one cold file at
-# once each read it from the disk (buffered, they share the page cache);
-# direct=False keeps the page cache.
+# straight into that memory, with no page-cache pages to fill first and no
+# copy out of them. Loads into fresh memory (load_file(backend="pread"),
+# iter_tensors) stay buffered (O_DIRECT faults the fresh pages in on the
+# submitting thread); so do safe_open handles (many small, repeated reads),
+# device loads (staging windows are not placed at the file's alignment:
+# O_DIRECT would bounce them) and every load under DIRECT_MIN_BYTES. The
+# cost: processes loading one cold file at once each read it from the disk
+# (buffered, they share the page cache); direct=False keeps the page cache.
+# The measurements behind these choices: bench/README.md, "Python loads:
+# where the thresholds come from".
 COLD_FRACTION = 0.1
 DIRECT_MIN_BYTES = 64 << 20
 
@@ -139,20 +133,11 @@ def direct_when_cold(reader, filename, options, infos):
 # the mapping on every core, the GIL released; a piece that is not cached is
 # read in first) instead of reading it: the kernel's copy into the caller's
 # pages (pread, io_uring) runs at the speed of an ordinary memcpy, and the
-# cached file's folios map cheaply. Measured on the 2-core VM, 2.2 GB hot,
-# bench/bench_python.py --only load_model,read_into (two runs, load average
-# 2-15): load_model 1.45-1.64x the reference's load_file + load_state_dict
-# (the load alone; 1.25-1.37x with every byte read after it), read_into
-# 1.38-1.98x its load_file + copy_ (1.18-1.58x); the CPU time of a 2.2 GB
-# load_model 0.17 s against 0.26-0.31 s reading. Not with direct=True, nor
-# for load_model(backend="pread"), which
-# never map the file (a file truncated in place while a mapping is copied
-# from raises SIGBUS, as the reference's mmap loads do). Nor under
-# COPY_MIN_BYTES: mapping, asking the page cache and unmapping cost about
-# 80 us more than an inline read of a 4 KiB tensor (26 us in all), and one
-# cached tensor read into a reused destination in 274 us against 310 us
-# copied at 4 MiB, 492 against 603 at 8 MiB, 2.41 against 2.37 ms at 16 MiB,
-# 12.1 against 10.9 ms at 64 MiB (medians, one process, load average 3).
+# cached file's folios map cheaply. Not with direct=True, nor for
+# load_model(backend="pread"), which never map the file (a file truncated in
+# place while a mapping is copied from raises SIGBUS, as the reference's mmap
+# loads do). Nor under COPY_MIN_BYTES, where mapping, asking the page cache
+# and unmapping cost more than reading (bench/README.md, same section).
 HOT_FRACTION = 0.9
 COPY_MIN_BYTES = 16 << 20
 

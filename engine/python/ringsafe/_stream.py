@@ -38,8 +38,6 @@ def _protocol(name, what):
 
 
 class StreamSource:
-    backend = "stream"
-
     def __init__(self, f):
         self._f = f
         self._name = describe(f)
