@@ -82,3 +82,22 @@ def test_a_record_made_by_hand_is_checked():
         _ringsafe.TensorInfo(name="w", dtype="F32", shape=[2], begin=16, end=8)
     with pytest.raises(TypeError):
         _ringsafe.TensorInfo("w", "F32", [2], 0, 8)  # keyword-only
+
+
+def test_both_adapters_have_every_method_of_the_adapter_interface():
+    import inspect
+
+    import numpy as np
+    from ringsafe._frameworks import Adapter, adapter_for
+
+    wanted = {n for n, v in vars(Adapter).items() if inspect.isfunction(v) and not n.startswith("_")}
+    assert {"views", "fresh", "empty", "dtype_of", "describe", "index"} <= wanted
+    for framework in ("pt", "np"):
+        adapter = adapter_for(framework)
+        missing = {n for n in wanted if not callable(getattr(adapter, n, None))}
+        assert not missing, (framework, missing)
+        assert isinstance(adapter.framework, str) and isinstance(adapter.tensor_type, str)
+    np_adapter = adapter_for("np")
+    a = np_adapter.empty("F32", [2, 3], "cpu", "x")
+    assert a.shape == (2, 3) and a.dtype == np.float32
+    assert np_adapter.dtype_of(np.zeros(1, dtype=">i4")) == "I32" and np_adapter.dtype_of(np.zeros(1, "U1")) is None

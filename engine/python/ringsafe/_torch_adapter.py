@@ -1,6 +1,7 @@
-"""The torch adapter: what the loaders and writers need from torch (zero-copy
-views of a buffer, fresh destinations, descriptions of caller tensors,
-devices), in safetensors terms. Imports only torch and the dtype tables."""
+"""The torch adapter (_frameworks.Adapter): what the loaders and writers need
+from torch (zero-copy views of a buffer, fresh destinations, descriptions of
+caller tensors, devices), in safetensors terms. Imports torch, the dtype
+tables and the arena allocator (_memory); _shared when shared_groups runs."""
 
 import torch
 
