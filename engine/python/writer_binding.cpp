@@ -166,9 +166,9 @@ py::dict stats_dict(const writer_stats& s) {
     return d;
 }
 
-}  // namespace
 
-void bind_writer(py::module_& m) {
+// save_declared: a whole dict written straight from the tensors' memory.
+void bind_save_declared(py::module_& m) {
     m.def("save_declared",
           [](const py::object& path_arg_, const py::list& tensors, const py::object& metadata, bool sync,
              unsigned threads, const py::object& progress) {
@@ -202,7 +202,10 @@ void bind_writer(py::module_& m) {
           py::arg("threads") = 2, py::arg("progress") = py::none(),
           "Writes (name, dtype, shape, address, size) tensors to `path` in the reference's layout, "
           "straight from their memory; published atomically (temporary + rename).");
+}
 
+// serialize: a whole dict into a bytes object.
+void bind_serialize(py::module_& m) {
     m.def("serialize",
           [](const py::list& tensors, const py::object& metadata) {
               auto ts = parse_tensors(tensors);
@@ -226,7 +229,10 @@ void bind_writer(py::module_& m) {
           },
           py::arg("tensors"), py::arg("metadata") = py::none(),
           "The safetensors bytes of (name, dtype, shape, address, size) tensors, in the reference's layout.");
+}
 
+// StreamWriter: tensors added one at a time, single pass, append.
+void bind_stream_writer(py::module_& m) {
     py::class_<py_writer>(m, "StreamWriter",
                           "The single-pass streaming writer. Calls from several threads run one at a time.")
         .def(py::init([](const py::object& path, const py::kwargs& kw) {
@@ -289,6 +295,14 @@ void bind_writer(py::module_& m) {
                  auto lk = self.lock();
                  return stats_dict(self.get().stats());
              });
+}
+
+}  // namespace
+
+void bind_writer(py::module_& m) {
+    bind_save_declared(m);
+    bind_serialize(m);
+    bind_stream_writer(m);
 }
 
 }  // namespace ringsafe::python
