@@ -10,7 +10,7 @@ into every rank's destinations (broadcasts and one all_to_all_single).
 import torch
 import torch.distributed as dist
 
-from ._dtypes import error
+from ._errors import error
 from . import _ringsafe
 from ._ringsafe import SafetensorError
 from ._dist_plan import _A2A, _LOCAL, _file_bytes, _slices

@@ -9,7 +9,8 @@ without exchanging it.
 
 import math
 
-from ._dtypes import BITS, error
+from ._dtypes import BITS
+from ._errors import error
 from ._memory import aligned
 from ._selection import is_glob
 from ._torch_adapter import ADAPTER

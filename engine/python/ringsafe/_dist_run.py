@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from ._dtypes import error
+from ._errors import error
 from ._source import open_reader
 from ._ringsafe import http_connections, plan_requests_at
 from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, _slices, plan

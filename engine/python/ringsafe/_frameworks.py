@@ -7,7 +7,7 @@ adapter_of, or import the torch adapter directly where only torch applies
 
 from typing import Protocol
 
-from ._dtypes import error
+from ._errors import error
 
 
 class Adapter(Protocol):

@@ -5,7 +5,7 @@ read, and the index that picks the result out of that box."""
 import operator
 from collections import namedtuple
 
-from ._dtypes import SliceIndexError
+from ._errors import SliceIndexError
 
 # box: [(start, stop)] per dimension; relative: the index applied to the box read
 # into memory; flips: box dimensions to reverse first (negative steps); last: the

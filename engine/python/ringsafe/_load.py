@@ -4,7 +4,7 @@ caller's own tensors, and the bounded-memory streaming iterator."""
 import os
 
 from . import _device
-from ._dtypes import error
+from ._errors import error
 from ._progress import progress_callback
 from ._ringsafe import Reader, plan_tensors_at
 from ._selection import resolve

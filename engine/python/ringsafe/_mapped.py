@@ -6,7 +6,8 @@ what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
 
-from ._dtypes import BITS, error
+from ._dtypes import BITS
+from ._errors import error
 from ._engine_source import EngineSource
 from ._ringsafe import MappedFile
 

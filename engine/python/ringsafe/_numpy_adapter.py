@@ -5,7 +5,8 @@ naming them."""
 
 import numpy as np
 
-from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
+from ._dtypes import NUMPY_NAMES, check_dims, unsupported
+from ._errors import error
 from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}

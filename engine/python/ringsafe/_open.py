@@ -3,7 +3,7 @@
 import threading
 
 from . import _device
-from ._dtypes import SliceIndexError, error
+from ._errors import SliceIndexError, error
 from ._frameworks import adapter_for
 from ._index import plan_index
 from ._load import read_into

@@ -3,7 +3,7 @@ list of names and globs. Exact names must exist (TensorNotFound); a glob
 matching nothing selects nothing. Globs are fnmatch without flags (``*`` also
 crosses dots)."""
 
-from ._dtypes import error
+from ._errors import error
 
 _GLOB_CHARS = set("*?[\\")
 

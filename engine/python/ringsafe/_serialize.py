@@ -3,7 +3,8 @@ and deserialize, on ringsafe's writer (the reference's exact layout)."""
 
 import os
 
-from ._dtypes import BITS, TORCH_NAMES, error
+from ._dtypes import BITS, TORCH_NAMES
+from ._errors import error
 from ._ringsafe import parse_bytes, save_declared
 from ._ringsafe import serialize as _serialize_described
 

@@ -20,7 +20,7 @@ import io
 import os
 import stat
 
-from ._dtypes import SafetensorError, error
+from ._errors import SafetensorError, error
 from ._engine_source import EngineSource
 from ._mapped import MappedSource, checked_mapping
 from ._paths import spec_of

@@ -8,7 +8,7 @@ import io
 import os
 import threading
 
-from ._dtypes import SafetensorError, error
+from ._errors import SafetensorError, error
 from ._ringsafe import glob_match, parse_header, parse_prefix
 from ._selection import not_found, resolve
 

@@ -5,7 +5,8 @@ tables and the arena allocator (_memory); _shared when shared_groups runs."""
 
 import torch
 
-from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
+from ._dtypes import TORCH_NAMES, check_dims, unsupported
+from ._errors import error
 from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}

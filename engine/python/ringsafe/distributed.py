@@ -47,7 +47,7 @@ then fetch and exchange batch by batch); each imports only those before it.
 
 import torch
 
-from ._dtypes import error
+from ._errors import error
 from ._memory import aligned, new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
