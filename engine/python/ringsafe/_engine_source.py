@@ -8,9 +8,7 @@ from ._selection import not_found, resolve
 
 
 class EngineSource:
-    """Owned memory filled by the engine's parallel reads. Every source's
-    load/one/box take names the caller resolved and whose dtypes it checked
-    (adapter.check_dtype) before any I/O."""
+    """Owned memory filled by the engine's parallel reads (_source.Source)."""
 
     def __init__(self, reader):
         self.reader = reader
@@ -59,6 +57,12 @@ class EngineSource:
         if nbytes:
             self.reader.execute(plan_requests_at(self.reader, [(name, box, addr, nbytes)], [block]))
         return block
+
+    def read_ahead(self, names):
+        """Nothing to arm: the engine reads what it is asked for (MappedSource reads ahead)."""
+
+    def read_ahead_from(self, name):
+        """Nothing armed (see read_ahead)."""
 
     def close(self):
         self.reader.close()

@@ -61,31 +61,42 @@ def load_bytes(adapter, data, device):
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
-def read_into(adapter, filename, tensors, progress, options):
+def _destinations(adapter, by_name, tensors):
+    """([(address, nbytes)], [owner]) of the caller's tensors, each checked
+    against the file's dtype and size before any I/O."""
+    dsts, owners = [], []
+    for name, tensor in tensors.items():
+        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name, for_write=False)
+        info = by_name[name]
+        if dtype != info.dtype:
+            raise error("InvalidArgument", f"tensor '{name}': the file holds {info.dtype}, the destination is {dtype}")
+        need = info.nbytes
+        if nbytes != need:
+            raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
+                        f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
+                        f"the destination holds {nbytes} ({shape})")
+        dsts.append((addr, nbytes))
+        owners.append(owner)
+    return dsts, owners
+
+
+def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, progress, options):
+    """Fills the caller's tensors {name: tensor} in place from ``source``: a
+    path, URL or index, opened here with ``options`` and closed after (cached
+    bytes are copied out of a mapping, cold ones read with O_DIRECT: _source),
+    or an open Reader (safe_open's handle), read with as it is and left open."""
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
-    reader = filename if isinstance(filename, Reader) else open_reader(filename, options)
+    owned = not isinstance(source, Reader)
+    reader = open_reader(source, options) if owned else source
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
         by_name = {t.name: t for t in reader.tensors()}
-        dsts, owners = [], []
-        for name in names:
-            dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)
-            info = by_name[name]
-            if dtype != info.dtype:
-                raise error("InvalidArgument",
-                            f"tensor '{name}': the file holds {info.dtype}, the destination is {dtype}")
-            need = info.nbytes
-            if nbytes != need:
-                raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
-                            f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
-                            f"the destination holds {nbytes} ({shape})")
-            dsts.append((addr, nbytes))
-            owners.append(owner)
+        dsts, owners = _destinations(adapter, by_name, tensors)
         maps = views = None
-        if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
-            maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
+        if owned:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
+            maps, views, reader = mapped_or_read(reader, source, options, [by_name[n] for n in names],
                                                  byte_views(adapter, owners))
         plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
@@ -95,7 +106,7 @@ def read_into(adapter, filename, tensors, progress, options):
             else:
                 reader.execute(plan, cb)
     finally:
-        if reader is not filename:
+        if owned:
             reader.close()
     return tensors
 

@@ -31,15 +31,14 @@ class safe_open:
         self._source = open_source(filename, backend, options)
         try:
             self._order = self._source.resolve(select)
-            if hasattr(self._source, "read_ahead"):
-                self._source.read_ahead(self._order)
+            self._source.read_ahead(self._order)
         except BaseException:
             self._source.close()
             raise
         self._selected = set(self._order)
         # device="cuda:N" on an engine source: tensors are read straight into
         # device memory through one staging ring kept for the handle's life.
-        self._direct = _device.applies(self._adapter, self._device) and hasattr(self._source, "reader")
+        self._direct = _device.applies(self._adapter, self._device) and self._source.reader is not None
         self._staging = None
         self._lock = threading.Lock()
 
@@ -91,9 +90,7 @@ class safe_open:
         info = self._info(name)
         self._adapter.check_dtype(info.dtype, info.shape, name)
         if self._direct:
-            read_ahead = getattr(self._source, "read_ahead_from", None)
-            if read_ahead is not None:
-                read_ahead(name)  # a key loop: the file streams into the page cache ahead of it
+            self._source.read_ahead_from(name)  # a key loop: the file streams into the page cache ahead of it
             return self._to_device([name], None)[name]
         return self._adapter.to_device(self._source.one(self._adapter, name), self._device)
 
@@ -130,7 +127,7 @@ class safe_open:
         """Fills existing CPU tensors {name: tensor} in place (no copy); paths,
         URLs and indexes only (not file objects)."""
         source = self._open_source()
-        if not hasattr(source, "reader"):
+        if source.reader is None:
             raise error("InvalidArgument", "read_into needs a path or URL, not a file object")
         return read_into(self._adapter, source.reader, tensors, progress, {})
 

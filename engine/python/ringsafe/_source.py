@@ -13,12 +13,14 @@ load_file share; open_source() picks the source:
   reopened by its name, as the reference does.
 
 A source knows its tensors as TensorInfo records (name, dtype, shape, begin,
-end, nbytes, shard) in data order and hands out whole tensors (load, one) and boxes of one (box)."""
+end, nbytes, shard) in data order and hands out whole tensors (load, one) and
+boxes of one (box): the Source protocol below."""
 
 import collections
 import io
 import os
 import stat
+from typing import Protocol
 
 from ._errors import SafetensorError, error
 from ._engine_source import EngineSource
@@ -28,6 +30,44 @@ from ._ringsafe import Reader
 from ._stream import StreamSource, describe
 
 BACKENDS = ("mmap", "pread")
+
+
+class Source(Protocol):
+    """What safe_open and load_file use of a source (EngineSource,
+    MappedSource, StreamSource). Every load/one/box takes names the caller
+    resolved and whose dtypes it checked (adapter.check_dtype) before any I/O."""
+
+    infos: list      # TensorInfo of every tensor, in data order
+    by_name: dict    # {name: TensorInfo}
+    reader: object   # the engine's Reader, or None (a file object read through Python)
+    closed: bool
+
+    def metadata(self):
+        """The header's __metadata__ (dict of str), or None."""
+
+    def resolve(self, select):
+        """Selected names in data order (select: None, a name or glob, or a list: _selection)."""
+
+    def check(self, name):
+        """TensorNotFound for a name the file does not hold."""
+
+    def load(self, adapter, names, progress):
+        """{name: tensor} of ``names``, in one call (parallel where the source can)."""
+
+    def one(self, adapter, name):
+        """One whole tensor."""
+
+    def box(self, adapter, info, box, box_shape):
+        """The box [(start, stop), ...] of tensor ``info``, of shape box_shape."""
+
+    def read_ahead(self, names):
+        """Arms read-ahead of ``names`` in file order (the mapped source; else nothing)."""
+
+    def read_ahead_from(self, name):
+        """Starts the armed read-ahead from ``name`` on (the mapped source; else nothing)."""
+
+    def close(self):
+        """Releases the file; tensors handed out stay valid."""
 
 
 def check_backend(backend):
@@ -284,7 +324,7 @@ def _open_path(filename, backend, options):
         raise
 
 
-def open_source(filename, backend, options):
+def open_source(filename, backend, options) -> Source:
     """The source for ``filename`` (a path, URL, index or binary file object)."""
     check_backend(backend)
     if not isinstance(filename, (str, bytes, os.PathLike)) and hasattr(filename, "read"):

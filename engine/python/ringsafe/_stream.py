@@ -38,6 +38,11 @@ def _protocol(name, what):
 
 
 class StreamSource:
+    """A file object read through its own seek/readinto (_source.Source); no
+    engine Reader (reader is None)."""
+
+    reader = None
+
     def __init__(self, f):
         self._f = f
         self._name = describe(f)
@@ -151,6 +156,12 @@ class StreamSource:
                                            f"use get_tensor")
         whole = self.one(adapter, info.name)
         return whole[tuple(slice(a, b) for a, b in box)]
+
+    def read_ahead(self, names):
+        """Nothing to arm: one tensor at a time, through the object."""
+
+    def read_ahead_from(self, name):
+        """Nothing armed (see read_ahead)."""
 
     def close(self):
         self.closed = True
