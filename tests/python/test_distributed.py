@@ -723,9 +723,9 @@ def test_plan_fetches_every_needed_byte_once_balanced_for_any_world_size():
     for case in range(400):
         tensors, needs, world = _random_case(rng)
         batch_bytes = rng.choice([4, 16, 64, 1 << 20])
-        batches = plan(tensors, needs, world, batch_bytes)
+        batches = plan(tensors, needs, world=world, batch_bytes=batch_bytes)
         assert [[(u.t.info.name, u.box, u.owner) for u in b.units] for b in batches] == \
-               [[(u.t.info.name, u.box, u.owner) for u in b.units] for b in plan(tensors, needs, world, batch_bytes)]
+               [[(u.t.info.name, u.box, u.owner) for u in b.units] for b in plan(tensors, needs, world=world, batch_bytes=batch_bytes)]
         fetched = {t.info.name: [] for t in tensors}
         load = [0] * world
         for b in batches:

@@ -209,7 +209,7 @@ def _torch_shape(t, box):
     return ADAPTER._type(t.info.dtype, extents, t.info.name)
 
 
-def _needs(reader, by_name, names, shard, rank, world):
+def _needs(reader, by_name, names, *, shard, rank, world):
     """{name: element box} of what this rank needs, validated before any I/O."""
     look = _shard_lookup(shard)
     out = {}
@@ -252,7 +252,7 @@ class _Unit:
 
     __slots__ = ("t", "box", "owner", "nbytes", "inters", "mode", "key")
 
-    def __init__(self, t, box, owner, needs, world, key):
+    def __init__(self, t, box, owner, *, needs, world, key):
         self.t, self.box, self.owner, self.key = t, box, owner, key
         self.nbytes = t.nbytes(box)
         self.inters = {}
@@ -418,7 +418,7 @@ def _chunks(share, limit):
     return out
 
 
-def plan(tensors, needs, world, batch_bytes, image=False):
+def plan(tensors, needs, *, world, batch_bytes, image=False):
     """The batches every rank runs: deterministic in its arguments. ``image``: every rank
     holds the data sections as they are in the files (pieces that follow each other in a
     file follow each other in memory, at the same offsets everywhere)."""
@@ -435,7 +435,7 @@ def plan(tensors, needs, world, batch_bytes, image=False):
                 extents = [e - s for s, e in region]
                 for rel in _flat_boxes(a, b, extents):
                     box = [(s + o, e + o) for (s, e), (o, _) in zip(rel, region)]
-                    units.append(_Unit(t, box, owner, needs, world, key))
+                    units.append(_Unit(t, box, owner, needs=needs, world=world, key=key))
                     key += 1
         batches.append(_Batch(units, world, image))
     return batches

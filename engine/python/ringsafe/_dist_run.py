@@ -112,7 +112,8 @@ class _Run(_Exchange):
         if not all(g[0][2] for g in gathered):
             self.image = None
         self.stats["layout"] = "image" if self.image is not None else "packed"
-        self.batches = plan(self.tensors, self.needs, self.world, self.batch_bytes, self.image is not None)
+        self.batches = plan(self.tensors, self.needs, world=self.world, batch_bytes=self.batch_bytes,
+                            image=self.image is not None)
         self.stats["batches"] = len(self.batches)
         self.done_batches = 0
         self.started_batches = 0
@@ -280,7 +281,7 @@ def _bytes_of(t):
     return out
 
 
-def _execute(filename, group, memory_limit, stats, options, local, finish):
+def _execute(filename, group, *, memory_limit, stats, options, local, finish):
     """Runs one load: ``local(run, reader, tensors) -> (needs, dests)`` on this rank after
     the open, ``finish(run)`` after the last exchange (its result is returned)."""
     run = _Run(group, memory_limit, stats)

@@ -14,10 +14,10 @@ from ._mapped import copy_into
 from ._source import byte_views, mapped_or_read, open_reader, open_source
 
 
-def load_file(adapter, filename, device, select, progress, backend, options):
+def load_file(adapter, filename, *, device, select, progress, backend, options):
     device = adapter.check_device(device)
     if _device.applies(adapter, device) and isinstance(filename, (str, bytes, os.PathLike)):
-        return _load_to_device(adapter, filename, device, select, progress, options)
+        return _load_to_device(adapter, filename, device=device, select=select, progress=progress, options=options)
     source = open_source(filename, backend, options)
     try:
         names = source.resolve(select)
@@ -31,7 +31,7 @@ def load_file(adapter, filename, device, select, progress, backend, options):
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
-def _load_to_device(adapter, filename, device, select, progress, options):
+def _load_to_device(adapter, filename, *, device, select, progress, options):
     # Buffered: O_DIRECT into staging windows placed without regard to the
     # file's alignment would bounce; not measured on a GPU yet.
     reader = open_reader(filename, options)
@@ -40,7 +40,8 @@ def _load_to_device(adapter, filename, device, select, progress, options):
         names = resolve(reader, list(by_name), select)
         for n in names:
             adapter.check_dtype(by_name[n].dtype, by_name[n].shape, n)  # before any I/O
-        out = _device.load(adapter, reader, names, by_name, device, progress, f"loading {filename}")
+        out = _device.load(adapter, reader, names, by_name=by_name, device=device, progress=progress,
+                           description=f"loading {filename}")
     finally:
         reader.close()
     return {n: out[n] for n in sorted(out)}
@@ -80,7 +81,7 @@ def _destinations(adapter, by_name, tensors):
     return dsts, owners
 
 
-def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, progress, options):
+def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, *, progress, options):
     """Fills the caller's tensors {name: tensor} in place from ``source``: a
     path, URL or index, opened here with ``options`` and closed after (cached
     bytes are copied out of a mapping, cold ones read with O_DIRECT: _source),
@@ -96,13 +97,13 @@ def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, pr
         dsts, owners = _destinations(adapter, by_name, tensors)
         maps = views = None
         if owned:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
-            maps, views, reader = mapped_or_read(reader, source, options, [by_name[n] for n in names],
-                                                 byte_views(adapter, owners))
+            maps, views, reader = mapped_or_read(reader, source, options=options, infos=[by_name[n] for n in names],
+                                                 byte_views=byte_views(adapter, owners))
         plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
             if maps is not None:
                 copy_into(maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, views)],
-                          options.get("threads"), cb)
+                          threads=options.get("threads"), progress=cb)
             else:
                 reader.execute(plan, cb)
     finally:
@@ -125,7 +126,7 @@ def _batches(names, sizes, budget):
         yield batch
 
 
-def iter_tensors(adapter, filename, select, memory_limit, device, progress, options):
+def iter_tensors(adapter, filename, *, select, memory_limit, device, progress, options):
     device = adapter.check_device(device)
     if memory_limit <= 0:
         raise ValueError("memory_limit must be positive")
@@ -148,11 +149,11 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
         reader.close()
         raise
     if _device.applies(adapter, device):
-        return _stream_to_device(adapter, reader, by_name, batches, device, progress)
-    return _stream(adapter, reader, by_name, batches, device, progress)
+        return _stream_to_device(adapter, reader, by_name, batches, device=device, progress=progress)
+    return _stream(adapter, reader, by_name, batches, device=device, progress=progress)
 
 
-def _stream_to_device(adapter, reader, by_name, batches, device, progress):
+def _stream_to_device(adapter, reader, by_name, batches, *, device, progress):
     # Each batch straight into device memory; memory_limit bounds the batch
     # (the engine's staging ring is its own, a few pinned buffers).
     total = sum(by_name[n].nbytes for b in batches for n in b)
@@ -162,7 +163,8 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
         staging = _device.stager(device)  # one ring for every batch
         with progress_callback(progress, "streaming") as cb:
             for batch in batches:
-                out = _device.load(adapter, reader, batch, by_name, device, None, "streaming", staging)
+                out = _device.load(adapter, reader, batch, by_name=by_name, device=device, progress=None,
+                                   description="streaming", staging=staging)
                 for n in batch:
                     done += by_name[n].nbytes
                     if cb:
@@ -181,7 +183,7 @@ def _start(reader, by_name, batch):
     return reader.start(plan), arena, offsets
 
 
-def _stream(adapter, reader, by_name, batches, device, progress):
+def _stream(adapter, reader, by_name, batches, *, device, progress):
     pending = None
     total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0

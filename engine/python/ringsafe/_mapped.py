@@ -174,7 +174,7 @@ class MappedSource(EngineSource):
         super().close()
 
 
-def copy_into(maps, shards, items, threads=None, progress=None):
+def copy_into(maps, shards, items, *, threads=None, progress=None):
     """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
     _source.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a TensorInfo, buffer
@@ -195,7 +195,7 @@ def copy_into(maps, shards, items, threads=None, progress=None):
         progress(0, 0)
 
 
-def mapped_views(adapter, maps, shards, infos, threads=None):
+def mapped_views(adapter, maps, shards, infos, *, threads=None):
     """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
     ``maps``, made resident in parallel first (for copies that convert)."""
     ranges = {}

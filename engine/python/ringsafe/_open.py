@@ -102,8 +102,8 @@ class safe_open:
             if self._staging is None:
                 self._staging = _device.stager(self._device)
             staging = self._staging
-        return _device.load(self._adapter, source.reader, names, source.by_name, self._device, progress,
-                            "loading", staging)
+        return _device.load(self._adapter, source.reader, names, by_name=source.by_name, device=self._device,
+                            progress=progress, description="loading", staging=staging)
 
     def get_tensors(self, progress=None):
         """Every (selected) tensor, {name: tensor} sorted by name, made
@@ -129,7 +129,7 @@ class safe_open:
         source = self._open_source()
         if source.reader is None:
             raise error("InvalidArgument", "read_into needs a path or URL, not a file object")
-        return read_into(self._adapter, source.reader, tensors, progress, {})
+        return read_into(self._adapter, source.reader, tensors, progress=progress, options={})
 
 
 def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):

@@ -238,7 +238,7 @@ def mapped_when_hot(reader, options, infos):
 LOADS = collections.Counter()
 
 
-def mapped_or_read(reader, filename, options, infos, byte_views=None):
+def mapped_or_read(reader, filename, *, options, infos, byte_views=None):
     """(maps, views, reader) for a load of the tensors ``infos`` into memory
     the caller holds: the mappings to copy them from (mapped_when_hot), the
     destinations' byte buffers that ``byte_views()`` returns, and the reader

@@ -53,7 +53,7 @@ def tensor_specs(adapter, tensors, keep_alive_buffer):
         out[name] = spec
     return out
 
-def save_file(adapter, tensors, filename, metadata, sync, progress):
+def save_file(adapter, tensors, filename, *, metadata, sync, progress):
     described, owners = describe_all(adapter, tensors)
     metadata = check_metadata(metadata)
     with progress_callback(progress, f"saving {filename}") as cb:

@@ -85,7 +85,7 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
     def local(run, reader, by_name):
         dev.append(ADAPTER.check_device(device))
         names = resolve(reader, [t.info.name for t in run.tensors], select)
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         items, size = [], 0
         image = _image_layout(run.tensors, needs)
         for n in names:
@@ -117,7 +117,8 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
     def finish(run):
         return {n: (v if v.device == dev[0] else v.to(dev[0])) for n, v in sorted(run.dests.items())}
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)
 
 
 def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT, stats=None,
@@ -135,7 +136,7 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
             raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
         names = list(tensors)
         reader.select(names)
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         dests = {}
         for n in names:
             t, dst = by_name[n], tensors[n]
@@ -158,7 +159,8 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
                 tensors[n].copy_(c)
         return tensors
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)
 
 
 def load_model(model, filename, group=None, *, strict=True, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
@@ -179,13 +181,13 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
         missing, unexpected, dropped = match_keys(model, state, by_name, strict)
         result["value"] = (missing, unexpected)
         names = [t.info.name for t in run.tensors if t.info.name in state and t.info.name not in dropped]
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         dests = {}
         for n in names:
             t, p = by_name[n], state[n]
             tt, shape = _torch_shape(t, needs[n])
             if list(p.shape) != shape:
-                raise size_mismatch(model, n, shape, p.shape, " (this rank's part)")
+                raise size_mismatch(model, n, shape, p.shape, part=" (this rank's part)")
             if p.device == run.comm and p.is_contiguous() and p.dtype == tt:
                 dests[n] = p.detach()
                 run.caller_owned.add(n)
@@ -201,4 +203,5 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
                 state[n].copy_(c)
         return result["value"]
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)
