@@ -7,6 +7,8 @@ each) and the movement of one batch's bytes from the ranks that fetched them
 into every rank's destinations (broadcasts and one all_to_all_single).
 """
 
+from dataclasses import dataclass, field
+
 import torch
 import torch.distributed as dist
 
@@ -67,17 +69,34 @@ def _names(names, most=8):
 
 # ---------------------------------------------------------------- the rank's end of the group
 
+@dataclass
+class _BatchState:
+    """One batch between its fetch and its exchange: ``bufs`` {unit key: tensor}
+    holding the fetched pieces, ``packed`` this rank's packed block (small pieces
+    every rank needs), ``cpu`` {unit key: host bounce buffer} when the group
+    exchanges device tensors, ``staged`` the staging bytes to release, ``job``
+    the engine's fetch in flight, ``context`` what the fetch reads (for errors)."""
+
+    k: int
+    bufs: dict = field(default_factory=dict)
+    packed: object = None
+    cpu: dict = field(default_factory=dict)
+    staged: int = 0
+    job: object = None
+    context: str = ""
+
+
 class _Exchange:
     """This rank's end of the process group for one load: its collectives, the
-    agreement on errors and the exchange of each batch. The load (``_Run``)
-    derives from it and provides ``spec``, ``stats``, ``batches``, ``image``,
-    ``image_bytes``, ``done_batches``, ``fetch_context``, ``stage``/``unstage``
-    (staging buffers), ``dest_view`` (this rank's destination bytes of a unit)
-    and ``incomplete``."""
+    agreement on errors, the staging it counts and the exchange of each batch.
+    The load (``_Run``) fills in what a load knows (``spec``, ``batches``,
+    ``image``/``image_bytes``, ``done_batches``, ``fetch_context``) and provides
+    ``dest_view`` and ``incomplete``; every one is declared here."""
 
-    def __init__(self, group):
+    def __init__(self, group, stats):
         """This rank's end of ``group`` (None: the world): its rank ``me``, the group's size
-        ``world``, and ``comm``, the device its collectives take tensors on."""
+        ``world``, and ``comm``, the device its collectives take tensors on; ``stats`` the
+        load's counters."""
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
                                "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
@@ -88,6 +107,33 @@ class _Exchange:
         self.world = dist.get_world_size(self.group)
         backend = str(dist.get_backend(self.group)).lower()
         self.comm = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
+        self.stats = stats
+        self.live = 0            # staging bytes held now (stage/unstage)
+        self.spec = ""           # what the load opened, for messages
+        self.fetch_context = ""  # what the failed fetch was reading, for messages
+        self.batches = []        # the plan's batches (_dist_plan.plan)
+        self.done_batches = 0    # batches exchanged
+        self.image = None        # {name: offset} when this rank's destinations are images of the data
+        self.image_bytes = None  # the destinations' bytes then, one flat uint8 tensor
+
+    def dest_view(self, u, box):
+        """This rank's destination bytes of ``box`` of the unit's tensor (the load's)."""
+        raise NotImplementedError
+
+    def incomplete(self):
+        """This rank's destinations that may be partly written (the load's)."""
+        raise NotImplementedError
+
+    # -- staging ----------------------------------------------------------------
+    def stage(self, n, device=None):
+        """A staging buffer of ``n`` bytes, counted in ``staging_peak`` until ``unstage(n)``."""
+        self.live += n
+        self.stats["staging_peak"] = max(self.stats["staging_peak"], self.live)
+        return torch.empty(n, dtype=torch.uint8, device=device or self.comm)
+
+    def unstage(self, n):
+        """Stops counting ``n`` bytes of staging."""
+        self.live -= n
 
     # -- collectives ------------------------------------------------------------
     def _src(self, r):
@@ -111,7 +157,7 @@ class _Exchange:
 
     def _with_incomplete(self, e):
         """Sets ``e.incomplete`` to this rank's partly written destinations, named in its message."""
-        names = sorted(self.incomplete()) if hasattr(self, "batches") else []
+        names = sorted(self.incomplete()) if self.batches else []
         e.incomplete = names
         if names:
             e.args = (f"{e.args[0]}; on rank {self.me} these destination tensors may be partly written: "
@@ -149,21 +195,18 @@ class _Exchange:
         return gathered
 
     def exchange(self, state):
-        """Collective: moves one fetched batch (``state`` from ``prepare``) into every rank's
-        destinations, then releases its staging."""
-        k = state["k"]
-        batch = self.batches[k]
-        what = f"the exchange of batch {k + 1} of {len(self.batches)}"
-        self._exchange_packed(batch, state["packed"], what)
-        self._exchange_runs(batch, state["bufs"], what)
+        """Collective: moves one fetched batch (a _BatchState from ``prepare``) into every
+        rank's destinations, then releases its staging."""
+        batch = self.batches[state.k]
+        what = f"the exchange of batch {state.k + 1} of {len(self.batches)}"
+        self._exchange_packed(batch, state.packed, what)
+        self._exchange_runs(batch, state.bufs, what)
         if batch.a2a:
-            self._exchange_a2a(batch, state["bufs"], what)
-        self._copy_own(batch, state["bufs"])
-        state["bufs"] = {}
-        state["packed"] = None
-        state["cpu"] = {}
-        self.unstage(state["staged"])
-        self.done_batches = k + 1
+            self._exchange_a2a(batch, state.bufs, what)
+        self._copy_own(batch, state.bufs)
+        state.bufs, state.packed, state.cpu = {}, None, {}
+        self.unstage(state.staged)
+        self.done_batches = state.k + 1
 
     def _broadcast(self, what, buf, owner, nbytes):
         """Collective: ``buf`` (``nbytes`` of it counted) from group rank ``owner`` to every rank."""
