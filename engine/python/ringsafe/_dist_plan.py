@@ -355,7 +355,8 @@ def _assign(segments, world):
     loads = [0] * world
     shares = [[] for _ in range(world)]
 
-    def give(r, t, region, a, b):
+    def give(r, t, region, *, a, b):
+        """Flat elements [a, b) of ``region`` of ``t`` to rank ``r``."""
         shares[r].append((t, region, a, b))
         loads[r] += nbytes(t, a, b)
 
@@ -368,7 +369,7 @@ def _assign(segments, world):
         room = quota - loads[pref]
         n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
         if n > 0:
-            give(pref, t, region, a, a + n)
+            give(pref, t, region, a=a, b=a + n)
         if a + n < b:
             pool.append((t, region, a + n, b))
     # The rest in data order: each rank in turn filled to its quota (contiguous shares).
@@ -388,7 +389,7 @@ def _assign(segments, world):
                 dst = min(range(world), key=lambda i: loads[i])
                 room = quota + slack - loads[dst]
                 n = b - a if nbytes(t, a, b) <= room else max(cut(t, a, b, room), min(t.granule, b - a))
-            give(dst, t, region, a, a + n)
+            give(dst, t, region, a=a, b=a + n)
             a += n
     for s in shares:
         s.sort(key=lambda p: (p[0].order, p[2]))
