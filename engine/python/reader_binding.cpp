@@ -15,6 +15,7 @@
 #include "arguments.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
+#include "device/staged_read.hpp"
 #include "device_request.hpp"
 #include "header_objects.hpp"
 #include "ringsafe/header.hpp"
@@ -438,8 +439,11 @@ void bind_raw_address_calls(py::module_& m) {
 // GIL released, waited for even on Ctrl-C (cancelled first: no copy lands
 // after the destinations go): through `stager`'s ring when given, else one
 // made for this call. Returns {staged_bytes, direct_bytes, batches, copies}.
+// `hooks` (tests only, with the stand-in): the stand-in's test hooks, and
+// `cancel_at_copy` cancels the call at that copy.
 py::dict device_read(const py_reader& self, const py::object& names_arg, device_request q,
                      std::shared_ptr<device_stager> stager, const py::object& progress,
+                     std::optional<device::stand_in_hooks> hooks = std::nullopt,
                      std::optional<std::uint64_t> cancel_at_copy = std::nullopt) {
     auto r = self.r;
     self.get();
@@ -452,16 +456,20 @@ py::dict device_read(const py_reader& self, const py::object& names_arg, device_
                   ", the call for " +
                   (q.options.stand_in ? std::string("the host stand-in")
                                       : "CUDA device " + std::to_string(q.options.device)));
-    if (cancel_at_copy && !q.options.stand_in) raise(errc::InvalidArgument, "cancel_at_copy needs stand_in=True");
     auto stats = std::make_shared<device_read_stats>();
     run_blocking(
-        [r, names, q, stager, cancel_at_copy, stats](pending_call& pc) mutable {
-            if (cancel_at_copy)
-                q.options.stand_in_before_copy = [&pc, at = *cancel_at_copy](std::uint64_t piece) {
-                    if (piece == at) pc.cancel.store(true);
-                };
-            *stats = stager ? stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream)
-                            : read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
+        [r, names, q, stager, hooks, cancel_at_copy, stats](pending_call& pc) mutable {
+            if (hooks) {
+                if (cancel_at_copy)
+                    hooks->before_copy = [&pc, at = *cancel_at_copy](std::uint64_t piece) {
+                        if (piece == at) pc.cancel.store(true);
+                    };
+                *stats = device::read_with_stand_in_hooks(*r, r->select(names), q.spans, q.options, pc.control(),
+                                                          std::move(*hooks));
+            } else {
+                *stats = stager ? stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream)
+                                : read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
+            }
         },
         progress, false);
     py::dict out;
@@ -500,14 +508,16 @@ void bind_device_reads(py::module_& m) {
              std::optional<std::uint64_t> cancel_at_copy, std::uintptr_t stream) {
               device_request q = device_request_of(dsts, 0, staging_size, staging_count, true);
               q.options.stream = reinterpret_cast<void*>(stream);
-              q.options.stand_in_fail_piece = fail_copy_at;
+              device::stand_in_hooks hooks;
+              hooks.fail_piece = fail_copy_at;
               // The stand-in's steps, from its thread and this one (the call thread's, while the GIL is released).
               auto steps = std::make_shared<std::pair<std::mutex, std::vector<std::string>>>();
-              q.options.stand_in_trace = [steps](const std::string& step) {
+              hooks.trace = [steps](const std::string& step) {
                   std::lock_guard lk(steps->first);
                   steps->second.push_back(step);
               };
-              py::dict out = device_read(self, names, std::move(q), nullptr, py::none(), cancel_at_copy);
+              py::dict out = device_read(self, names, std::move(q), nullptr, py::none(), std::move(hooks),
+                                         cancel_at_copy);
               std::lock_guard lk(steps->first);
               out["trace"] = steps->second;
               return out;
