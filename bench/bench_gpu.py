@@ -422,13 +422,13 @@ def main():
         for arm in arms.table:
             if arm in (MINE, MINE_ITER, MINE_MODEL):
                 calls = []
-                real = _ringsafe.Reader.read_to_device
-                _ringsafe.Reader.read_to_device = lambda self, *a, **k: calls.append(1) or real(self, *a, **k)
+                real = _ringsafe.read_to_device_at
+                _ringsafe.read_to_device_at = lambda *a, **k: calls.append(1) or real(*a, **k)
                 try:
                     one(arm, "hot", lambda s, arm=arm: first.__setitem__(arm, s))
                 finally:
-                    _ringsafe.Reader.read_to_device = real
-                print(f"  {arm}: {len(calls)} engine read_to_device call(s)")
+                    _ringsafe.read_to_device_at = real
+                print(f"  {arm}: {len(calls)} engine read_to_device_at call(s)")
                 if not calls:
                     raise SystemExit(f"{arm} did not read through the engine's staging pipeline (CUDA runtime: "
                                      f"{why or 'loads'})")

@@ -9,10 +9,9 @@
 
 namespace ringsafe::device {
 
-// cudaError_t: 0 is cudaSuccess; cudaErrorNotReady (600) from event queries.
+// cudaError_t: 0 is cudaSuccess.
 using cuda_error = int;
 inline constexpr cuda_error cuda_success = 0;
-inline constexpr cuda_error cuda_error_not_ready = 600;
 // cudaStream_t and cudaEvent_t are pointers to opaque runtime structs.
 using cuda_stream = struct cuda_stream_opaque*;
 using cuda_event = struct cuda_event_opaque*;
@@ -24,9 +23,8 @@ inline constexpr unsigned cuda_host_alloc_default = 0x00;    // cudaHostAllocDef
 inline constexpr int cuda_memcpy_host_to_device = 1;          // cudaMemcpyHostToDevice
 inline constexpr int cuda_memcpy_device_to_host = 2;          // cudaMemcpyDeviceToHost
 inline constexpr int cuda_memcpy_default = 4;                 // cudaMemcpyDefault
-// cudaMemoryType: what cudaPointerGetAttributes says a pointer is.
-inline constexpr int cuda_memory_unregistered = 0;  // ordinary host memory
-inline constexpr int cuda_memory_host = 1;          // pinned (page-locked) host memory
+// cudaMemoryType: what cudaPointerGetAttributes says a pointer is (the two
+// read: 0 is ordinary host memory, 1 pinned host memory).
 inline constexpr int cuda_memory_device = 2;
 inline constexpr int cuda_memory_managed = 3;
 

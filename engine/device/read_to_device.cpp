@@ -2,6 +2,7 @@
 // or the host stand-in), keep it and its staging ring, run the pipeline.
 #include <exception>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "format/error_context.hpp"
@@ -14,6 +15,7 @@ namespace ringsafe {
 
 struct device_stager::impl {
     device_options opts;
+    device::stand_in_hooks hooks;  // tests only (device::stand_in_stager)
     mutable std::mutex m;
     // Declared before the copier, so freed after it: the copier's destructor
     // still finishes queued copies, which read this memory.
@@ -23,9 +25,7 @@ struct device_stager::impl {
     device::copier& get() {
         if (!copier) {
             if (opts.stand_in)
-                copier = std::make_unique<device::host_copier>(
-                    opts.staging_count,
-                    device::stand_in_hooks{opts.stand_in_fail_piece, opts.stand_in_before_copy, opts.stand_in_trace});
+                copier = std::make_unique<device::host_copier>(opts.staging_count, hooks);
             else
                 copier = device::make_cuda_copier(opts.device, opts.staging_count);
         }
@@ -80,6 +80,25 @@ void device_stager::release() {
 const device_options& device_stager::options() const noexcept {
     static const device_options none;
     return impl_ ? impl_->opts : none;
+}
+
+// What engine/device gives its tests of a stager: the stand-in's hooks.
+struct device_stager_access {
+    static void set_hooks(device_stager& s, device::stand_in_hooks hooks) { s.impl_->hooks = std::move(hooks); }
+};
+
+device_stager device::stand_in_stager(const device_options& opts, stand_in_hooks hooks) {
+    if (!opts.stand_in) raise(errc::InvalidArgument, "read_to_device: the stand-in's test hooks need stand_in");
+    device_stager s(opts);
+    device_stager_access::set_hooks(s, std::move(hooks));
+    return s;
+}
+
+device_read_stats device::read_with_stand_in_hooks(reader& r, const selection& sel,
+                                                   std::span<const device_span> dsts, const device_options& opts,
+                                                   const read_control& ctl, stand_in_hooks hooks) {
+    device_stager s = stand_in_stager(opts, std::move(hooks));
+    return s.read(r, sel, dsts, ctl, opts.stream);
 }
 
 device_read_stats read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,

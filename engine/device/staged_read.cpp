@@ -42,9 +42,6 @@ void check_options(const device_options& opts) {
                                          std::to_string(opts.staging_size) + " and " +
                                          std::to_string(opts.staging_count) + ")");
     if (opts.device < 0) raise(errc::InvalidArgument, "read_to_device: device index " + std::to_string(opts.device) + " is negative");
-    if (!opts.stand_in && (opts.stand_in_fail_piece || opts.stand_in_before_copy || opts.stand_in_trace))
-        raise(errc::InvalidArgument,
-              "read_to_device: stand_in_fail_piece, stand_in_before_copy and stand_in_trace need stand_in");
 }
 
 void check_targets(const reader& r, const selection& sel, std::span<const device_span> dsts,

@@ -29,4 +29,11 @@ device_read_stats staged_read(reader& r, const selection& sel, std::span<const d
                               const device_options& opts, const read_control& ctl, copier& c,
                               std::vector<staging_block>& memory);
 
+// Tests only: the host stand-in's hooks (stand_in_hooks), which the public
+// device_options do not carry. InvalidArgument unless opts.stand_in.
+device_stager stand_in_stager(const device_options& opts, stand_in_hooks hooks);
+device_read_stats read_with_stand_in_hooks(reader& r, const selection& sel, std::span<const device_span> dsts,
+                                           const device_options& opts, const read_control& ctl,
+                                           stand_in_hooks hooks);
+
 }  // namespace ringsafe::device

@@ -1,4 +1,5 @@
 #include "arena.hpp"
+#include "arguments.hpp"
 
 #include <utility>
 
@@ -40,8 +41,6 @@ void bind_arena(py::module_& m) {
         .def_property_readonly("address", [](arena& a) { return reinterpret_cast<std::uintptr_t>(a.data()); },
                                "Address of the first byte.")
         .def("__len__", [](const arena& a) { return a.size; })
-        .def("pages", [](const arena& a) { return a.memory.pages().label(); },
-             "What backs the memory now: 'THP', '4KiB', 'mixed(NN% THP)' or 'untouched'.")
         .def_buffer([](arena& a) {
             return py::buffer_info(a.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(a.size)}, {1}, false);
@@ -67,9 +66,7 @@ void bind_arena(py::module_& m) {
                   memory::set_buffer_cache_idle_seconds(s);
               }
               if (!limit.is_none()) {
-                  const long long n = limit.cast<long long>();
-                  if (n < 0) throw py::value_error("limit must be >= 0 bytes");
-                  memory::set_buffer_cache_limit(static_cast<std::uint64_t>(n));
+                  memory::set_buffer_cache_limit(option_uint(limit, "arena cache", "limit", 0, UINT64_MAX >> 1));
               }
           },
           py::arg("limit") = py::none(), py::arg("idle_seconds") = py::none(),

@@ -81,19 +81,34 @@ std::vector<std::string> tensor_names(const py::handle& seq) {
     return out;
 }
 
-std::uint64_t option_uint(const py::handle& v, const std::string& owner, const std::string& key, std::uint64_t lo,
-                          std::uint64_t hi) {
-    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr()))
-        throw py::type_error(owner + " option " + key + " must be an int, not " + type_name(v));
+std::optional<int_arg> index_int(const py::handle& v) {
+    if (!PyIndex_Check(v.ptr()) || PyBool_Check(v.ptr())) return std::nullopt;
     const py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
     if (!as_int) throw py::error_already_set();
-    int overflow = 0;
-    const long long x = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
-    if (overflow == 0 && x == -1 && PyErr_Occurred()) throw py::error_already_set();
-    if (overflow != 0 || x < 0 || static_cast<std::uint64_t>(x) < lo || static_cast<std::uint64_t>(x) > hi)
+    int_arg out;
+    out.value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &out.overflow);
+    if (out.overflow == 0 && out.value == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return out;
+}
+
+std::uint64_t non_negative(const py::handle& v, const std::string& what) {
+    const auto x = index_int(v);
+    if (!x) throw py::type_error(what + " must be an int, not " + type_name(v));
+    if (x->overflow > 0) raise(errc::InvalidArgument, what + " " + std::string(py::str(v)) + " is too large");
+    if (x->overflow < 0 || x->value < 0)
+        raise(errc::InvalidArgument, what + " must not be negative, got " + std::string(py::str(v)));
+    return static_cast<std::uint64_t>(x->value);
+}
+
+std::uint64_t option_uint(const py::handle& v, const std::string& owner, const std::string& key, std::uint64_t lo,
+                          std::uint64_t hi) {
+    const auto x = index_int(v);
+    if (!x) throw py::type_error(owner + " option " + key + " must be an int, not " + type_name(v));
+    if (x->overflow != 0 || x->value < 0 || static_cast<std::uint64_t>(x->value) < lo ||
+        static_cast<std::uint64_t>(x->value) > hi)
         throw py::value_error(owner + " option " + key + "=" + std::string(py::str(v)) + " is out of range " +
                               std::to_string(lo) + ".." + std::to_string(hi));
-    return static_cast<std::uint64_t>(x);
+    return static_cast<std::uint64_t>(x->value);
 }
 
 bool option_bool(const py::handle& v, const std::string& owner, const std::string& key) {

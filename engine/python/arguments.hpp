@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +44,20 @@ pybind11::str path_str(const std::string& path);
 std::string tensor_name(const pybind11::handle& obj);
 // Each name of a sequence (not a str) as tensor_name() takes it.
 std::vector<std::string> tensor_names(const pybind11::handle& seq);
+
+// An int argument (an int or an object with __index__, never a bool) as a
+// long long, with `overflow` +1 / -1 when it does not fit one; nullopt when
+// `v` is not an int (the caller raises its TypeError). The one place the
+// bindings convert Python ints.
+struct int_arg {
+    long long value = 0;
+    int overflow = 0;
+};
+std::optional<int_arg> index_int(const pybind11::handle& v);
+
+// A count, size or offset: SafetensorError (InvalidArgument) "<what> must not
+// be negative, got N" or "... is too large", TypeError when not an int.
+std::uint64_t non_negative(const pybind11::handle& v, const std::string& what);
 
 // Keyword options: TypeError naming `owner` and `key` when not of the type
 // (an int is an int or has __index__, never a bool), ValueError naming the

@@ -1,14 +1,18 @@
-// The pieces module.cpp assembles into ringsafe._ringsafe (engine-internal).
+// The pieces module.cpp assembles into ringsafe._ringsafe (engine-internal),
+// besides register_errors (errors.hpp) and bind_arena (arena.hpp).
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 namespace ringsafe::python {
 
-void bind_reader(pybind11::module_& m);  // Reader, Plan, Pending
+// Reader, Plan, Pending; is_url, fetch_file, http_connections; the raw-address
+// calls plan_tensors_at, plan_requests_at, read_to_device_at (and the stand-in's
+// test entry _stand_in_read_with_hooks).
+void bind_reader(pybind11::module_& m);
 void bind_writer(pybind11::module_& m);   // StreamWriter, save_declared, serialize
 void bind_mapping(pybind11::module_& m);  // MappedFile
-void bind_header(pybind11::module_& m);   // parse_bytes, parse_prefix, parse_header
-void bind_device(pybind11::module_& m);   // read_to_device, cuda_runtime_available
+void bind_header(pybind11::module_& m);   // TensorInfo, parse_bytes, parse_prefix, parse_header, glob_match
+void bind_device(pybind11::module_& m);   // cuda_runtime_available, DeviceStager
 
 }  // namespace ringsafe::python

@@ -1,4 +1,4 @@
-// Header parsing for bytes held in Python: a whole file in memory (load(),
+// TensorInfo, the record every header listing hands out, and header parsing for bytes held in Python: a whole file in memory (load(),
 // deserialize()) or a header read piecewise from a Python file object.
 #include <pybind11/stl.h>
 
@@ -9,6 +9,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "header_objects.hpp"
+#include "ringsafe/error.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/selection.hpp"
 
@@ -18,16 +19,71 @@ namespace ringsafe::python {
 
 namespace {
 
-// (tensors, metadata, data_start): tensors as (name, dtype, shape, begin, end, 0) in data order.
+// (tensors, metadata, data_start): tensors as TensorInfo records (shard 0) in data order.
 py::tuple header_tuple(const header& h) {
     py::list tensors;
-    for (const auto& t : h.tensors) tensors.append(tensor_tuple(t, 0));
+    for (const auto& t : h.tensors) tensors.append(tensor_object(t, 0));
     return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
+}
+
+parse_options limited_to(std::uint64_t max_header_size) {
+    parse_options o;
+    o.max_header_size = max_header_size;
+    return o;
+}
+
+py::tuple record_state(const tensor_record& t) {
+    return py::make_tuple(t.name, t.dtype, t.shape, t.begin, t.end, t.shard);
+}
+
+std::string record_repr(const tensor_record& t) {
+    std::string shape = py::str(t.shape);
+    return "TensorInfo(name=" + std::string(py::repr(py::str(t.name))) + ", dtype='" + t.dtype + "', shape=" + shape +
+           ", begin=" + std::to_string(t.begin) + ", end=" + std::to_string(t.end) +
+           ", shard=" + std::to_string(t.shard) + ")";
+}
+
+void bind_tensor_info(py::module_& m) {
+    py::class_<tensor_record>(m, "TensorInfo",
+                              "One tensor of a checkpoint's header (read-only): name, dtype (the safetensors "
+                              "code, e.g. 'F32'), shape (a tuple), begin and end (offsets in its shard's data "
+                              "section), nbytes (end - begin) and shard (its shard's index, 0 unsharded).")
+        .def(py::init([](std::string name, std::string dtype, const py::iterable& shape, std::uint64_t begin,
+                         std::uint64_t end, std::uint32_t shard) {
+                 if (end < begin)
+                     raise(errc::InvalidArgument, "TensorInfo '" + name + "': end " + std::to_string(end) +
+                                                      " is before begin " + std::to_string(begin));
+                 py::list dims;
+                 for (auto d : shape) dims.append(py::int_(d.cast<std::uint64_t>()));
+                 return tensor_record{std::move(name), std::move(dtype), py::tuple(dims), begin, end, shard};
+             }),
+             py::kw_only(), py::arg("name"), py::arg("dtype"), py::arg("shape"), py::arg("begin"), py::arg("end"),
+             py::arg("shard") = 0, "A record made by hand (tests, planners); the engine's come from headers.")
+        .def_readonly("name", &tensor_record::name)
+        .def_readonly("dtype", &tensor_record::dtype)
+        .def_readonly("shape", &tensor_record::shape)
+        .def_readonly("begin", &tensor_record::begin)
+        .def_readonly("end", &tensor_record::end)
+        .def_property_readonly("nbytes", [](const tensor_record& t) { return t.end - t.begin; })
+        .def_readonly("shard", &tensor_record::shard)
+        .def("__repr__", &record_repr)
+        .def("__eq__",
+             [](const tensor_record& a, const py::object& b) -> py::object {
+                 if (!py::isinstance<tensor_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                 return py::bool_(record_state(a).equal(record_state(b.cast<const tensor_record&>())));
+             })
+        .def("__hash__", [](const tensor_record& t) { return py::hash(record_state(t)); })
+        .def(py::pickle(&record_state, [](const py::tuple& s) {
+            if (s.size() != 6) throw py::value_error("TensorInfo state is (name, dtype, shape, begin, end, shard)");
+            return tensor_record{s[0].cast<std::string>(), s[1].cast<std::string>(), py::tuple(s[2]),
+                                 s[3].cast<std::uint64_t>(), s[4].cast<std::uint64_t>(), s[5].cast<std::uint32_t>()};
+        }));
 }
 
 }  // namespace
 
 void bind_header(py::module_& m) {
+    bind_tensor_info(m);
     m.def("parse_bytes",
           [](const py::object& data) {
               py::object hold;  // the export, held while the bytes are parsed
@@ -40,18 +96,14 @@ void bind_header(py::module_& m) {
     m.def("parse_prefix",
           [](const py::bytes& prefix, std::uint64_t file_size, std::uint64_t max_header_size) {
               std::string_view v = prefix;
-              parse_options o;
-              o.max_header_size = max_header_size;
-              return parse_length_prefix({reinterpret_cast<const std::byte*>(v.data()), v.size()}, file_size, o);
+              return parse_length_prefix({reinterpret_cast<const std::byte*>(v.data()), v.size()}, file_size,
+                                         limited_to(max_header_size));
           },
           py::arg("prefix"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
           "The header length N from the file's first 8 bytes, checked against the file's size.");
     m.def("parse_header",
           [](const py::bytes& json, std::uint64_t file_size, std::uint64_t max_header_size) {
-              std::string_view v = json;
-              parse_options o;
-              o.max_header_size = max_header_size;
-              return header_tuple(parse_header(v, file_size, o));
+              return header_tuple(parse_header(std::string_view(json), file_size, limited_to(max_header_size)));
           },
           py::arg("json"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
           "Parses and validates the N header bytes of a file of `file_size` bytes: (tensors, metadata, data_start).");

@@ -4,20 +4,33 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "ringsafe/header.hpp"
 
 namespace ringsafe::python {
 
-// (name, dtype, shape, begin, end, shard): shape a list, offsets relative to the shard's data section.
-inline pybind11::tuple tensor_tuple(const tensor_info& t, std::uint32_t shard) {
-    pybind11::list shape;
-    for (auto d : t.shape) shape.append(d);
-    return pybind11::make_tuple(pybind11::str(t.name), pybind11::str(std::string(dtype_name(t.dtype))), shape,
-                                t.begin, t.end, shard);
+// One tensor of a header as Python sees it: ringsafe._ringsafe.TensorInfo, a
+// read-only record (name, dtype, shape as a tuple, begin and end relative to
+// its shard's data section, nbytes = end - begin, shard: its index in a
+// sharded checkpoint, 0 otherwise). Registered by bind_header.
+struct tensor_record {
+    std::string name;
+    std::string dtype;
+    pybind11::tuple shape;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+    std::uint32_t shard = 0;
+};
+
+inline pybind11::object tensor_object(const tensor_info& t, std::uint32_t shard) {
+    pybind11::tuple shape(t.shape.size());
+    for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = pybind11::int_(t.shape[i]);
+    return pybind11::cast(tensor_record{t.name, std::string(dtype_name(t.dtype)), std::move(shape), t.begin, t.end, shard});
 }
 
 // __metadata__ as a dict of str, or None.

@@ -26,25 +26,14 @@ struct py_mapping {
     std::shared_ptr<const mapped_file> file;
 };
 
-// An integer argument that must not be negative (InvalidArgument naming it).
-std::uint64_t non_negative(const py::handle& v, const char* what) {
-    const auto x = v.cast<long long>();
-    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
-    return static_cast<std::uint64_t>(x);
-}
-
 // populate() of fewer bytes runs on the calling thread (no hand-off to a call
 // thread: a get_tensor loop pays it per tensor); even cold, such a call ends
 // within a few tenths of a second, when Ctrl-C is seen.
 constexpr std::uint64_t inline_populate_bytes = 64u << 20;
 
-}  // namespace
-
-void bind_mapping(py::module_& m) {
-    py::class_<py_mapping>(m, "MappedFile", py::buffer_protocol(),
-                           "A local file mapped private (copy-on-write) into memory; unmapped when the last "
-                           "view of it is gone. The mapping keeps the file's pages if the path is replaced.")
-        .def(py::init([](const py::object& path_arg_) {
+// MappedFile: the open, what the mapping is (size, identity, stat, address).
+void bind_mapping_open(py::class_<py_mapping>& cls) {
+    cls.def(py::init([](const py::object& path_arg_) {
                  const std::string path = path_arg(path_arg_, "path");
                  py::gil_scoped_release nogil;
                  return py_mapping{std::make_shared<const mapped_file>(mapped_file::open(path))};
@@ -65,8 +54,12 @@ void bind_mapping(py::module_& m) {
                                "(st_dev, st_ino, st_size, st_mtime_ns) of the file when it was mapped.")
         .def_property_readonly("address",
                                [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
-                               "Address of the first byte (0 for an empty file).")
-        .def("populate",
+                               "Address of the first byte (0 for an empty file).");
+}
+
+// MappedFile: making ranges resident, copying out of it, asking the page cache.
+void bind_mapping_io(py::class_<py_mapping>& cls) {
+    cls.def("populate",
              [](const py_mapping& self, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges,
                 unsigned threads, const py::object& progress) {
                  std::vector<mapped_range> rs;
@@ -140,6 +133,16 @@ void bind_mapping(py::module_& m) {
             return py::buffer_info(self.file->data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                    {static_cast<py::ssize_t>(self.file->size())}, {1}, false);
         });
+}
+
+}  // namespace
+
+void bind_mapping(py::module_& m) {
+    py::class_<py_mapping> cls(m, "MappedFile", py::buffer_protocol(),
+                           "A local file mapped private (copy-on-write) into memory; unmapped when the last "
+                           "view of it is gone. The mapping keeps the file's pages if the path is replaced.");
+    bind_mapping_open(cls);
+    bind_mapping_io(cls);
 }
 
 }  // namespace ringsafe::python

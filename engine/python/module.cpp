@@ -8,6 +8,7 @@
 
 PYBIND11_MODULE(_ringsafe, m) {
     m.doc() = "ringsafe's engine for Python: io_uring and HTTP reads into caller memory, streaming writes.";
+    m.attr("__version__") = RINGSAFE_VERSION;  // meson.build's project version
     ringsafe::python::register_errors(m);
     ringsafe::python::bind_arena(m);
     ringsafe::python::bind_reader(m);

@@ -6,15 +6,20 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <optional>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "arguments.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
+#include "device/staged_read.hpp"
 #include "device_request.hpp"
 #include "header_objects.hpp"
 #include "ringsafe/header.hpp"
+#include "ringsafe/device.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
@@ -24,12 +29,6 @@ namespace py = pybind11;
 namespace ringsafe::python {
 
 namespace {
-
-std::uint64_t to_u64(const py::handle& v, const char* what) {
-    long long x = v.cast<long long>();
-    if (x < 0) raise(errc::InvalidArgument, std::string(what) + " must not be negative, got " + std::to_string(x));
-    return static_cast<std::uint64_t>(x);
-}
 
 std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
     return python::option_uint(v, "reader", key, lo, hi);
@@ -121,14 +120,14 @@ std::vector<dim_range> to_box(const py::handle& box) {
     for (auto d : box) {
         auto t = d.cast<py::tuple>();
         if (t.size() != 2) raise(errc::InvalidArgument, "a box is a list of (start, stop) pairs");
-        out.push_back({to_u64(t[0], "box start"), to_u64(t[1], "box stop")});
+        out.push_back({non_negative(t[0], "box start"), non_negative(t[1], "box stop")});
     }
     return out;
 }
 
 // A raw (address, size) destination: the low-level calls only.
 std::span<std::byte> to_span(const py::handle& addr, const py::handle& size) {
-    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(to_u64(size, "size"))};
+    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(non_negative(size, "size"))};
 }
 
 // A plan together with the Python objects owning its destinations (for
@@ -184,9 +183,21 @@ std::vector<py::object> kept(const py::list& keep) {
     return out;
 }
 
-}  // namespace
 
-void bind_reader(py::module_& m) {
+// Reader()'s docstring: what it opens and its keyword options (make_options).
+constexpr const char* reader_open_doc =
+    "Opens `spec` (a path: str, bytes or os.PathLike; or a URL; reads and validates every header). "
+    "Keyword options: threads, queue_depth, "
+    "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
+    "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
+    "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://, hf://: as "
+    "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
+    "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
+    "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
+    "HF_HUB_OFFLINE), max_header_size, parallel_shards.";
+
+// Module-level helpers: is_url, fetch_file, http_connections.
+void bind_module_calls(py::module_& m) {
     m.def("is_url", [](const py::object& spec) { return is_url(path_arg(spec, "spec")); }, py::arg("spec"),
           "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
           "not as a local path.");
@@ -225,20 +236,24 @@ void bind_reader(py::module_& m) {
           py::arg("connections") = py::none(),
           "The connections per origin a URL source uses: `connections`, else RINGSAFE_CONNECTIONS, else "
           "the engine's default.");
+}
+
+// Plan and Pending, what Reader.plan_* and Reader.start hand out.
+void bind_plan_and_pending(py::module_& m) {
     py::class_<py_plan>(m, "Plan", "A validated read plan into caller memory; execute it with Reader.execute/start.")
-        .def_property_readonly("total_bytes", [](const py_plan& p) { return p.plan.total_bytes(); })
-        .def_property_readonly("op_count", [](const py_plan& p) { return p.plan.op_count(); });
+        .def_property_readonly("total_bytes", [](const py_plan& p) { return p.plan.total_bytes(); });
 
     py::class_<py_pending>(m, "Pending",
                            "An engine job running on a call thread; dropping it cancels the job and waits for it.")
         .def("wait", [](py_pending& p, const py::object& progress) { p.call->wait(progress); },
              py::arg("progress") = py::none(),
              "Blocks until the job ends (Ctrl-C cancels it and raises); rethrows its error.")
-        .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.")
-        .def_property_readonly("finished", [](const py_pending& p) { return p.call->finished(); });
+        .def("cancel", [](py_pending& p) { p.call->cancel.store(true); }, "Asks the job to stop; wait() then raises.");
+}
 
-    py::class_<py_reader>(m, "Reader", "An open checkpoint: a file, an http(s)/s3/gs/az URL or a sharded index.")
-        .def(py::init([](const py::object& spec_arg, const py::kwargs& kw) {
+// Reader: the open (its keyword options) and what it lists (tensors, shards, metadata).
+void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
+    cls.def(py::init([](const py::object& spec_arg, const py::kwargs& kw) {
                  const std::string spec = path_arg(spec_arg, "spec");
                  reader_options o = make_options(kw);
                  // On a call thread, so that Ctrl-C ends the wait for a slow header
@@ -253,19 +268,10 @@ void bind_reader(py::module_& m) {
                  return out;
              }),
              py::arg("spec"),
-             "Opens `spec` (a path: str, bytes or os.PathLike; or a URL; reads and validates every header). "
-             "Keyword options: threads, queue_depth, "
-             "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
-             "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-             "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://, hf://: as "
-             "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
-             "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
-             "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
-             "HF_HUB_OFFLINE), max_header_size, parallel_shards.")
+             reader_open_doc)
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })
-        .def_property_readonly("sharded", [](const py_reader& self) { return self.get().sharded(); })
         .def_property_readonly("total_bytes", [](const py_reader& self) { return self.get().total_bytes(); })
         .def("metadata", [](const py_reader& self) { return metadata_object(self.get().metadata()); },
              "__metadata__ as a dict of str, or None.")
@@ -273,10 +279,10 @@ void bind_reader(py::module_& m) {
                  const reader& r = self.get();
                  py::list out;
                  auto ts = r.tensors();
-                 for (std::uint32_t i = 0; i < ts.size(); ++i) out.append(tensor_tuple(ts[i], r.shard_of(i)));
+                 for (std::uint32_t i = 0; i < ts.size(); ++i) out.append(tensor_object(ts[i], r.shard_of(i)));
                  return out;
              },
-             "Every tensor in data order: (name, dtype, shape, begin, end, shard).")
+             "Every tensor in data order, as TensorInfo records.")
         .def("shards", [](const py_reader& self) {
                  py::list out;
                  for (const auto& s : self.get().shards()) out.append(py::make_tuple(path_str(s.spec), s.size, s.data_start));
@@ -317,8 +323,12 @@ void bind_reader(py::module_& m) {
              py::arg("shard"), py::arg("data"),
              "Whether the header at the start of `data` (the shard's bytes as they are now, e.g. a MappedFile "
              "made resident over its header) is the one the reader parsed: its length, every tensor's name, "
-             "dtype, shape and offsets, and the metadata.")
-        .def("select_glob", [](const py_reader& self, const py::object& patterns) {
+             "dtype, shape and offsets, and the metadata.");
+}
+
+// Reader: selection, planning into buffers, and execution.
+void bind_reader_planning(py::class_<py_reader>& cls) {
+    cls.def("select_glob", [](const py_reader& self, const py::object& patterns) {
                  const reader& r = self.get();
                  std::vector<std::string> names;
                  selection sel = r.select_glob(tensor_names(patterns));  // indices() views it: keep it alive
@@ -388,11 +398,12 @@ void bind_reader(py::module_& m) {
                  read_plan plan = p.plan;
                  return new py_pending(start_call([r, plan](pending_call& pc) { r->execute(plan, pc.control()); }), p.keep);
              },
-             "Starts a plan on a call thread; returns a Pending to wait() on.")
-        ;
+             "Starts a plan on a call thread; returns a Pending to wait() on.");
+}
 
-    // The low-level calls: raw addresses, which the engine writes to unchecked
-    // (ringsafe.lowlevel; the package's own loaders use them for tensor memory).
+// The low-level calls: raw addresses, which the engine writes to unchecked
+// (ringsafe.lowlevel; the package's own loaders use them for tensor memory).
+void bind_raw_address_calls(py::module_& m) {
     m.def("plan_tensors_at",
           [](const py_reader& self, const py::object& names, const py::list& dsts, const py::list& keep) {
               std::vector<std::span<std::byte>> spans;
@@ -421,32 +432,65 @@ void bind_reader(py::module_& m) {
           py::arg("reader"), py::arg("requests"), py::arg("keep") = py::list(),
           "Plans boxes: a list of (name, [(start, stop), ...], address, size). Unchecked: the caller "
           "guarantees the memory.");
+}
+
+
+// A device read of `names` into (address, size) `dsts` on a call thread, the
+// GIL released, waited for even on Ctrl-C (cancelled first: no copy lands
+// after the destinations go): through `stager`'s ring when given, else one
+// made for this call. Returns {staged_bytes, direct_bytes, batches, copies}.
+// `hooks` (tests only, with the stand-in): the stand-in's test hooks, and
+// `cancel_at_copy` cancels the call at that copy.
+py::dict device_read(const py_reader& self, const py::object& names_arg, device_request q,
+                     std::shared_ptr<device_stager> stager, const py::object& progress,
+                     std::optional<device::stand_in_hooks> hooks = std::nullopt,
+                     std::optional<std::uint64_t> cancel_at_copy = std::nullopt) {
+    auto r = self.r;
+    self.get();
+    auto names = tensor_names(names_arg);
+    if (stager && (stager->options().device != q.options.device || stager->options().stand_in != q.options.stand_in))
+        raise(errc::InvalidArgument,
+              "read_to_device: the stager is for " +
+                  (stager->options().stand_in ? std::string("the host stand-in")
+                                              : "CUDA device " + std::to_string(stager->options().device)) +
+                  ", the call for " +
+                  (q.options.stand_in ? std::string("the host stand-in")
+                                      : "CUDA device " + std::to_string(q.options.device)));
+    auto stats = std::make_shared<device_read_stats>();
+    run_blocking(
+        [r, names, q, stager, hooks, cancel_at_copy, stats](pending_call& pc) mutable {
+            if (hooks) {
+                if (cancel_at_copy)
+                    hooks->before_copy = [&pc, at = *cancel_at_copy](std::uint64_t piece) {
+                        if (piece == at) pc.cancel.store(true);
+                    };
+                *stats = device::read_with_stand_in_hooks(*r, r->select(names), q.spans, q.options, pc.control(),
+                                                          std::move(*hooks));
+            } else {
+                *stats = stager ? stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream)
+                                : read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
+            }
+        },
+        progress, false);
+    py::dict out;
+    out["staged_bytes"] = stats->staged_bytes;
+    out["direct_bytes"] = stats->direct_bytes;
+    out["batches"] = stats->batches;
+    out["copies"] = stats->copies;
+    return out;
+}
+
+using raw_spans = std::vector<std::pair<std::uintptr_t, std::size_t>>;
+
+// read_to_device_at, and the stand-in's test hooks kept out of it.
+void bind_device_reads(py::module_& m) {
     m.def("read_to_device_at",
-          [](const py_reader& self, const py::object& names_arg,
-             const std::vector<std::pair<std::uintptr_t, std::size_t>>& dsts, int device, bool stand_in,
+          [](const py_reader& self, const py::object& names, const raw_spans& dsts, int device, bool stand_in,
              std::size_t staging_size, std::size_t staging_count, const py::object& progress,
              std::shared_ptr<device_stager> stager, std::uintptr_t stream) {
-              auto r = self.r;
-              self.get();
-              auto names = tensor_names(names_arg);
-              if (stager && (stager->options().device != device || stager->options().stand_in != stand_in))
-                  raise(errc::InvalidArgument,
-                        "read_to_device: the stager is for " +
-                            (stager->options().stand_in ? std::string("the host stand-in")
-                                                        : "CUDA device " + std::to_string(stager->options().device)) +
-                            ", the call for " +
-                            (stand_in ? std::string("the host stand-in") : "CUDA device " + std::to_string(device)));
               device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
               q.options.stream = reinterpret_cast<void*>(stream);
-              // Waited for even on Ctrl-C (cancelled first): no copy lands after the destinations go.
-              run_blocking(
-                  [r, names, q, stager](pending_call& pc) {
-                      if (stager)
-                          stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream);
-                      else
-                          read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
-                  },
-                  progress, false);
+              return device_read(self, names, std::move(q), std::move(stager), progress);
           },
           py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
           py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
@@ -457,7 +501,44 @@ void bind_reader(py::module_& m) {
           "the copies wait for the work queued on it, and it waits for the copies. stand_in=True: the "
           "destinations are host memory playing the device (no CUDA). stager: a DeviceStager for the same "
           "device and stand_in whose ring (and staging sizes) are used instead, kept across calls. "
-          "Unchecked: the caller guarantees the memory.");
+          "Returns {staged_bytes, direct_bytes, batches, copies}. Unchecked: the caller guarantees the memory.");
+    m.def("_stand_in_read_with_hooks",
+          [](const py_reader& self, const py::object& names, const raw_spans& dsts, std::size_t staging_size,
+             std::size_t staging_count, std::optional<std::uint64_t> fail_copy_at,
+             std::optional<std::uint64_t> cancel_at_copy, std::uintptr_t stream) {
+              device_request q = device_request_of(dsts, 0, staging_size, staging_count, true);
+              q.options.stream = reinterpret_cast<void*>(stream);
+              device::stand_in_hooks hooks;
+              hooks.fail_piece = fail_copy_at;
+              // The stand-in's steps, from its thread and this one (the call thread's, while the GIL is released).
+              auto steps = std::make_shared<std::pair<std::mutex, std::vector<std::string>>>();
+              hooks.trace = [steps](const std::string& step) {
+                  std::lock_guard lk(steps->first);
+                  steps->second.push_back(step);
+              };
+              py::dict out = device_read(self, names, std::move(q), nullptr, py::none(), std::move(hooks),
+                                         cancel_at_copy);
+              std::lock_guard lk(steps->first);
+              out["trace"] = steps->second;
+              return out;
+          },
+          py::arg("reader"), py::arg("names"), py::arg("dsts"), py::kw_only(), py::arg("staging_size") = 4096,
+          py::arg("staging_count") = 2, py::arg("fail_copy_at") = py::none(), py::arg("cancel_at_copy") = py::none(),
+          py::arg("stream") = 0,
+          "Tests only, not an API: read_to_device_at with the host stand-in and its hooks (fail_copy_at=N: "
+          "copy N fails; cancel_at_copy=N: cancelled at copy N); the result adds `trace`, the stand-in's steps.");
+}
+
+}  // namespace
+
+void bind_reader(py::module_& m) {
+    bind_module_calls(m);
+    bind_plan_and_pending(m);
+    py::class_<py_reader> cls(m, "Reader", "An open checkpoint: a file, an http(s)/s3/gs/az URL or a sharded index.");
+    bind_reader_open_and_listing(cls);
+    bind_reader_planning(cls);
+    bind_raw_address_calls(m);
+    bind_device_reads(m);
 }
 
 }  // namespace ringsafe::python

@@ -42,18 +42,14 @@ std::vector<std::uint64_t> parse_shape(const py::handle& shape, const std::strin
         throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int");
     std::vector<std::uint64_t> out;
     for (auto d : shape) {
-        if (!PyIndex_Check(d.ptr()) || PyBool_Check(d.ptr()))
+        const auto x = index_int(d);
+        if (!x)
             throw py::type_error("tensor '" + tensor + "': the shape must be a sequence of int, not of " +
                                  std::string(py::str(py::type::handle_of(d).attr("__name__"))));
-        const py::object x = py::reinterpret_steal<py::object>(PyNumber_Index(d.ptr()));
-        if (!x) throw py::error_already_set();
-        int overflow = 0;
-        const long long v = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
-        if (overflow == 0 && v == -1 && PyErr_Occurred()) throw py::error_already_set();
-        if (overflow != 0 || v < 0)
-            raise(errc::InvalidArgument, "tensor '" + tensor + "': dimension " + std::string(py::str(x)) +
-                                             (overflow > 0 ? " is too large" : " is negative"));
-        out.push_back(static_cast<std::uint64_t>(v));
+        if (x->overflow != 0 || x->value < 0)
+            raise(errc::InvalidArgument, "tensor '" + tensor + "': dimension " + std::string(py::str(d)) +
+                                             (x->overflow > 0 ? " is too large" : " is negative"));
+        out.push_back(static_cast<std::uint64_t>(x->value));
     }
     return out;
 }
@@ -73,11 +69,15 @@ std::string metadata_text(const py::handle& v) {
 
 std::optional<metadata_map> parse_metadata(const py::object& md) {
     if (md.is_none()) return std::nullopt;
-    if (!py::isinstance<py::dict>(md)) throw py::type_error("metadata must be a dict of str to str");
+    // The words of ringsafe._serialize.check_metadata, the package's check.
+    if (!py::isinstance<py::dict>(md))
+        throw py::type_error("metadata must be a dict of str to str, got " +
+                             std::string(py::str(py::type::handle_of(md).attr("__name__"))));
     metadata_map out;
     for (auto [k, v] : md.cast<py::dict>()) {
         if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
-            raise(errc::InvalidArgument, "metadata keys and values must be str");
+            throw py::type_error("metadata must map str to str: " + std::string(py::repr(k)) + ": " +
+                                 std::string(py::repr(v)));
         out.emplace(metadata_text(k), metadata_text(v));
     }
     return out;
@@ -166,9 +166,9 @@ py::dict stats_dict(const writer_stats& s) {
     return d;
 }
 
-}  // namespace
 
-void bind_writer(py::module_& m) {
+// save_declared: a whole dict written straight from the tensors' memory.
+void bind_save_declared(py::module_& m) {
     m.def("save_declared",
           [](const py::object& path_arg_, const py::list& tensors, const py::object& metadata, bool sync,
              unsigned threads, const py::object& progress) {
@@ -202,7 +202,10 @@ void bind_writer(py::module_& m) {
           py::arg("threads") = 2, py::arg("progress") = py::none(),
           "Writes (name, dtype, shape, address, size) tensors to `path` in the reference's layout, "
           "straight from their memory; published atomically (temporary + rename).");
+}
 
+// serialize: a whole dict into a bytes object.
+void bind_serialize(py::module_& m) {
     m.def("serialize",
           [](const py::list& tensors, const py::object& metadata) {
               auto ts = parse_tensors(tensors);
@@ -226,7 +229,10 @@ void bind_writer(py::module_& m) {
           },
           py::arg("tensors"), py::arg("metadata") = py::none(),
           "The safetensors bytes of (name, dtype, shape, address, size) tensors, in the reference's layout.");
+}
 
+// StreamWriter: tensors added one at a time, single pass, append.
+void bind_stream_writer(py::module_& m) {
     py::class_<py_writer>(m, "StreamWriter",
                           "The single-pass streaming writer. Calls from several threads run one at a time.")
         .def(py::init([](const py::object& path, const py::kwargs& kw) {
@@ -258,26 +264,6 @@ void bind_writer(py::module_& m) {
                  w.add(name, t, s, {reinterpret_cast<const std::byte*>(addr), size});
              },
              "Adds a whole tensor from (address, size); the bytes are copied before it returns.")
-        .def("begin", [](py_writer& self, const py::object& name_arg, const std::string& dt, const py::object& shape) {
-                 const std::string name = tensor_name(name_arg);
-                 auto t = parse_dtype(dt, name);
-                 auto s = parse_shape(shape, name);
-                 auto lk = self.lock();
-                 self.get().begin(name, t, s);
-             },
-             "Starts a tensor whose bytes come in pieces (append_bytes, then end).")
-        .def("append_bytes", [](py_writer& self, std::uintptr_t addr, std::uint64_t size) {
-                 auto lk = self.lock();
-                 writer& w = self.get();
-                 py::gil_scoped_release nogil;
-                 w.append({reinterpret_cast<const std::byte*>(addr), size});
-             },
-             "Appends bytes to the tensor begun (copied before it returns).")
-        .def("end", [](py_writer& self) {
-                 auto lk = self.lock();
-                 self.get().end();
-             },
-             "Ends the tensor begun; its bytes must be complete.")
         .def("finish", [](py_writer& self, const py::object& metadata) {
                  auto md = parse_metadata(metadata);
                  auto lk = self.lock();
@@ -309,6 +295,14 @@ void bind_writer(py::module_& m) {
                  auto lk = self.lock();
                  return stats_dict(self.get().stats());
              });
+}
+
+}  // namespace
+
+void bind_writer(py::module_& m) {
+    bind_save_declared(m);
+    bind_serialize(m);
+    bind_stream_writer(m);
 }
 
 }  // namespace ringsafe::python

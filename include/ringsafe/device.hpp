@@ -18,9 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 
@@ -47,15 +45,6 @@ struct device_options {
     // Copy with the host stand-in instead of CUDA: destinations are host
     // memory playing the device; no CUDA runtime is loaded.
     bool stand_in = false;
-    // Stand-in only, for tests: the copy of piece number N (0-based, counted
-    // over the call's copies) fails with IoError naming its tensor.
-    std::optional<std::uint64_t> stand_in_fail_piece;
-    // Stand-in only, for tests: runs on the copier thread before each piece's copy.
-    std::function<void(std::uint64_t piece)> stand_in_before_copy;
-    // Stand-in only, for tests: told each step of the copier in the order it
-    // takes them ("wait for stream S", "copy N", "record done", "stream S waits
-    // for done", "copier stopped", "staging freed").
-    std::function<void(const std::string& step)> stand_in_trace;
     // The caller's CUDA stream (a cudaStream_t, e.g. PyTorch's
     // torch.cuda.current_stream().cuda_stream; nullptr is the legacy default
     // stream). The copies start after the work queued on it before the call,
@@ -113,6 +102,7 @@ public:
     const device_options& options() const noexcept;
 
 private:
+    friend struct device_stager_access;  // the engine's tests' hooks into the stand-in (engine/device)
     struct impl;
     std::unique_ptr<impl> impl_;
 };

@@ -183,8 +183,9 @@ TEST_CASE("an injected copy failure names the tensor, does not hang and returns 
     // Pieces 0..2 are "first" (4096, 4096, 1808 bytes); "second.weight" starts at piece 3.
     auto opts = stand_in(4096, 3);
     SECTION("through read_to_device") {
-        opts.stand_in_fail_piece = 5;
-        std::string what = kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts); });
+        device::stand_in_hooks hooks;
+        hooks.fail_piece = 5;
+        std::string what = kind_of([&] { device::read_with_stand_in_hooks(f.r, f.r.all(), t.spans, opts, {}, hooks); });
         CHECK(what.find("IoError") == 0);
         CHECK(what.find("'second.weight'") != std::string::npos);
         CHECK(what.find("injected copy failure") != std::string::npos);
@@ -208,11 +209,14 @@ TEST_CASE("an injected copy failure names the tensor, does not hang and returns 
         CHECK(again.outstanding() == 0);
     }
     SECTION("the non-throwing form") {
-        opts.stand_in_fail_piece = 0;
+        // Its catch clauses, with a failure the stand-in can be made to raise: a staging
+        // count the options refuse (the copy-failure path is the throwing form's).
+        auto bad = opts;
+        bad.staging_count = 1;
         status st;
-        CHECK_FALSE(read_to_device(f.r, f.r.all(), t.spans, opts, {}, st));
-        CHECK(st.code == errc::IoError);
-        CHECK(st.message.find("'first'") != std::string::npos);
+        CHECK_FALSE(read_to_device(f.r, f.r.all(), t.spans, bad, {}, st));
+        CHECK(st.code == errc::InvalidArgument);
+        CHECK(st.message.find("staging_count") != std::string::npos);
     }
 }
 
@@ -263,8 +267,10 @@ TEST_CASE("cancellation stops the load between staging buffers") {
         stop = true;
         auto opts = stand_in(4096, 2);
         std::uint64_t copies = 0;
-        opts.stand_in_before_copy = [&](std::uint64_t) { ++copies; };
-        CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts, ctl); }).find("Cancelled") == 0);
+        device::stand_in_hooks hooks;
+        hooks.before_copy = [&](std::uint64_t) { ++copies; };
+        CHECK(kind_of([&] { device::read_with_stand_in_hooks(f.r, f.r.all(), t.spans, opts, ctl, hooks); })
+                  .find("Cancelled") == 0);
         CHECK(copies == 0);
         CHECK(f.src->executed.empty());
     }
@@ -339,8 +345,9 @@ TEST_CASE("copies wait for the caller's stream and the stream waits for the copi
         targets t(specs);
         auto opts = stand_in(4096, 2);
         opts.stream = stream;
-        opts.stand_in_trace = log.hook();
-        auto stats = read_to_device(f.r, f.r.all(), t.spans, opts);
+        device::stand_in_hooks hooks;
+        hooks.trace = log.hook();
+        auto stats = device::read_with_stand_in_hooks(f.r, f.r.all(), t.spans, opts, {}, hooks);
         CHECK(t.exact(specs));
         std::vector<std::string> want = {"wait for stream 0x5eed"};
         for (auto& c : copies(stats.copies)) want.push_back(c);
@@ -351,8 +358,9 @@ TEST_CASE("copies wait for the caller's stream and the stream waits for the copi
     }
     SECTION("a stager, one stream per read") {
         auto opts = stand_in(4096, 3);
-        opts.stand_in_trace = log.hook();
-        device_stager s(opts);
+        device::stand_in_hooks hooks;
+        hooks.trace = log.hook();
+        device_stager s = device::stand_in_stager(opts, hooks);
         for (std::uintptr_t k : {0x10, 0x20}) {
             targets t(specs);
             auto stats = s.read(f.r, f.r.all(), t.spans, {}, reinterpret_cast<void*>(k));
@@ -372,9 +380,11 @@ TEST_CASE("copies wait for the caller's stream and the stream waits for the copi
         targets t(specs);
         auto opts = stand_in(4096, 2);
         opts.stream = stream;
-        opts.stand_in_trace = log.hook();
-        opts.stand_in_fail_piece = 2;
-        CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, opts); }).find("IoError") == 0);
+        device::stand_in_hooks hooks;
+        hooks.trace = log.hook();
+        hooks.fail_piece = 2;
+        CHECK(kind_of([&] { device::read_with_stand_in_hooks(f.r, f.r.all(), t.spans, opts, {}, hooks); })
+                  .find("IoError") == 0);
         auto steps = log.take();
         REQUIRE(!steps.empty());
         CHECK(steps.front() == "wait for stream 0x5eed");
@@ -415,12 +425,11 @@ TEST_CASE("destinations and options are checked before any I/O") {
     CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("InvalidArgument") == 0);
     bad = opts;
     bad.stand_in = false;
-    bad.stand_in_fail_piece = 1;
-    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("need stand_in") != std::string::npos);
-    bad = opts;
-    bad.stand_in = false;
-    bad.stand_in_trace = [](const std::string&) {};
-    CHECK(kind_of([&] { read_to_device(f.r, f.r.all(), t.spans, bad); }).find("need stand_in") != std::string::npos);
+    device::stand_in_hooks hooks;
+    hooks.fail_piece = 1;
+    CHECK(kind_of([&] { device::read_with_stand_in_hooks(f.r, f.r.all(), t.spans, bad, {}, hooks); })
+              .find("need stand_in") != std::string::npos);
+    CHECK(kind_of([&] { device_stager s = device::stand_in_stager(bad, {}); }).find("need stand_in") != std::string::npos);
     CHECK(f.src->executed.empty());
     CHECK(t.mem[0][0] == guard);
 }

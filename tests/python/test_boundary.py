@@ -217,7 +217,7 @@ def test_writer_options_raise_named_errors(tmp_path):
         _ringsafe.StreamWriter(path, direct=1)
     w = _ringsafe.StreamWriter(path)
     with pytest.raises(TypeError, match="shape must be a sequence of int"):
-        w.begin("x", "F32", ["2"])
+        w.add("x", "F32", ["2"], 0, 0)
     w.abandon()
     assert not os.path.exists(path)
 
@@ -275,3 +275,36 @@ def test_paths_are_taken_as_the_operating_system_takes_them(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         rpt.load_file(missing)
     assert e.value.filename == missing  # as spelled, decoded as Python decodes paths
+
+
+def test_metadata_is_refused_with_one_error_everywhere(tmp_path):
+    # The package's check (_serialize.check_metadata) and the binding's say the same.
+    bad = {"k": 1}
+    calls = [lambda: ringsafe.serialize({}, bad), lambda: rpt.save({"a": torch.ones(1)}, metadata=bad),
+             lambda: rnp.save({"a": np.ones(1)}, metadata=bad), lambda: _ringsafe.serialize([], bad),
+             lambda: _ringsafe.save_declared(str(tmp_path / "x.safetensors"), [], bad)]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"metadata must map str to str: 'k': 1"):
+            call()
+    for call in (lambda: ringsafe.serialize({}, ["k"]), lambda: _ringsafe.serialize([], ["k"])):
+        with pytest.raises(TypeError, match="metadata must be a dict of str to str, got list"):
+            call()
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_integer_arguments_are_converted_in_one_place(tmp_path):
+    # arguments.cpp's index_int: the mapping's and the reader's offsets say the same.
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.ones(4)}, str(path))
+    m = _ringsafe.MappedFile(str(path))
+    r = _ringsafe.Reader(str(path))
+    try:
+        for value, kind, text in [(-1, ringsafe.SafetensorError, "must not be negative, got -1"),
+                                  (1 << 70, ringsafe.SafetensorError, "1180591620717411303424 is too large"),
+                                  (True, TypeError, "must be an int, not bool")]:
+            with pytest.raises(kind, match="offset " + text):
+                m.copy_to([(value, 1, np.zeros(1, np.uint8))])
+            with pytest.raises(kind, match="box start " + text):
+                r.box_bytes("a", [(value, 2)])
+    finally:
+        r.close()

@@ -1,4 +1,4 @@
-"""GPU destinations from Python (ringsafe._ringsafe.read_to_device) through the
+"""GPU destinations from Python (ringsafe.lowlevel.read_to_device_at) through the
 host stand-in: bytes exact for several dtypes, a tensor many staging buffers
 long, cancellation, an injected copy failure naming the tensor, the order of
 the stream wait, the copies and the final event against the caller's stream,
@@ -51,11 +51,29 @@ def destinations(data, names):
     return out, [(out[n].ctypes.data, out[n].nbytes) for n in names]
 
 
+def device_read(path, names, dsts, **kw):
+    """read_to_device_at on a Reader of ``path``: its stats."""
+    r = _ringsafe.Reader(str(path))
+    try:
+        return _ringsafe.read_to_device_at(r, names, dsts, **kw)
+    finally:
+        r.close()
+
+
+def hooked_read(path, names, dsts, **kw):
+    """The stand-in's read with its test hooks (fail_copy_at, cancel_at_copy, the trace)."""
+    r = _ringsafe.Reader(str(path))
+    try:
+        return _ringsafe._stand_in_read_with_hooks(r, names, dsts, **kw)
+    finally:
+        r.close()
+
+
 def test_several_dtypes_bytes_exact(checkpoint):
     path, data = checkpoint
     names = list(data)
     out, dsts = destinations(data, names)
-    stats = _ringsafe.read_to_device(path, names, dsts, stand_in=True, staging_size=4096, staging_count=2)
+    stats = device_read(path, names, dsts, stand_in=True, staging_size=4096, staging_count=2)
     for n in names:
         assert out[n].tobytes() == data[n].tobytes(), n
     assert stats["staged_bytes"] == sum(a.nbytes for a in data.values())
@@ -67,7 +85,7 @@ def test_a_tensor_larger_than_one_staging_buffer(tmp_path):
     path = tmp_path / "big.safetensors"
     snp.save_file({"big": big}, str(path))
     out, dsts = destinations({"big": big}, ["big"])
-    stats = _ringsafe.read_to_device(str(path), ["big"], dsts, stand_in=True, staging_size=64 << 10, staging_count=3)
+    stats = device_read(str(path), ["big"], dsts, stand_in=True, staging_size=64 << 10, staging_count=3)
     assert out["big"].tobytes() == big.tobytes()
     assert stats["batches"] == (big.nbytes + (64 << 10) - 1) // (64 << 10)
     assert stats["copies"] == stats["batches"]
@@ -79,8 +97,7 @@ def test_cancellation_mid_load(tmp_path):
     snp.save_file({"big": big}, str(path))
     out, dsts = destinations({"big": big}, ["big"])
     with pytest.raises(ringsafe.SafetensorError) as e:
-        _ringsafe.read_to_device(str(path), ["big"], dsts, stand_in=True, staging_size=4096, staging_count=2,
-                                 cancel_at_copy=3)
+        hooked_read(path, ["big"], dsts, staging_size=4096, staging_count=2, cancel_at_copy=3)
     assert e.value.kind == "Cancelled"
     assert out["big"][: 3 * 4096].tobytes() == big.view(np.uint8)[: 3 * 4096].tobytes()
     assert big.view(np.uint8)[-4096:].any() and not out["big"][-4096:].any()  # the end never landed
@@ -91,8 +108,7 @@ def test_an_injected_copy_error_names_the_tensor(checkpoint):
     names = ["u8", "i32"]  # u8: copies 0 and 1 (4096 + 1 bytes); i32 from copy 2
     out, dsts = destinations(data, names)
     with pytest.raises(ringsafe.SafetensorError) as e:
-        _ringsafe.read_to_device(path, names, dsts, stand_in=True, staging_size=4096, staging_count=2,
-                                 fail_copy_at=3)
+        hooked_read(path, names, dsts, staging_size=4096, staging_count=2, fail_copy_at=3)
     assert e.value.kind == "IoError"
     assert "'i32'" in str(e.value)
     assert "injected copy failure" in str(e.value)
@@ -102,7 +118,7 @@ def test_bad_destinations_are_refused_before_any_copy(checkpoint):
     path, data = checkpoint
     out, dsts = destinations(data, ["f32"])
     with pytest.raises(ringsafe.SafetensorError) as e:
-        _ringsafe.read_to_device(path, ["f32"], [(dsts[0][0], dsts[0][1] - 1)], stand_in=True)
+        device_read(path, ["f32"], [(dsts[0][0], dsts[0][1] - 1)], stand_in=True)
     assert e.value.kind == "BufferTooSmall"
     assert "'f32'" in str(e.value)
     assert not out["f32"].any()
@@ -121,7 +137,7 @@ def test_without_a_gpu_a_device_read_fails_clearly(checkpoint):
     assert available or "CUDA runtime is not available" in why
     out, dsts = destinations(data, ["f32"])
     with pytest.raises(ringsafe.SafetensorError) as e:
-        _ringsafe.read_to_device(path, ["f32"], dsts)
+        device_read(path, ["f32"], dsts)
     # No runtime: InvalidArgument naming it; a runtime without a GPU: CUDA's own error text.
     assert e.value.kind in ("InvalidArgument", "IoError")
     assert "GPU destination" in str(e.value)
@@ -136,7 +152,7 @@ def test_to_cuda_memory(checkpoint):
     names = list(data)
     dev = {n: torch.empty(data[n].nbytes, dtype=torch.uint8, device="cuda") for n in names}
     dsts = [(dev[n].data_ptr(), data[n].nbytes) for n in names]
-    stats = _ringsafe.read_to_device(path, names, dsts, staging_size=4096, staging_count=3)
+    stats = device_read(path, names, dsts, staging_size=4096, staging_count=3)
     torch.cuda.synchronize()
     for n in names:
         assert dev[n].cpu().numpy().tobytes() == data[n].tobytes(), n
@@ -307,8 +323,7 @@ def test_copies_wait_for_the_callers_stream_and_the_stream_for_the_copies(tmp_pa
     snp.save_file(data, str(path))
     names = list(data)
     out, dsts = destinations(data, names)
-    stats = _ringsafe.read_to_device(str(path), names, dsts, stand_in=True, staging_size=4096, staging_count=2,
-                                     stream=0x5EED, trace=True)
+    stats = hooked_read(path, names, dsts, staging_size=4096, staging_count=2, stream=0x5EED)
     for n in names:
         assert out[n].tobytes() == data[n].tobytes(), n
     steps = stats["trace"]

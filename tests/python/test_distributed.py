@@ -406,7 +406,7 @@ def _data_bytes(path):
     """Bytes of tensor data in the checkpoint (what one copy of it costs)."""
     r = ringsafe.Reader(path)
     try:
-        return sum(t[4] - t[3] for t in r.tensors())
+        return sum(t.nbytes for t in r.tensors())
     finally:
         r.close()
 
@@ -675,6 +675,7 @@ def test_load_model_tensor_parallel(world4, files, tmp_path):
 # ---------------------------------------------------------------- the planner, for any world size
 
 def _random_case(rng):
+    from ringsafe._ringsafe import TensorInfo
     from ringsafe.distributed import _Tensor
     tensors, begin = [], 0
     for i in range(rng.randint(1, 6)):
@@ -689,7 +690,7 @@ def _random_case(rng):
         for s in shape:
             n *= s
         nbytes = n * bits // 8
-        tensors.append(_Tensor((f"t{i}", dtype, shape, begin, begin + nbytes, 0), i))
+        tensors.append(_Tensor(TensorInfo(name=f"t{i}", dtype=dtype, shape=shape, begin=begin, end=begin + nbytes), i))
         begin += nbytes
     world = rng.randint(1, 7)
     needs = []
@@ -703,7 +704,7 @@ def _random_case(rng):
                 g = t.granule if d == len(t.eshape) - 1 else 1
                 a, b = sorted(rng.randint(0, n // g) * g for _ in range(2))
                 box.append((0, n) if rng.random() < 0.4 else (a, b))
-            mine[t.name] = box
+            mine[t.info.name] = box
         needs.append(mine)
     return tensors, needs, world
 
@@ -722,31 +723,31 @@ def test_plan_fetches_every_needed_byte_once_balanced_for_any_world_size():
     for case in range(400):
         tensors, needs, world = _random_case(rng)
         batch_bytes = rng.choice([4, 16, 64, 1 << 20])
-        batches = plan(tensors, needs, world, batch_bytes)
-        assert [[(u.t.name, u.box, u.owner) for u in b.units] for b in batches] == \
-               [[(u.t.name, u.box, u.owner) for u in b.units] for b in plan(tensors, needs, world, batch_bytes)]
-        fetched = {t.name: [] for t in tensors}
+        batches = plan(tensors, needs, world=world, batch_bytes=batch_bytes)
+        assert [[(u.t.info.name, u.box, u.owner) for u in b.units] for b in batches] == \
+               [[(u.t.info.name, u.box, u.owner) for u in b.units] for b in plan(tensors, needs, world=world, batch_bytes=batch_bytes)]
+        fetched = {t.info.name: [] for t in tensors}
         load = [0] * world
         for b in batches:
             per_rank = [0] * world
             for u in b.units:
-                fetched[u.t.name].append(u.box)
+                fetched[u.t.info.name].append(u.box)
                 per_rank[u.owner] += u.nbytes
                 load[u.owner] += u.nbytes
                 assert u.nbytes > 0
             assert max(per_rank) <= max(batch_bytes, 8), (case, per_rank)
         for t in tensors:
             seen = []
-            for box in fetched[t.name]:
+            for box in fetched[t.info.name]:
                 seen += sorted(_elements(box, t.eshape))
-            assert len(seen) == len(set(seen)), f"case {case}: bytes of {t.name} fetched twice"
+            assert len(seen) == len(set(seen)), f"case {case}: bytes of {t.info.name} fetched twice"
             wanted = set()
-            boxes = [needs[r][t.name] for r in range(world) if t.name in needs[r]]
+            boxes = [needs[r][t.info.name] for r in range(world) if t.info.name in needs[r]]
             for box in boxes:
                 wanted |= _elements(box, t.eshape)
-            assert wanted <= set(seen), f"case {case}: bytes of {t.name} not fetched"
+            assert wanted <= set(seen), f"case {case}: bytes of {t.info.name} not fetched"
             if all(_flat_interval(b, t.eshape) is not None for b in boxes if _elements(b, t.eshape)):
-                assert set(seen) == wanted, f"case {case}: bytes of {t.name} fetched that nobody needs"
+                assert set(seen) == wanted, f"case {case}: bytes of {t.info.name} fetched that nobody needs"
         total = sum(load)
         assert max(load) <= total / world * (1 + _BALANCE_SLACK) + 8, (case, load)  # + one element
 

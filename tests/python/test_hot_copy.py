@@ -254,9 +254,11 @@ def test_memory_numpy_cannot_view_is_read(ckpt, loads):
     r = ringsafe.Reader(path)
     try:
         infos = r.tensors()
-        maps, views, chosen = _source.mapped_or_read(r, path, {}, infos, _source.byte_views(ADAPTER, [z]))
+        maps, views, chosen = _source.mapped_or_read(r, path, options={}, infos=infos,
+                                                        byte_views=_source.byte_views(ADAPTER, [z]))
         assert (maps, views, chosen) == (None, None, r)
-        maps, views, chosen = _source.mapped_or_read(r, path, {}, infos, _source.byte_views(ADAPTER, []))
+        maps, views, chosen = _source.mapped_or_read(r, path, options={}, infos=infos,
+                                                        byte_views=_source.byte_views(ADAPTER, []))
         assert maps is not None and views == [] and chosen is r
     finally:
         r.close()

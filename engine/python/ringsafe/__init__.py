@@ -9,17 +9,16 @@ what the reference lacks: parallel io_uring reads, mapped loads made resident
 before they return, http(s)://, s3:// and hf:// sources, sharded ``*.index.json``
 checkpoints, ``select=``, in-place ``read_into``, a bounded-memory streaming
 iterator, a single-pass ``Writer`` with append, progress, and the GIL
-released during every read and write.
+released during the engine's reads and writes (not while a Python file object
+is read through its own read(), nor for bytes parsed by load/deserialize).
 """
 
 from ._memory import arena_cache_stats, set_arena_cache, trim_arena_cache
 from ._open import TensorSlice, _safe_open_handle, safe_open
-from ._ringsafe import Arena, Reader, SafetensorError
+from ._ringsafe import Arena, Reader, SafetensorError, __version__  # meson.build's version
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file
 from ._switch import install, installed, uninstall
 from ._write import Writer
-
-__version__ = "0.1.0"
 
 __all__ = ["safe_open", "TensorSlice", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
            "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "arena_cache_stats",

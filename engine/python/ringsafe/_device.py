@@ -64,7 +64,7 @@ def _stream(index):
     return torch.cuda.current_stream(index).cuda_stream
 
 
-def read_into(reader, device, targets, progress, description, staging=None):
+def read_into(reader, device, targets, *, progress, description, staging=None):
     """Reads {name: tensor} (contiguous, on ``device``, or on the CPU with the
     stand-in) straight from the file into the tensors' memory, through
     ``staging`` (a DeviceStager) when given, else a ring made for this call,
@@ -78,11 +78,11 @@ def read_into(reader, device, targets, progress, description, staging=None):
                           stream=_stream(index))
 
 
-def load(adapter, reader, names, by_name, device, progress, description, staging=None):
+def load(adapter, reader, names, *, by_name, device, progress, description, staging=None):
     """{name: tensor} of ``names``, each a new tensor on ``device`` filled by the engine."""
     where = "cpu" if stand_in() else device
-    out = {n: adapter.empty(by_name[n][1], by_name[n][2], where, n) for n in names}
-    read_into(reader, device, out, progress, description, staging)
+    out = {n: adapter.empty(by_name[n].dtype, by_name[n].shape, where, n) for n in names}
+    read_into(reader, device, out, progress=progress, description=description, staging=staging)
     return out
 
 

@@ -7,10 +7,12 @@ each) and the movement of one batch's bytes from the ranks that fetched them
 into every rank's destinations (broadcasts and one all_to_all_single).
 """
 
+from dataclasses import dataclass, field
+
 import torch
 import torch.distributed as dist
 
-from ._dtypes import error
+from ._errors import error
 from . import _ringsafe
 from ._ringsafe import SafetensorError
 from ._dist_plan import _A2A, _LOCAL, _file_bytes, _slices
@@ -67,17 +69,34 @@ def _names(names, most=8):
 
 # ---------------------------------------------------------------- the rank's end of the group
 
+@dataclass
+class _BatchState:
+    """One batch between its fetch and its exchange: ``bufs`` {unit key: tensor}
+    holding the fetched pieces, ``packed`` this rank's packed block (small pieces
+    every rank needs), ``cpu`` {unit key: host bounce buffer} when the group
+    exchanges device tensors, ``staged`` the staging bytes to release, ``job``
+    the engine's fetch in flight, ``context`` what the fetch reads (for errors)."""
+
+    k: int
+    bufs: dict = field(default_factory=dict)
+    packed: object = None
+    cpu: dict = field(default_factory=dict)
+    staged: int = 0
+    job: object = None
+    context: str = ""
+
+
 class _Exchange:
     """This rank's end of the process group for one load: its collectives, the
-    agreement on errors and the exchange of each batch. The load (``_Run``)
-    derives from it and provides ``spec``, ``stats``, ``batches``, ``image``,
-    ``image_bytes``, ``done_batches``, ``fetch_context``, ``stage``/``unstage``
-    (staging buffers), ``dest_view`` (this rank's destination bytes of a unit)
-    and ``incomplete``."""
+    agreement on errors, the staging it counts and the exchange of each batch.
+    The load (``_Run``) fills in what a load knows (``spec``, ``batches``,
+    ``image``/``image_bytes``, ``done_batches``, ``fetch_context``) and provides
+    ``dest_view`` and ``incomplete``; every one is declared here."""
 
-    def __init__(self, group):
+    def __init__(self, group, stats):
         """This rank's end of ``group`` (None: the world): its rank ``me``, the group's size
-        ``world``, and ``comm``, the device its collectives take tensors on."""
+        ``world``, and ``comm``, the device its collectives take tensors on; ``stats`` the
+        load's counters."""
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
                                "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
@@ -88,6 +107,33 @@ class _Exchange:
         self.world = dist.get_world_size(self.group)
         backend = str(dist.get_backend(self.group)).lower()
         self.comm = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
+        self.stats = stats
+        self.live = 0            # staging bytes held now (stage/unstage)
+        self.spec = ""           # what the load opened, for messages
+        self.fetch_context = ""  # what the failed fetch was reading, for messages
+        self.batches = []        # the plan's batches (_dist_plan.plan)
+        self.done_batches = 0    # batches exchanged
+        self.image = None        # {name: offset} when this rank's destinations are images of the data
+        self.image_bytes = None  # the destinations' bytes then, one flat uint8 tensor
+
+    def dest_view(self, u, box):
+        """This rank's destination bytes of ``box`` of the unit's tensor (the load's)."""
+        raise NotImplementedError
+
+    def incomplete(self):
+        """This rank's destinations that may be partly written (the load's)."""
+        raise NotImplementedError
+
+    # -- staging ----------------------------------------------------------------
+    def stage(self, n, device=None):
+        """A staging buffer of ``n`` bytes, counted in ``staging_peak`` until ``unstage(n)``."""
+        self.live += n
+        self.stats["staging_peak"] = max(self.stats["staging_peak"], self.live)
+        return torch.empty(n, dtype=torch.uint8, device=device or self.comm)
+
+    def unstage(self, n):
+        """Stops counting ``n`` bytes of staging."""
+        self.live -= n
 
     # -- collectives ------------------------------------------------------------
     def _src(self, r):
@@ -111,7 +157,7 @@ class _Exchange:
 
     def _with_incomplete(self, e):
         """Sets ``e.incomplete`` to this rank's partly written destinations, named in its message."""
-        names = sorted(self.incomplete()) if hasattr(self, "batches") else []
+        names = sorted(self.incomplete()) if self.batches else []
         e.incomplete = names
         if names:
             e.args = (f"{e.args[0]}; on rank {self.me} these destination tensors may be partly written: "
@@ -149,24 +195,37 @@ class _Exchange:
         return gathered
 
     def exchange(self, state):
-        """Collective: moves one fetched batch (``state`` from ``prepare``) into every rank's
-        destinations, then releases its staging."""
-        k = state["k"]
-        batch = self.batches[k]
-        me, bufs = self.me, state["bufs"]
-        what = f"the exchange of batch {k + 1} of {len(self.batches)}"
-        # Small pieces every rank needs: one broadcast per owner of its packed block.
+        """Collective: moves one fetched batch (a _BatchState from ``prepare``) into every
+        rank's destinations, then releases its staging."""
+        batch = self.batches[state.k]
+        what = f"the exchange of batch {state.k + 1} of {len(self.batches)}"
+        self._exchange_packed(batch, state.packed, what)
+        self._exchange_runs(batch, state.bufs, what)
+        if batch.a2a:
+            self._exchange_a2a(batch, state.bufs, what)
+        self._copy_own(batch, state.bufs)
+        state.bufs, state.packed, state.cpu = {}, None, {}
+        self.unstage(state.staged)
+        self.done_batches = state.k + 1
+
+    def _broadcast(self, what, buf, owner, nbytes):
+        """Collective: ``buf`` (``nbytes`` of it counted) from group rank ``owner`` to every rank."""
+        self._collective(what, dist.broadcast, buf, src=self._src(owner))
+        self.stats["broadcasts"] += 1
+        if owner == self.me:
+            self.stats["sent_bytes"] += nbytes * (self.world - 1)
+        else:
+            self.stats["received_bytes"] += nbytes
+
+    def _exchange_packed(self, batch, packed, what):
+        """Small pieces every rank needs: one broadcast per owner of its packed block."""
+        me = self.me
         for o in range(self.world):
             size = batch.packed_size[o]
             if not size:
                 continue
-            buf = state["packed"] if o == me else self.stage(size)
-            self._collective(what, dist.broadcast, buf, src=self._src(o))
-            self.stats["broadcasts"] += 1
-            if o == me:
-                self.stats["sent_bytes"] += size * (self.world - 1)
-            else:
-                self.stats["received_bytes"] += size
+            buf = packed if o == me else self.stage(size)
+            self._broadcast(what, buf, o, size)
             off = 0
             for u in batch.packed[o]:
                 v = self.dest_view(u, u.box)
@@ -175,77 +234,76 @@ class _Exchange:
             if o != me:
                 del buf
                 self.unstage(size)
-        # Large pieces every rank needs: straight between destinations where they are contiguous.
+
+    def _exchange_runs(self, batch, bufs, what):
+        """Large pieces every rank needs: straight between destinations where they are contiguous."""
+        me = self.me
         for run in batch.runs:
             if self.image is not None:  # a run of the data section, at the same offsets on every rank
                 first, last = run[0], run[-1]
-                a = self.image[first.t.name] + _file_bytes(first)[1] - first.t.begin
-                b = self.image[last.t.name] + _file_bytes(last)[2] - last.t.begin
-                buf = self.image_bytes[a:b]
-                self._collective(what, dist.broadcast, buf, src=self._src(first.owner))
-                self.stats["broadcasts"] += 1
-                if first.owner == me:
-                    self.stats["sent_bytes"] += (b - a) * (self.world - 1)
-                else:
-                    self.stats["received_bytes"] += b - a
+                a = self.image[first.t.info.name] + _file_bytes(first)[1] - first.t.info.begin
+                b = self.image[last.t.info.name] + _file_bytes(last)[2] - last.t.info.begin
+                self._broadcast(what, self.image_bytes[a:b], first.owner, b - a)
                 continue
             u = run[0]
             v = self.dest_view(u, u.box)
             if u.owner == me:
                 buf = bufs[u.key]
-                self.stats["sent_bytes"] += u.nbytes * (self.world - 1)
             else:
                 buf = v if v.is_contiguous() else self.stage(u.nbytes).view(v.shape)
-                self.stats["received_bytes"] += u.nbytes
-            self._collective(what, dist.broadcast, buf, src=self._src(u.owner))
-            self.stats["broadcasts"] += 1
+            self._broadcast(what, buf, u.owner, u.nbytes)
             if buf.data_ptr() != v.data_ptr():
                 v.copy_(buf)
                 if u.owner != me:
                     self.unstage(u.nbytes)
             del buf
-        # Pieces only some ranks need: each receives just its part, in one all_to_all.
-        if batch.a2a:
-            send_sizes = [0] * self.world
-            recv_sizes = [0] * self.world
+
+    def _a2a_pieces(self, batch, sending):
+        """(unit, box, bytes) of each all_to_all piece this rank sends (to each
+        rank in rank order) or receives (from each), in the order of the flat buffers."""
+        me = self.me
+        for r in range(self.world):
+            if r == me:
+                continue
             for u in batch.a2a:
-                for r, box in u.inters.items():
-                    if r == u.owner:
-                        continue
-                    if u.owner == me:
-                        send_sizes[r] += u.t.nbytes(box)
-                    if r == me:
-                        recv_sizes[u.owner] += u.t.nbytes(box)
-            send = self.stage(sum(send_sizes))
-            off = 0
-            for r in range(self.world):
-                for u in batch.a2a:
-                    if u.owner != me or r == me or r not in u.inters:
-                        continue
-                    box = u.inters[r]
-                    src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
-                    n = u.t.nbytes(box)
-                    send[off:off + n].view(src.shape).copy_(src)
-                    off += n
-            recv = self.stage(sum(recv_sizes))
-            self._collective(what, dist.all_to_all_single, recv, send, output_split_sizes=recv_sizes,
-                             input_split_sizes=send_sizes)
-            self.stats["all_to_alls"] += 1
-            self.stats["sent_bytes"] += sum(send_sizes)
-            self.stats["received_bytes"] += sum(recv_sizes)
-            off = 0
-            for s in range(self.world):
-                for u in batch.a2a:
-                    if u.owner != s or s == me or me not in u.inters:
-                        continue
-                    box = u.inters[me]
-                    v = self.dest_view(u, box)
-                    n = u.t.nbytes(box)
-                    v.copy_(recv[off:off + n].view(v.shape))
-                    off += n
-            del send, recv
-            self.unstage(sum(send_sizes) + sum(recv_sizes))
-        # This rank's own part of what it fetched into staging.
+                if sending and u.owner == me and r in u.inters:
+                    yield u, u.inters[r], r
+                elif not sending and u.owner == r and me in u.inters:
+                    yield u, u.inters[me], r
+
+    def _exchange_a2a(self, batch, bufs, what):
+        """Pieces only some ranks need: each receives just its part, in one all_to_all."""
+        send_sizes = [0] * self.world
+        recv_sizes = [0] * self.world
+        for u, box, r in self._a2a_pieces(batch, True):
+            send_sizes[r] += u.t.nbytes(box)
+        for u, box, r in self._a2a_pieces(batch, False):
+            recv_sizes[r] += u.t.nbytes(box)
+        send = self.stage(sum(send_sizes))
+        off = 0
+        for u, box, _ in self._a2a_pieces(batch, True):
+            src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
+            n = u.t.nbytes(box)
+            send[off:off + n].view(src.shape).copy_(src)
+            off += n
+        recv = self.stage(sum(recv_sizes))
+        self._collective(what, dist.all_to_all_single, recv, send, output_split_sizes=recv_sizes,
+                         input_split_sizes=send_sizes)
+        self.stats["all_to_alls"] += 1
+        self.stats["sent_bytes"] += sum(send_sizes)
+        self.stats["received_bytes"] += sum(recv_sizes)
+        off = 0
+        for u, box, _ in self._a2a_pieces(batch, False):
+            v = self.dest_view(u, box)
+            n = u.t.nbytes(box)
+            v.copy_(recv[off:off + n].view(v.shape))
+            off += n
+        del send, recv
+        self.unstage(sum(send_sizes) + sum(recv_sizes))
+
+    def _copy_own(self, batch, bufs):
+        """This rank's own part of what it fetched into staging."""
+        me = self.me
         for u in batch.units:
             if u.owner != me or u.mode not in (_LOCAL, _A2A) or me not in u.inters:
                 continue
@@ -254,8 +312,3 @@ class _Exchange:
             src = bufs[u.key][_slices(u.t.byte_box(box), u.t.byte_box(u.box))]
             if src.data_ptr() != v.data_ptr():
                 v.copy_(src)
-        state["bufs"] = {}
-        state["packed"] = None
-        state["cpu"] = {}
-        self.unstage(state["staged"])
-        self.done_batches = k + 1

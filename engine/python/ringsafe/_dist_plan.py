@@ -9,8 +9,9 @@ without exchanging it.
 
 import math
 
-from ._dtypes import BITS, error
-from ._engine_source import ALIGNMENT
+from ._dtypes import BITS
+from ._errors import error
+from ._memory import aligned
 from ._selection import is_glob
 from ._torch_adapter import ADAPTER
 
@@ -31,16 +32,16 @@ def _prod(xs):
 
 
 class _Tensor:
-    """A checkpoint tensor as the planner sees it: element geometry (a scalar is
-    one element of shape [1]) and where its bytes are."""
+    """A checkpoint tensor as the planner sees it: its TensorInfo (``info``),
+    element geometry (a scalar is one element of shape [1]) and its place in
+    data order."""
 
-    __slots__ = ("name", "dtype", "shape", "eshape", "bits", "granule", "order", "shard", "begin", "end")
+    __slots__ = ("info", "eshape", "bits", "granule", "order")
 
     def __init__(self, info, order):
-        self.name, self.dtype, shape, self.begin, self.end, self.shard = info
-        self.shape = list(shape)
-        self.eshape = self.shape if self.shape else [1]
-        self.bits = BITS[self.dtype]
+        self.info = info  # the reader's TensorInfo: name, dtype, shape, where its bytes are
+        self.eshape = list(info.shape) if info.shape else [1]
+        self.bits = BITS[info.dtype]
         self.granule = 8 // math.gcd(self.bits, 8)  # elements per whole byte along the last dimension
         self.order = order
 
@@ -59,7 +60,7 @@ class _Tensor:
 
     def engine_box(self, box):
         """``box`` as the engine's reads take it (none for a scalar)."""
-        return list(box) if self.shape else []
+        return list(box) if self.info.shape else []
 
     def flat_span(self, box):
         """(first, stop): the flat element indices the box spans, stop exclusive."""
@@ -123,7 +124,7 @@ def _flat_boxes(a, b, extents):
 
 def _box_of(spec, t, rank, world):
     """The element box a shard spec gives this rank for tensor ``t``."""
-    name, shape = t.name, t.shape
+    name, shape = t.info.name, list(t.info.shape)
     if spec is None:
         return t.full()
     if isinstance(spec, bool):
@@ -174,7 +175,7 @@ def _box_of(spec, t, rank, world):
     if shape and t.granule > 1:
         s, e = box[-1]
         if s % t.granule or e % t.granule:
-            raise error("InvalidArgument", f"shard= for tensor '{name}' ({t.dtype}): the last dimension of a box "
+            raise error("InvalidArgument", f"shard= for tensor '{name}' ({t.info.dtype}): the last dimension of a box "
                                            f"must start and stop on whole bytes, got ({s}, {e})")
     return box
 
@@ -184,17 +185,17 @@ def _shard_lookup(shard):
     if shard is None:
         return lambda t: None
     if callable(shard):
-        return lambda t: shard(t.name, list(t.shape))
+        return lambda t: shard(t.info.name, list(t.info.shape))
     if isinstance(shard, dict):
         exact = {k: v for k, v in shard.items() if not is_glob(k)}
         globs = [(k, v) for k, v in shard.items() if is_glob(k)]
         import fnmatch
 
         def look(t):
-            if t.name in exact:
-                return exact[t.name]
+            if t.info.name in exact:
+                return exact[t.info.name]
             for pattern, v in globs:
-                if fnmatch.fnmatchcase(t.name, pattern):
+                if fnmatch.fnmatchcase(t.info.name, pattern):
                     return v
             return None
         return look
@@ -204,17 +205,17 @@ def _shard_lookup(shard):
 
 def _torch_shape(t, box):
     """The torch dtype and shape of the tensor holding ``box`` of ``t``."""
-    extents = [e - s for s, e in box] if t.shape else []
-    return ADAPTER._type(t.dtype, extents, t.name)
+    extents = [e - s for s, e in box] if t.info.shape else []
+    return ADAPTER._type(t.info.dtype, extents, t.info.name)
 
 
-def _needs(reader, by_name, names, shard, rank, world):
+def _needs(reader, by_name, names, *, shard, rank, world):
     """{name: element box} of what this rank needs, validated before any I/O."""
     look = _shard_lookup(shard)
     out = {}
     for n in names:
         t = by_name[n]
-        ADAPTER.check_dtype(t.dtype, t.shape, n)
+        ADAPTER.check_dtype(t.info.dtype, t.info.shape, n)
         box = _box_of(look(t), t, rank, world)
         _torch_shape(t, box)
         out[n] = box
@@ -225,22 +226,22 @@ def _image_layout(tensors, needs):
     """({name: offset}, size) placing every tensor as the files' data sections hold them
     (shards one after another, 64-byte aligned), when this rank needs every tensor whole
     and each lands aligned for its dtype; else None."""
-    if len(needs) != len(tensors) or any(needs[t.name] != t.full() for t in tensors):
+    if len(needs) != len(tensors) or any(needs[t.info.name] != t.full() for t in tensors):
         return None
     ends = {}
     for t in tensors:
-        ends[t.shard] = max(ends.get(t.shard, 0), t.end)
+        ends[t.info.shard] = max(ends.get(t.info.shard, 0), t.info.end)
     starts, size = {}, 0
     for shard in sorted(ends):
         starts[shard] = size
-        size = -(-(size + ends[shard]) // ALIGNMENT) * ALIGNMENT
+        size = aligned(size + ends[shard])
     offsets = {}
     for t in tensors:
-        off = starts[t.shard] + t.begin
-        item = _torch_shape(t, t.full())[0].itemsize if t.end > t.begin else 1
+        off = starts[t.info.shard] + t.info.begin
+        item = _torch_shape(t, t.full())[0].itemsize if t.info.end > t.info.begin else 1
         if off % item:
             return None
-        offsets[t.name] = off
+        offsets[t.info.name] = off
     return offsets, size
 
 
@@ -251,12 +252,12 @@ class _Unit:
 
     __slots__ = ("t", "box", "owner", "nbytes", "inters", "mode", "key")
 
-    def __init__(self, t, box, owner, needs, world, key):
+    def __init__(self, t, box, owner, *, needs, world, key):
         self.t, self.box, self.owner, self.key = t, box, owner, key
         self.nbytes = t.nbytes(box)
         self.inters = {}
         for r in range(world):
-            b = needs[r].get(t.name)
+            b = needs[r].get(t.info.name)
             if b is not None:
                 i = _intersect(box, b)
                 if i is not None:
@@ -302,7 +303,7 @@ class _Batch:
 def _file_bytes(u):
     """(shard, first byte, end byte) of a unit within its shard's data section."""
     first, stop = u.t.flat_span(u.box)
-    return u.t.shard, u.t.begin + first * u.t.bits // 8, u.t.begin + (stop * u.t.bits + 7) // 8
+    return u.t.info.shard, u.t.info.begin + first * u.t.bits // 8, u.t.info.begin + (stop * u.t.bits + 7) // 8
 
 
 def _segments(tensors, needs, world):
@@ -310,8 +311,8 @@ def _segments(tensors, needs, world):
     ranges [a, b) of a region box that some rank needs."""
     out = []
     for t in tensors:
-        boxes = {r: needs[r][t.name] for r in range(world)
-                 if t.name in needs[r] and t.nbytes(needs[r][t.name]) > 0}
+        boxes = {r: needs[r][t.info.name] for r in range(world)
+                 if t.info.name in needs[r] and t.nbytes(needs[r][t.info.name]) > 0}
         if not boxes:
             continue
         flats = {r: _flat_interval(b, t.eshape) for r, b in boxes.items()}
@@ -354,7 +355,8 @@ def _assign(segments, world):
     loads = [0] * world
     shares = [[] for _ in range(world)]
 
-    def give(r, t, region, a, b):
+    def give(r, t, region, *, a, b):
+        """Flat elements [a, b) of ``region`` of ``t`` to rank ``r``."""
         shares[r].append((t, region, a, b))
         loads[r] += nbytes(t, a, b)
 
@@ -367,7 +369,7 @@ def _assign(segments, world):
         room = quota - loads[pref]
         n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
         if n > 0:
-            give(pref, t, region, a, a + n)
+            give(pref, t, region, a=a, b=a + n)
         if a + n < b:
             pool.append((t, region, a + n, b))
     # The rest in data order: each rank in turn filled to its quota (contiguous shares).
@@ -387,7 +389,7 @@ def _assign(segments, world):
                 dst = min(range(world), key=lambda i: loads[i])
                 room = quota + slack - loads[dst]
                 n = b - a if nbytes(t, a, b) <= room else max(cut(t, a, b, room), min(t.granule, b - a))
-            give(dst, t, region, a, a + n)
+            give(dst, t, region, a=a, b=a + n)
             a += n
     for s in shares:
         s.sort(key=lambda p: (p[0].order, p[2]))
@@ -417,7 +419,7 @@ def _chunks(share, limit):
     return out
 
 
-def plan(tensors, needs, world, batch_bytes, image=False):
+def plan(tensors, needs, *, world, batch_bytes, image=False):
     """The batches every rank runs: deterministic in its arguments. ``image``: every rank
     holds the data sections as they are in the files (pieces that follow each other in a
     file follow each other in memory, at the same offsets everywhere)."""
@@ -434,7 +436,7 @@ def plan(tensors, needs, world, batch_bytes, image=False):
                 extents = [e - s for s, e in region]
                 for rel in _flat_boxes(a, b, extents):
                     box = [(s + o, e + o) for (s, e), (o, _) in zip(rel, region)]
-                    units.append(_Unit(t, box, owner, needs, world, key))
+                    units.append(_Unit(t, box, owner, needs=needs, world=world, key=key))
                     key += 1
         batches.append(_Batch(units, world, image))
     return batches

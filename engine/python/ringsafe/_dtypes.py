@@ -1,7 +1,8 @@
 """How safetensors dtypes map to torch and NumPy types (as the reference maps
-them on torch 2.13), and back for writing."""
+them on torch 2.13), and back for writing; the errors for a dtype or shape a
+framework cannot hold."""
 
-from ._ringsafe import SafetensorError
+from ._errors import error
 
 # Bits per element of each safetensors dtype.
 BITS = {
@@ -24,21 +25,6 @@ NUMPY_NAMES = {
     "I32": "int32", "U32": "uint32", "F32": "float32", "C64": "complex64", "F64": "float64",
     "I64": "int64", "U64": "uint64",
 }
-
-
-def error(kind, message):
-    """A SafetensorError with .kind, for errors found on the Python side."""
-    e = SafetensorError(message)
-    e.kind = kind
-    return e
-
-
-class SliceIndexError(SafetensorError, IndexError):
-    """An index get_slice cannot take (out of bounds, too many, a mask): an
-    IndexError, as the reference's torch slices raise, and a SafetensorError,
-    as its NumPy slices raise, so code written for either catches it."""
-
-    kind = "InvalidArgument"
 
 
 def unsupported(dtype, framework, name):

@@ -1,14 +1,71 @@
-"""Which adapter serves a framework name or a tensor object. The adapters
-(_torch_adapter, _numpy_adapter) import nothing of the loaders, so the
-arrows point one way: front ends -> loaders -> _frameworks -> adapters."""
+"""Which adapter serves a framework name or a tensor object, and what an
+adapter is (Adapter). The adapters (_torch_adapter, _numpy_adapter) import
+only their framework, the dtype tables (_dtypes) and the arena allocator
+(_memory), never the loaders; the loaders reach them through adapter_for /
+adapter_of, or import the torch adapter directly where only torch applies
+(load_model, the distributed loads, device loads)."""
 
-from ._dtypes import error
+from typing import Protocol
+
+from ._errors import error
+
+
+class Adapter(Protocol):
+    """What the loaders and writers need from a framework, in safetensors terms
+    (dtype codes such as "F32", shapes as lists of int). Both adapters have
+    every method; where NumPy has no notion (devices, sparse layouts, shared
+    storage) its answer is the trivial one."""
+
+    framework: str    # "pt" or "np", as safe_open's framework= names it
+    tensor_type: str  # how the reference's messages name the type ("torch.Tensor")
+
+    def check_device(self, device):
+        """``device`` in the framework's form, or SafetensorError for one it cannot hold."""
+
+    def check_dtype(self, dtype, shape, name):
+        """SafetensorError naming tensor ``name`` when the framework cannot hold ``dtype``/``shape``."""
+
+    def dtype_of(self, tensor):
+        """The safetensors dtype code of a tensor of this framework, or None."""
+
+    def views(self, buffer, items):
+        """{name: tensor} of zero-copy views of ``buffer`` (an Arena or MappedFile);
+        items are (name, offset, dtype, shape, nbytes) (_memory.packed_items)."""
+
+    def empty(self, dtype, shape, device, name):
+        """A new tensor of the file's dtype and shape on ``device``, for the engine to fill."""
+
+    def fresh(self, dtype, shape, nbytes, name):
+        """(tensor, address) of new host memory for one tensor of ``nbytes`` bytes."""
+
+    def check_type(self, obj, name):
+        """ValueError (the reference's words) when ``obj`` is not this framework's tensor."""
+
+    def is_sparse(self, obj):
+        """Whether ``obj`` has no dense layout (save_file refuses it)."""
+
+    def describe(self, obj, name, for_write=True):
+        """(dtype, shape, address, nbytes, owner) of a caller's tensor; ``owner``
+        keeps the bytes alive (a contiguous or converted copy when writing)."""
+
+    def byte_view(self, obj):
+        """A writable uint8 NumPy array over a described tensor's bytes, or None."""
+
+    def shared_groups(self, tensors):
+        """Groups of names whose tensors' bytes overlap (what save_file refuses)."""
+
+    def index(self, box_tensor, relative, flips):
+        """A box read from a file, indexed by ``relative`` after flipping the dimensions ``flips``."""
+
+    def to_device(self, t, device):
+        """``t`` on ``device`` (itself when it is there already)."""
+
 
 _TORCH = ("pt", "torch", "pytorch")
 _NUMPY = ("np", "numpy")
 
 
-def adapter_for(framework):
+def adapter_for(framework) -> Adapter:
     """The adapter for a framework name, as safe_open() accepts them."""
     if framework in _TORCH:
         from ._torch_adapter import ADAPTER

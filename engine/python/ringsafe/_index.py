@@ -5,7 +5,7 @@ read, and the index that picks the result out of that box."""
 import operator
 from collections import namedtuple
 
-from ._dtypes import SliceIndexError
+from ._errors import SliceIndexError
 
 # box: [(start, stop)] per dimension; relative: the index applied to the box read
 # into memory; flips: box dimensions to reverse first (negative steps); last: the
@@ -53,11 +53,10 @@ def _dim_error(i, dim, size):
     return SliceIndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
 
 
-def plan_index(index, shape):
-    """Returns the IndexPlan of ``index`` on a tensor of ``shape``: the box to
-    read and what picks the result out of it (see IndexPlan)."""
-    if not isinstance(index, tuple):
-        index = (index,)
+def _expand(index, shape):
+    """``index`` (a tuple) with one entry per dimension of ``shape`` (and each
+    None): the dimensions an Ellipsis stands for, or that no entry names, as
+    _COVERED; index arrays as lists."""
     used = sum(1 for x in index if x is not None and x is not Ellipsis)
     if sum(1 for x in index if x is Ellipsis) > 1:
         raise SliceIndexError("an index can only have a single ellipsis ('...')")
@@ -72,77 +71,86 @@ def plan_index(index, shape):
         expanded.extend([_COVERED] * covered if x is Ellipsis else [x])
     if not any(x is Ellipsis for x in index):
         expanded.extend([_COVERED] * covered)
-    expanded = [_as_list(x) for x in expanded]
-    box, relative, flips, last = [], [], [], None
-    dim = 0
-    for x in expanded:
-        if x is not None and dim == len(shape) - 1:
-            last = len(relative)  # where the last dimension's entry goes
-        if x is _COVERED:
-            box.append((0, shape[dim]))
-            relative.append(_COVERED)
-            dim += 1
-            continue
-        if x is None:
-            relative.append(None)
-            continue
-        size = shape[dim]
-        if isinstance(x, slice):
-            start, stop, step = x.indices(size)
-            picked = range(start, stop, step)
-            if len(picked) == 0:
-                box.append((0, 0))
-                relative.append(slice(0, 0))
-            elif step > 0:
-                lo = picked[0]
-                box.append((lo, picked[-1] + 1))
-                # a step past the box picks one element; clamp it (torch refuses steps >= 2^63)
-                relative.append(slice(0, picked[-1] + 1 - lo, min(step, picked[-1] + 1 - lo)))
-            else:
-                lo, hi = picked[-1], picked[0] + 1
-                box.append((lo, hi))
-                flips.append(dim)
-                relative.append(slice(0, hi - lo, min(-step, hi - lo)))  # on the reversed box
-        elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
-            if isinstance(x, (list, tuple)):
-                if any(isinstance(i, (list, tuple)) or _array_dims(i) for i in x):
-                    raise _needs_whole(f"nested index lists are not supported by get_slice (dimension {dim}): "
-                                       "index each dimension with an int, a slice or a flat list of ints")
-                if not x:
-                    box.append((0, 0))
-                    relative.append([])
-                    dim += 1
-                    continue
-                if any(isinstance(i, (bool,)) or type(i).__name__ == "bool_" for i in x):
-                    raise _needs_whole("boolean masks are not supported by get_slice: index with ints, "
-                                       "slices or lists of ints")
-                ints = [operator.index(i) for i in x]
-            else:
-                ints = None
-                i = operator.index(x)
-                if i < -size or i >= size:
-                    raise _dim_error(i, dim, size)
-                i %= size
-                box.append((i, i + 1))
-                relative.append(0)
-                dim += 1
-                continue
-            for i in ints:
-                if i < -size or i >= size:
-                    raise _dim_error(i, dim, size)
-            ints = [i % size for i in ints]
-            lo = min(ints)
-            box.append((lo, max(ints) + 1))
-            relative.append([i - lo for i in ints])
-        else:
-            raise TypeError(f"unsupported index {x!r}: use ints, slices, lists of ints, ... or None")
-        dim += 1
-    if last is not None:
-        last = slice(None) if relative[last] is _COVERED else relative[last]
-    if any(x is Ellipsis for x in index):  # the covered run (maybe empty) becomes one Ellipsis
+    return [_as_list(x) for x in expanded]
+
+
+def _slice_entry(x, size):
+    """(box entry, relative entry, flipped) of a slice on a dimension of ``size``."""
+    start, stop, step = x.indices(size)
+    picked = range(start, stop, step)
+    if len(picked) == 0:
+        return (0, 0), slice(0, 0), False
+    if step > 0:
+        lo = picked[0]
+        # a step past the box picks one element; clamp it (torch refuses steps >= 2^63)
+        return (lo, picked[-1] + 1), slice(0, picked[-1] + 1 - lo, min(step, picked[-1] + 1 - lo)), False
+    lo, hi = picked[-1], picked[0] + 1
+    return (lo, hi), slice(0, hi - lo, min(-step, hi - lo)), True  # relative to the reversed box
+
+
+def _int_entry(x, dim, size):
+    """(box entry, relative entry) of an int or a flat list of ints on dimension ``dim`` of ``size``."""
+    if not isinstance(x, (list, tuple)):
+        i = operator.index(x)
+        if i < -size or i >= size:
+            raise _dim_error(i, dim, size)
+        i %= size
+        return (i, i + 1), 0
+    if any(isinstance(i, (list, tuple)) or _array_dims(i) for i in x):
+        raise _needs_whole(f"nested index lists are not supported by get_slice (dimension {dim}): "
+                           "index each dimension with an int, a slice or a flat list of ints")
+    if not x:
+        return (0, 0), []
+    if any(isinstance(i, (bool,)) or type(i).__name__ == "bool_" for i in x):
+        raise _needs_whole("boolean masks are not supported by get_slice: index with ints, "
+                           "slices or lists of ints")
+    ints = [operator.index(i) for i in x]
+    for i in ints:
+        if i < -size or i >= size:
+            raise _dim_error(i, dim, size)
+    ints = [i % size for i in ints]
+    lo = min(ints)
+    return (lo, max(ints) + 1), [i - lo for i in ints]
+
+
+def _relative_index(index, relative):
+    """The relative entries as the index applied to the box: the covered run
+    (maybe empty) becomes one Ellipsis where ``index`` had it, else slices."""
+    if any(x is Ellipsis for x in index):
         at = next(i for i, x in enumerate(index) if x is Ellipsis)  # one relative entry per index entry before it
         relative = [x for x in relative if x is not _COVERED]
         relative.insert(at, Ellipsis)
     else:  # trailing dimensions read whole
         relative = [slice(None) if x is _COVERED else x for x in relative]
-    return IndexPlan(box, tuple(relative), flips, last)
+    return tuple(relative)
+
+
+def plan_index(index, shape):
+    """Returns the IndexPlan of ``index`` on a tensor of ``shape``: the box to
+    read and what picks the result out of it (see IndexPlan)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    box, relative, flips, last = [], [], [], None
+    dim = 0
+    for x in _expand(index, shape):
+        if x is not None and dim == len(shape) - 1:
+            last = len(relative)  # where the last dimension's entry goes
+        if x is None:
+            relative.append(None)
+            continue
+        if x is _COVERED:
+            b, r = (0, shape[dim]), _COVERED
+        elif isinstance(x, slice):
+            b, r, flipped = _slice_entry(x, shape[dim])
+            if flipped:
+                flips.append(dim)
+        elif isinstance(x, (list, tuple)) or hasattr(x, "__index__") and not isinstance(x, bool):
+            b, r = _int_entry(x, dim, shape[dim])
+        else:
+            raise TypeError(f"unsupported index {x!r}: use ints, slices, lists of ints, ... or None")
+        box.append(b)
+        relative.append(r)
+        dim += 1
+    if last is not None:
+        last = slice(None) if relative[last] is _COVERED else relative[last]
+    return IndexPlan(box, _relative_index(index, relative), flips, last)

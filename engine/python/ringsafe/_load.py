@@ -4,25 +4,26 @@ caller's own tensors, and the bounded-memory streaming iterator."""
 import os
 
 from . import _device
-from ._dtypes import error
+from ._errors import error
 from ._progress import progress_callback
-from ._ringsafe import Reader, parse_bytes, plan_tensors_at
+from ._ringsafe import Reader, plan_tensors_at
 from ._selection import resolve
-from ._engine_source import ALIGNMENT, new_packed_arena, packed_items
+from ._serialize import parse_checked_bytes
+from ._memory import aligned, new_packed_arena, packed_items
 from ._mapped import copy_into
 from ._source import byte_views, mapped_or_read, open_reader, open_source
 
 
-def load_file(adapter, filename, device, select, progress, backend, options):
+def load_file(adapter, filename, *, device, select, progress, backend, options):
     device = adapter.check_device(device)
     if _device.applies(adapter, device) and isinstance(filename, (str, bytes, os.PathLike)):
-        return _load_to_device(adapter, filename, device, select, progress, options)
+        return _load_to_device(adapter, filename, device=device, select=select, progress=progress, options=options)
     source = open_source(filename, backend, options)
     try:
         names = source.resolve(select)
         for n in names:
             info = source.by_name[n]
-            adapter.check_dtype(info[1], info[2], n)  # before any I/O
+            adapter.check_dtype(info.dtype, info.shape, n)  # before any I/O
         with progress_callback(progress, f"loading {filename}") as cb:
             views = source.load(adapter, names, cb)
     finally:
@@ -30,16 +31,17 @@ def load_file(adapter, filename, device, select, progress, backend, options):
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
-def _load_to_device(adapter, filename, device, select, progress, options):
+def _load_to_device(adapter, filename, *, device, select, progress, options):
     # Buffered: O_DIRECT into staging windows placed without regard to the
     # file's alignment would bounce; not measured on a GPU yet.
     reader = open_reader(filename, options)
     try:
-        by_name = {t[0]: t for t in reader.tensors()}
+        by_name = {t.name: t for t in reader.tensors()}
         names = resolve(reader, list(by_name), select)
         for n in names:
-            adapter.check_dtype(by_name[n][1], by_name[n][2], n)  # before any I/O
-        out = _device.load(adapter, reader, names, by_name, device, progress, f"loading {filename}")
+            adapter.check_dtype(by_name[n].dtype, by_name[n].shape, n)  # before any I/O
+        out = _device.load(adapter, reader, names, by_name=by_name, device=device, progress=progress,
+                           description=f"loading {filename}")
     finally:
         reader.close()
     return {n: out[n] for n in sorted(out)}
@@ -47,59 +49,65 @@ def _load_to_device(adapter, filename, device, select, progress, options):
 
 def load_bytes(adapter, data, device):
     device = adapter.check_device(device)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"expected bytes, got {type(data).__name__}")
-    if not memoryview(data).c_contiguous:  # before any byte is read
-        raise TypeError(f"expected contiguous bytes: this {type(data).__name__} is strided or reversed "
-                        f"(copy it first, e.g. bytes(view))")
-    infos, _, start = parse_bytes(data)
+    infos, _, start = parse_checked_bytes(data)
     for t in infos:
-        adapter.check_dtype(t[1], t[2], t[0])
+        adapter.check_dtype(t.dtype, t.shape, t.name)
     # One copy of the data section, each tensor 64-byte aligned in it.
-    arena, offsets = new_packed_arena([t[4] - t[3] for t in infos])
+    arena, offsets = new_packed_arena([t.nbytes for t in infos])
     view, src = memoryview(arena), memoryview(data).cast("B")
     for t, off in zip(infos, offsets):
-        view[off:off + t[4] - t[3]] = src[start + t[3]:start + t[4]]
-    by_name = {t[0]: t for t in infos}
-    views = adapter.views(arena, packed_items(by_name, [t[0] for t in infos], offsets))
+        view[off:off + t.nbytes] = src[start + t.begin:start + t.end]
+    by_name = {t.name: t for t in infos}
+    views = adapter.views(arena, packed_items(by_name, [t.name for t in infos], offsets))
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
-def read_into(adapter, filename, tensors, progress, options):
+def _destinations(adapter, by_name, tensors):
+    """([(address, nbytes)], [owner]) of the caller's tensors, each checked
+    against the file's dtype and size before any I/O."""
+    dsts, owners = [], []
+    for name, tensor in tensors.items():
+        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name, for_write=False)
+        info = by_name[name]
+        if dtype != info.dtype:
+            raise error("InvalidArgument", f"tensor '{name}': the file holds {info.dtype}, the destination is {dtype}")
+        need = info.nbytes
+        if nbytes != need:
+            raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
+                        f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
+                        f"the destination holds {nbytes} ({shape})")
+        dsts.append((addr, nbytes))
+        owners.append(owner)
+    return dsts, owners
+
+
+def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, *, progress, options):
+    """Fills the caller's tensors {name: tensor} in place from ``source``: a
+    path, URL or index, opened here with ``options`` and closed after (cached
+    bytes are copied out of a mapping, cold ones read with O_DIRECT: _source),
+    or an open Reader (safe_open's handle), read with as it is and left open."""
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
-    reader = filename if isinstance(filename, Reader) else open_reader(filename, options)
+    owned = not isinstance(source, Reader)
+    reader = open_reader(source, options) if owned else source
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
-        by_name = {t[0]: t for t in reader.tensors()}
-        dsts, owners = [], []
-        for name in names:
-            dtype, shape, addr, nbytes, owner = adapter.describe(tensors[name], name, for_write=False)
-            info = by_name[name]
-            if dtype != info[1]:
-                raise error("InvalidArgument",
-                            f"tensor '{name}': the file holds {info[1]}, the destination is {dtype}")
-            need = info[4] - info[3]
-            if nbytes != need:
-                raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
-                            f"tensor '{name}': {need} bytes ({info[1]} {info[2]}) in the file, "
-                            f"the destination holds {nbytes} ({shape})")
-            dsts.append((addr, nbytes))
-            owners.append(owner)
+        by_name = {t.name: t for t in reader.tensors()}
+        dsts, owners = _destinations(adapter, by_name, tensors)
         maps = views = None
-        if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
-            maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
-                                                 byte_views(adapter, owners))
+        if owned:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
+            maps, views, reader = mapped_or_read(reader, source, options=options, infos=[by_name[n] for n in names],
+                                                 byte_views=byte_views(adapter, owners))
         plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
             if maps is not None:
                 copy_into(maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, views)],
-                          options.get("threads"), cb)
+                          threads=options.get("threads"), progress=cb)
             else:
                 reader.execute(plan, cb)
     finally:
-        if reader is not filename:
+        if owned:
             reader.close()
     return tensors
 
@@ -108,7 +116,7 @@ def _batches(names, sizes, budget):
     """Consecutive runs of names whose aligned sizes fit in ``budget`` bytes."""
     batch, used = [], 0
     for n in names:
-        need = -(-sizes[n] // ALIGNMENT) * ALIGNMENT
+        need = aligned(sizes[n])
         if batch and used + need > budget:
             yield batch
             batch, used = [], 0
@@ -118,18 +126,18 @@ def _batches(names, sizes, budget):
         yield batch
 
 
-def iter_tensors(adapter, filename, select, memory_limit, device, progress, options):
+def iter_tensors(adapter, filename, *, select, memory_limit, device, progress, options):
     device = adapter.check_device(device)
     if memory_limit <= 0:
         raise ValueError("memory_limit must be positive")
     reader = open_reader(filename, options)
     try:
         infos = reader.tensors()
-        names = resolve(reader, [t[0] for t in infos], select)
-        by_name = {t[0]: t for t in infos}
-        sizes = {n: by_name[n][4] - by_name[n][3] for n in names}
+        names = resolve(reader, [t.name for t in infos], select)
+        by_name = {t.name: t for t in infos}
+        sizes = {n: by_name[n].nbytes for n in names}
         for n in names:
-            adapter.check_dtype(by_name[n][1], by_name[n][2], n)
+            adapter.check_dtype(by_name[n].dtype, by_name[n].shape, n)
             if sizes[n] > memory_limit:
                 raise error("BufferTooSmall", f"tensor '{n}' ({sizes[n]} bytes) does not fit in "
                                               f"memory_limit={memory_limit}")
@@ -141,23 +149,24 @@ def iter_tensors(adapter, filename, select, memory_limit, device, progress, opti
         reader.close()
         raise
     if _device.applies(adapter, device):
-        return _stream_to_device(adapter, reader, by_name, batches, device, progress)
-    return _stream(adapter, reader, by_name, batches, device, progress)
+        return _stream_to_device(adapter, reader, by_name, batches, device=device, progress=progress)
+    return _stream(adapter, reader, by_name, batches, device=device, progress=progress)
 
 
-def _stream_to_device(adapter, reader, by_name, batches, device, progress):
+def _stream_to_device(adapter, reader, by_name, batches, *, device, progress):
     # Each batch straight into device memory; memory_limit bounds the batch
     # (the engine's staging ring is its own, a few pinned buffers).
-    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0
     staging = None
     try:
         staging = _device.stager(device)  # one ring for every batch
         with progress_callback(progress, "streaming") as cb:
             for batch in batches:
-                out = _device.load(adapter, reader, batch, by_name, device, None, "streaming", staging)
+                out = _device.load(adapter, reader, batch, by_name=by_name, device=device, progress=None,
+                                   description="streaming", staging=staging)
                 for n in batch:
-                    done += by_name[n][4] - by_name[n][3]
+                    done += by_name[n].nbytes
                     if cb:
                         cb(done, total)
                     yield n, out.pop(n)
@@ -168,15 +177,15 @@ def _stream_to_device(adapter, reader, by_name, batches, device, progress):
 
 
 def _start(reader, by_name, batch):
-    arena, offsets = new_packed_arena([by_name[n][4] - by_name[n][3] for n in batch])
-    dsts = [(arena.address + off, by_name[n][4] - by_name[n][3]) for n, off in zip(batch, offsets)]
+    arena, offsets = new_packed_arena([by_name[n].nbytes for n in batch])
+    dsts = [(arena.address + off, by_name[n].nbytes) for n, off in zip(batch, offsets)]
     plan = plan_tensors_at(reader, batch, dsts, [arena])
     return reader.start(plan), arena, offsets
 
 
-def _stream(adapter, reader, by_name, batches, device, progress):
+def _stream(adapter, reader, by_name, batches, *, device, progress):
     pending = None
-    total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
+    total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0
     try:
         with progress_callback(progress, "streaming") as cb:
@@ -189,7 +198,7 @@ def _stream(adapter, reader, by_name, batches, device, progress):
                 views = adapter.views(arena, packed_items(by_name, batch, offsets))
                 del arena
                 for n in batch:
-                    done += by_name[n][4] - by_name[n][3]
+                    done += by_name[n].nbytes
                     t = views.pop(n)
                     if cb:
                         cb(done, total)

@@ -6,7 +6,8 @@ what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
 
-from ._dtypes import BITS, error
+from ._dtypes import BITS
+from ._errors import error
 from ._engine_source import EngineSource
 from ._ringsafe import MappedFile
 
@@ -41,8 +42,6 @@ def checked_mapping(reader, shard, m=None):
 
 
 class MappedSource(EngineSource):
-    backend = "mmap"
-
     def __init__(self, reader, threads=None):
         super().__init__(reader)
         self._threads = threads or 0
@@ -65,9 +64,9 @@ class MappedSource(EngineSource):
         out = {}
         for n in names:
             info = self.by_name[n]
-            if info[4] > info[3]:
-                base = self._shards[info[5]][2]
-                out.setdefault(info[5], []).append((base + info[3], info[4] - info[3]))
+            if info.end > info.begin:
+                base = self._shards[info.shard][2]
+                out.setdefault(info.shard, []).append((base + info.begin, info.nbytes))
         return out
 
     def _populate(self, names, progress=None):
@@ -84,11 +83,11 @@ class MappedSource(EngineSource):
             progress(0, 0)
 
     def _view(self, adapter, info):
-        if info[4] == info[3]:
-            return adapter.views(None, [(info[0], 0, info[1], info[2], 0)])[info[0]]
-        base = self._shards[info[5]][2]
-        item = (info[0], base + info[3], info[1], info[2], info[4] - info[3])
-        return adapter.views(self.mapping(info[5]), [item])[info[0]]
+        if info.end == info.begin:
+            return adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)])[info.name]
+        base = self._shards[info.shard][2]
+        item = (info.name, base + info.begin, info.dtype, info.shape, info.nbytes)
+        return adapter.views(self.mapping(info.shard), [item])[info.name]
 
     def load(self, adapter, names, progress):
         self._populate(names, progress)
@@ -105,14 +104,14 @@ class MappedSource(EngineSource):
     def one(self, adapter, name):
         info = self.by_name[name]
         self.read_ahead_from(name)
-        if info[4] - info[3] >= POPULATE_MIN:
+        if info.nbytes >= POPULATE_MIN:
             self._populate([name])
         return self._view(adapter, info)
 
     def box(self, adapter, info, box, box_shape):
-        if info[1] == "F4" or not all(box_shape):  # packed values, or nothing to read
+        if info.dtype == "F4" or not all(box_shape):  # packed values, or nothing to read
             return super().box(adapter, info, box, box_shape)
-        shape = info[2]
+        shape = info.shape
         # The byte span from the box's first element to its last (row-major).
         first = last = 0
         stride = 1
@@ -120,12 +119,12 @@ class MappedSource(EngineSource):
             first += start * stride
             last += (stop - 1) * stride
             stride *= n
-        bits = BITS[info[1]]
+        bits = BITS[info.dtype]
         begin = first * bits // 8
         end = -(-(last + 1) * bits // 8)
         if end - begin >= POPULATE_MIN:
-            base = self._shards[info[5]][2] + info[3]
-            self.mapping(info[5]).populate([(base + begin, end - begin)], self._threads)
+            base = self._shards[info.shard][2] + info.begin
+            self.mapping(info.shard).populate([(base + begin, end - begin)], self._threads)
         whole = self._view(adapter, info)
         return whole[tuple(slice(a, b) for a, b in box)]
 
@@ -175,15 +174,15 @@ class MappedSource(EngineSource):
         super().close()
 
 
-def copy_into(maps, shards, items, threads=None, progress=None):
+def copy_into(maps, shards, items, *, threads=None, progress=None):
     """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
     _source.mapped_when_hot) into caller memory, on every core with the GIL
-    released: items are (info, buffer), info a reader.tensors() tuple, buffer
+    released: items are (info, buffer), info a TensorInfo, buffer
     a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
     per_shard = {}
     for info, buf in items:
-        if info[4] > info[3]:
-            per_shard.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3], buf))
+        if info.end > info.begin:
+            per_shard.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes, buf))
     total = sum(c[1] for cs in per_shard.values() for c in cs)
     before = 0
     for shard, copies in sorted(per_shard.items()):
@@ -196,20 +195,20 @@ def copy_into(maps, shards, items, threads=None, progress=None):
         progress(0, 0)
 
 
-def mapped_views(adapter, maps, shards, infos, threads=None):
+def mapped_views(adapter, maps, shards, infos, *, threads=None):
     """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
     ``maps``, made resident in parallel first (for copies that convert)."""
     ranges = {}
     for info in infos:
-        if info[4] > info[3]:
-            ranges.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3]))
+        if info.end > info.begin:
+            ranges.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes))
     for shard, rs in ranges.items():
         maps[shard].populate(rs, threads or 0)
     out = {}
     for info in infos:
-        if info[4] == info[3]:
-            out.update(adapter.views(None, [(info[0], 0, info[1], info[2], 0)]))
+        if info.end == info.begin:
+            out.update(adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)]))
         else:
-            item = (info[0], shards[info[5]][2] + info[3], info[1], info[2], info[4] - info[3])
-            out.update(adapter.views(maps[info[5]], [item]))
+            item = (info.name, shards[info.shard][2] + info.begin, info.dtype, info.shape, info.nbytes)
+            out.update(adapter.views(maps[info.shard], [item]))
     return out

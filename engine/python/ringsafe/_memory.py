@@ -4,7 +4,8 @@ Arenas come from the process-wide arena cache and go back to it when their
 last tensor is gone, so a process that loads again reuses pages it already
 faulted in; the cache is bounded (RINGSAFE_ARENA_CACHE bytes, default
 min(RAM / 8, 4 GiB); 0 disables it) and returns everything to the kernel
-after 2 s without use (set_arena_cache)."""
+after 2 s without use (set_arena_cache). Also where tensors go in an arena:
+packed (each start 64-byte aligned) or as the file's data section holds them."""
 
 import os
 
@@ -19,9 +20,8 @@ ARENA_MIN_BYTES = 2 << 20
 
 
 # Huge pages for owned arenas: RINGSAFE_ARENA_PAGES=huge. The default is 4 KiB
-# pages: fresh huge pages cost 0.4-1.3 GB/s to fault in on the 2-core VM
-# (zeroing and compaction), 4 KiB pages 2.1 GB/s for the same load (README,
-# "Python performance").
+# pages: fresh huge pages are slower to fault in (zeroing and compaction;
+# bench/README.md, "Python loads: where the thresholds come from").
 _HUGE = os.environ.get("RINGSAFE_ARENA_PAGES", "small").strip().lower() == "huge"
 
 
@@ -46,3 +46,40 @@ def set_arena_cache(limit=None, idle_seconds=None):
 def trim_arena_cache():
     """Returns every cached arena to the kernel now."""
     _trim_arena_cache()
+
+
+ALIGNMENT = 64  # every tensor of a packed arena starts on a 64-byte boundary
+
+
+def aligned(n):
+    """``n`` rounded up to a multiple of ALIGNMENT."""
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def packed_items(by_name, names, offsets):
+    """(name, offset, dtype, shape, nbytes) of ``names`` (TensorInfo in
+    ``by_name``) placed at ``offsets``: the items adapter.views() takes."""
+    return [(n, off, by_name[n].dtype, by_name[n].shape, by_name[n].nbytes) for n, off in zip(names, offsets)]
+
+
+def file_layout_arena(infos, selected_bytes):
+    """(arena, offsets) placing each tensor (TensorInfo) at its offset in the
+    file's data section, relative to a 4096-aligned base, when the tensors are
+    in one shard and cover at least 90 % of their span; (None, None) otherwise."""
+    if not infos or len({t.shard for t in infos}) != 1:
+        return None, None
+    lo = min(t.begin for t in infos) // 4096 * 4096
+    hi = max(t.end for t in infos)
+    if selected_bytes < 0.9 * (hi - lo):
+        return None, None
+    return new_arena(hi - lo), [t.begin - lo for t in infos]
+
+
+def new_packed_arena(sizes):
+    """(arena, offsets) holding ``sizes`` bytes each, every start ALIGNMENT-aligned."""
+    offsets, size = [], 0
+    for n in sizes:
+        size = aligned(size)
+        offsets.append(size)
+        size += n
+    return new_arena(size), offsets

@@ -23,34 +23,50 @@ def _error_text(model, missing, unexpected):
     return text
 
 
-def load_model(model, filename, strict, device, progress, backend, options):
+def match_keys(model, state, in_file, strict):
+    """(missing, unexpected, dropped) of a model's ``state`` against the
+    checkpoint's tensors ``in_file`` (a dict by name, in data order), as
+    load_state_dict reports them: names sharing memory with another are
+    dropped from ``state`` (the checkpoint's name kept), a dropped name the
+    file holds is unexpected. strict=True raises RuntimeError on any."""
+    aliases = _remove_duplicate_names(state, preferred_names=in_file.keys())
+    dropped = {n for names in aliases.values() for n in names}
+    missing = {k for k in state if k not in in_file}
+    unexpected = [k for k in in_file if k not in state]
+    for n in dropped:
+        if n in missing:
+            missing.discard(n)
+        else:
+            unexpected.append(n)
+    if strict and (missing or unexpected):
+        raise RuntimeError(_error_text(model, missing, unexpected))
+    return missing, unexpected, dropped
+
+
+def size_mismatch(model, name, file_shape, param_shape, *, part=""):
+    """The RuntimeError load_state_dict raises for a parameter of another shape
+    (``part``: what of the checkpoint's tensor this is, e.g. " (this rank's part)")."""
+    return RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {name}: copying a param with "
+                        f"shape {torch.Size(file_shape)} from checkpoint{part}, the shape in current model is "
+                        f"{param_shape}.")
+
+
+def load_model(model, filename, *, strict, device, progress, backend, options):
     check_backend(backend)  # either way the bytes land in the parameters' own memory
     device = ADAPTER.check_device(device)
     reader = open_reader(filename, options)
     try:
-        infos = {t[0]: t for t in reader.tensors()}
+        infos = {t.name: t for t in reader.tensors()}
         state = model.state_dict()
-        aliases = _remove_duplicate_names(state, preferred_names=infos.keys())
-        dropped = {n for names in aliases.values() for n in names}
-        missing = {k for k in state if k not in infos}
-        unexpected = [k for k in infos if k not in state]
-        for n in dropped:
-            if n in missing:
-                missing.discard(n)
-            else:
-                unexpected.append(n)
-        if strict and (missing or unexpected):
-            raise RuntimeError(_error_text(model, missing, unexpected))
+        missing, unexpected, dropped = match_keys(model, state, infos, strict)
         targets = [k for k in infos if k in state and k not in dropped]
         direct, on_device, staged = [], [], []
         for k in targets:
             p, info = state[k], infos[k]
-            file_shape = ADAPTER._type(info[1], info[2], k)[1]
+            file_shape = ADAPTER._type(info.dtype, info.shape, k)[1]
             if list(p.shape) != file_shape:
-                raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {k}: copying a param with "
-                                   f"shape {torch.Size(file_shape)} from checkpoint, the shape in current model is "
-                                   f"{p.shape}.")
-            same_dtype = ADAPTER.dtype_of(p) == info[1]
+                raise size_mismatch(model, k, file_shape, p.shape)
+            same_dtype = ADAPTER.dtype_of(p) == info.dtype
             if same_dtype and _device.in_place(p, device):
                 on_device.append(k)  # straight into the parameter's device memory
             elif same_dtype and p.device.type == "cpu" and p.is_contiguous():
@@ -61,27 +77,28 @@ def load_model(model, filename, strict, device, progress, backend, options):
         if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
             # (device staging stays buffered); backend="pread" never maps the file.
             views = byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
-            maps, views, reader = mapped_or_read(reader, filename, options, [infos[k] for k in targets], views)
+            maps, views, reader = mapped_or_read(reader, filename, options=options, infos=[infos[k] for k in targets],
+                                                 byte_views=views)
         if on_device:
             by_device = {}
             for k in on_device:
                 by_device.setdefault(state[k].device, {})[k] = state[k]
             for where, group in by_device.items():
-                _device.read_into(reader, device if where.type == "cpu" else where, group, progress,
-                                  f"loading {filename}")
+                _device.read_into(reader, device if where.type == "cpu" else where, group, progress=progress,
+                                  description=f"loading {filename}")
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
-                dsts = [(state[k].data_ptr(), infos[k][4] - infos[k][3]) for k in direct]
+                dsts = [(state[k].data_ptr(), infos[k].nbytes) for k in direct]
                 plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])  # checks them either way
                 if maps is not None:
                     copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],
-                              options.get("threads"), cb)
+                              threads=options.get("threads"), progress=cb)
                 else:
                     reader.execute(plan, cb)
             if staged:
                 if maps is not None:  # views of the mapping: no arena to fill first
                     sources = mapped_views(ADAPTER, maps, reader.shards(), [infos[k] for k in staged],
-                                           options.get("threads"))
+                                           threads=options.get("threads"))
                 else:
                     sources = EngineSource(reader).load(ADAPTER, staged, None)  # an arena from the cache
                 with torch.no_grad():
@@ -92,7 +109,7 @@ def load_model(model, filename, strict, device, progress, backend, options):
     return missing, unexpected
 
 
-def save_model(model, filename, metadata, force_contiguous, sync):
+def save_model(model, filename, *, metadata, force_contiguous, sync):
     state = model.state_dict()
     for kept, names in _remove_duplicate_names(state).items():
         for n in names:
@@ -103,7 +120,7 @@ def save_model(model, filename, metadata, force_contiguous, sync):
     if force_contiguous:
         state = {k: v.contiguous() for k, v in state.items()}
     try:
-        _write.save_file(ADAPTER, state, filename, metadata, sync, None)
+        _write.save_file(ADAPTER, state, filename, metadata=metadata, sync=sync, progress=None)
     except ValueError as e:
         raise ValueError(f"{e} Or use save_model(..., force_contiguous=True), read the docs for potential "
                          f"caveats.") from e

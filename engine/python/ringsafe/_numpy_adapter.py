@@ -1,10 +1,12 @@
-"""The NumPy adapter: zero-copy views of a buffer, fresh destinations and
-descriptions of caller arrays, in safetensors terms. NumPy has no bfloat16,
-float8 or float4 types: such tensors raise SafetensorError naming them."""
+"""The NumPy adapter (_frameworks.Adapter): zero-copy views of a buffer, fresh
+destinations and descriptions of caller arrays, in safetensors terms. NumPy
+has no bfloat16, float8 or float4 types: such tensors raise SafetensorError
+naming them."""
 
 import numpy as np
 
-from ._dtypes import NUMPY_NAMES, check_dims, error, unsupported
+from ._dtypes import NUMPY_NAMES, check_dims, unsupported
+from ._errors import error
 from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
@@ -41,6 +43,16 @@ class _NumpyAdapter:
                 out[name] = np.frombuffer(arena, dtype=t, count=nbytes // t.itemsize, offset=off).reshape(shape)
         return out
 
+    def dtype_of(self, array):
+        """The safetensors dtype code of an array's dtype (either byte order), or None."""
+        return _NAMES.get(array.dtype.newbyteorder("="))
+
+    def empty(self, dtype, shape, device, name):
+        """A new array of the file's dtype and shape (``device`` is "cpu": check_device)."""
+        t = self._type(dtype, name)
+        check_dims(shape, "numpy", name)
+        return np.empty(shape, dtype=t)
+
     def fresh(self, dtype, shape, nbytes, name):
         t = self._type(dtype, name)
         check_dims(shape, "numpy", name)
@@ -69,7 +81,7 @@ class _NumpyAdapter:
             if not for_write:
                 raise ValueError(f"read_into needs a little-endian array: `{name}` is big-endian")
             obj = obj.astype(obj.dtype.newbyteorder("<"))
-        dtype = _NAMES.get(obj.dtype.newbyteorder("="))
+        dtype = self.dtype_of(obj)
         if dtype is None:
             raise ValueError(f"array `{name}`: numpy dtype {obj.dtype} has no safetensors dtype")
         return dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj

@@ -3,7 +3,7 @@
 import threading
 
 from . import _device
-from ._dtypes import SliceIndexError, error
+from ._errors import SliceIndexError, error
 from ._frameworks import adapter_for
 from ._index import plan_index
 from ._load import read_into
@@ -31,15 +31,14 @@ class safe_open:
         self._source = open_source(filename, backend, options)
         try:
             self._order = self._source.resolve(select)
-            if hasattr(self._source, "read_ahead"):
-                self._source.read_ahead(self._order)
+            self._source.read_ahead(self._order)
         except BaseException:
             self._source.close()
             raise
         self._selected = set(self._order)
         # device="cuda:N" on an engine source: tensors are read straight into
         # device memory through one staging ring kept for the handle's life.
-        self._direct = _device.applies(self._adapter, self._device) and hasattr(self._source, "reader")
+        self._direct = _device.applies(self._adapter, self._device) and self._source.reader is not None
         self._staging = None
         self._lock = threading.Lock()
 
@@ -89,11 +88,9 @@ class safe_open:
     def get_tensor(self, name):
         """One whole tensor: a view of the mapping (mmap), or new memory."""
         info = self._info(name)
-        self._adapter.check_dtype(info[1], info[2], name)
+        self._adapter.check_dtype(info.dtype, info.shape, name)
         if self._direct:
-            read_ahead = getattr(self._source, "read_ahead_from", None)
-            if read_ahead is not None:
-                read_ahead(name)  # a key loop: the file streams into the page cache ahead of it
+            self._source.read_ahead_from(name)  # a key loop: the file streams into the page cache ahead of it
             return self._to_device([name], None)[name]
         return self._adapter.to_device(self._source.one(self._adapter, name), self._device)
 
@@ -105,15 +102,15 @@ class safe_open:
             if self._staging is None:
                 self._staging = _device.stager(self._device)
             staging = self._staging
-        return _device.load(self._adapter, source.reader, names, source.by_name, self._device, progress,
-                            "loading", staging)
+        return _device.load(self._adapter, source.reader, names, by_name=source.by_name, device=self._device,
+                            progress=progress, description="loading", staging=staging)
 
     def get_tensors(self, progress=None):
         """Every (selected) tensor, {name: tensor} sorted by name, made
         resident (mmap) or read (pread) in parallel in one call."""
         source = self._open_source()
         for n in self._order:
-            self._adapter.check_dtype(source.by_name[n][1], source.by_name[n][2], n)
+            self._adapter.check_dtype(source.by_name[n].dtype, source.by_name[n].shape, n)
         if self._direct:
             out = self._to_device(self._order, progress)
             return {n: out[n] for n in sorted(out)}
@@ -130,9 +127,9 @@ class safe_open:
         """Fills existing CPU tensors {name: tensor} in place (no copy); paths,
         URLs and indexes only (not file objects)."""
         source = self._open_source()
-        if not hasattr(source, "reader"):
+        if source.reader is None:
             raise error("InvalidArgument", "read_into needs a path or URL, not a file object")
-        return read_into(self._adapter, source.reader, tensors, progress, {})
+        return read_into(self._adapter, source.reader, tensors, progress=progress, options={})
 
 
 def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
@@ -163,10 +160,10 @@ class TensorSlice:
         self._info = info
 
     def get_shape(self):
-        return list(self._info[2])
+        return list(self._info.shape)
 
     def get_dtype(self):
-        return self._info[1]
+        return self._info.dtype
 
     @property
     def shape(self):
@@ -177,14 +174,14 @@ class TensorSlice:
         return self.get_dtype()
 
     def __len__(self):
-        if not self._info[2]:
+        if not self._info.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self._info[2][0]
+        return self._info.shape[0]
 
     def __getitem__(self, index):
         h = self._handle
         source = h._open_source()
-        name, dtype, shape = self._info[0], self._info[1], self._info[2]
+        name, dtype, shape = self._info.name, self._info.dtype, self._info.shape
         try:
             box, relative, flips, last = plan_index(index, shape)
         except SliceIndexError as e:

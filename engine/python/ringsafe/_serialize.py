@@ -3,17 +3,13 @@ and deserialize, on ringsafe's writer (the reference's exact layout)."""
 
 import os
 
-from ._dtypes import BITS, error
+from ._dtypes import BITS, TORCH_NAMES
+from ._errors import error
 from ._ringsafe import parse_bytes, save_declared
 from ._ringsafe import serialize as _serialize_described
 
 # TensorSpec's dtype names (torch's spelling) and the safetensors codes they stand for.
-SPEC_DTYPES = {
-    "bool": "BOOL", "int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32",
-    "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16", "float32": "F32", "float64": "F64",
-    "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3", "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2": "F8_E5M2",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ", "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4", "complex64": "C64",
-}
+SPEC_DTYPES = {attr: code for code, attr in TORCH_NAMES.items()}
 
 
 def _unsigned(value, what):
@@ -82,18 +78,23 @@ def _described(tensor_dict):
     return out
 
 
-def _metadata(metadata):
+def check_metadata(metadata):
+    """``metadata`` when it is None or a dict of str to str (what every writer
+    takes), else TypeError naming what is wrong. The binding refuses the same
+    with the same words (for ringsafe.lowlevel's callers)."""
     if metadata is None:
         return None
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                 for k, v in metadata.items()):
-        raise TypeError("argument 'metadata': expected a dict of str to str")
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"metadata must map str to str: {k!r}: {v!r}")
     return metadata
 
 
 def serialize(tensor_dict, metadata=None):
     """The safetensors bytes of {name: TensorSpec}, in the reference's layout."""
-    return _serialize_described(_described(tensor_dict), _metadata(metadata))
+    return _serialize_described(_described(tensor_dict), check_metadata(metadata))
 
 
 def serialize_file(tensor_dict, filename, metadata=None):
@@ -102,19 +103,26 @@ def serialize_file(tensor_dict, filename, metadata=None):
     appears whole or not at all."""
     if not isinstance(filename, (str, bytes, os.PathLike)):
         raise TypeError(f"argument 'filename': expected str, bytes or os.PathLike, got {type(filename).__name__}")
-    save_declared(os.fsdecode(filename), _described(tensor_dict), _metadata(metadata), False, 2, None)
+    save_declared(os.fsdecode(filename), _described(tensor_dict), check_metadata(metadata), False, 2, None)
+
+
+def parse_checked_bytes(data):
+    """parse_bytes(data) for the loads of bytes (deserialize, load): bytes,
+    bytearray or a C-contiguous memoryview only, refused with the
+    reference's TypeError before any byte is read."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
+    if not memoryview(data).c_contiguous:
+        raise TypeError(f"argument 'bytes': a strided or reversed {type(data).__name__} is not contiguous bytes "
+                        f"(copy it first, e.g. bytes(view))")
+    return parse_bytes(data)
 
 
 def deserialize(data):
     """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes
     (any C-contiguous bytes-like object), in data order (the reference's order
     varies from run to run)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"argument 'bytes': '{type(data).__name__}' object is not an instance of 'bytes'")
-    if not memoryview(data).c_contiguous:  # before any byte is read
-        raise TypeError(f"argument 'bytes': a strided or reversed {type(data).__name__} is not contiguous bytes "
-                        f"(copy it first, e.g. bytes(view))")
-    infos, _, start = parse_bytes(data)
+    infos, _, start = parse_checked_bytes(data)
     view = memoryview(data).cast("B")
-    return [(name, {"dtype": dtype, "shape": list(shape), "data": bytearray(view[start + b:start + e])})
-            for name, dtype, shape, b, e, _ in infos]
+    return [(t.name, {"dtype": t.dtype, "shape": list(t.shape), "data": bytearray(view[start + t.begin:start + t.end])})
+            for t in infos]

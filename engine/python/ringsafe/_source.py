@@ -12,15 +12,17 @@ load_file share; open_source() picks the source:
   /proc/self/fd, with errors naming the object's name; a closed one is
   reopened by its name, as the reference does.
 
-A source knows its tensors as (name, dtype, shape, begin, end, shard) in data
-order and hands out whole tensors (load, one) and boxes of one (box)."""
+A source knows its tensors as TensorInfo records (name, dtype, shape, begin,
+end, nbytes, shard) in data order and hands out whole tensors (load, one) and
+boxes of one (box): the Source protocol below."""
 
 import collections
 import io
 import os
 import stat
+from typing import Protocol
 
-from ._dtypes import SafetensorError, error
+from ._errors import SafetensorError, error
 from ._engine_source import EngineSource
 from ._mapped import MappedSource, checked_mapping
 from ._paths import spec_of
@@ -28,6 +30,44 @@ from ._ringsafe import Reader
 from ._stream import StreamSource, describe
 
 BACKENDS = ("mmap", "pread")
+
+
+class Source(Protocol):
+    """What safe_open and load_file use of a source (EngineSource,
+    MappedSource, StreamSource). Every load/one/box takes names the caller
+    resolved and whose dtypes it checked (adapter.check_dtype) before any I/O."""
+
+    infos: list      # TensorInfo of every tensor, in data order
+    by_name: dict    # {name: TensorInfo}
+    reader: object   # the engine's Reader, or None (a file object read through Python)
+    closed: bool
+
+    def metadata(self):
+        """The header's __metadata__ (dict of str), or None."""
+
+    def resolve(self, select):
+        """Selected names in data order (select: None, a name or glob, or a list: _selection)."""
+
+    def check(self, name):
+        """TensorNotFound for a name the file does not hold."""
+
+    def load(self, adapter, names, progress):
+        """{name: tensor} of ``names``, in one call (parallel where the source can)."""
+
+    def one(self, adapter, name):
+        """One whole tensor."""
+
+    def box(self, adapter, info, box, box_shape):
+        """The box [(start, stop), ...] of tensor ``info``, of shape box_shape."""
+
+    def read_ahead(self, names):
+        """Arms read-ahead of ``names`` in file order (the mapped source; else nothing)."""
+
+    def read_ahead_from(self, name):
+        """Starts the armed read-ahead from ``name`` on (the mapped source; else nothing)."""
+
+    def close(self):
+        """Releases the file; tensors handed out stay valid."""
 
 
 def check_backend(backend):
@@ -67,42 +107,28 @@ def _compare_checkpoints(a, b):
 
 # Loads into memory the caller already holds (load_model into host parameters,
 # read_into) read a cold local checkpoint with O_DIRECT: the disk's bytes go
-# straight into that memory, with no page-cache pages to fill first (fresh
-# memory, which on a VM with free page reporting also costs a host fault per
-# page) and no copy out of them. Measured on the 2-core VM, 2.05 GiB cold,
-# interleaved against direct=False: load_model 0.70-0.76 s against 0.86-1.22 s
-# with only the file dropped from the page cache (4 of 4 rounds), medians 0.74
-# and 0.77 s against 1.84 and 1.35 s after a global drop_caches (8 of 10).
-# Loads into fresh memory (load_file(backend="pread"), iter_tensors) stay
-# buffered: O_DIRECT faults the fresh pages in on the submitting thread, and
-# with only the file dropped it lost (iter_tensors 1.69-1.78 s against
-# 0.93-1.05 s; pread 3 of 4 rounds; two benchmark runs alike), though it won
-# after a global drop_caches. So do safe_open handles (many small, repeated
-# reads) and device loads (staging windows are not placed at the file's
-# alignment: O_DIRECT would bounce them; not measured on a GPU), and every
-# load under DIRECT_MIN_BYTES. The cost: processes loading one cold file at
-# once each read it from the disk (buffered, they share the page cache);
-# direct=False keeps the page cache.
+# straight into that memory, with no page-cache pages to fill first and no
+# copy out of them. Loads into fresh memory (load_file(backend="pread"),
+# iter_tensors) stay buffered (O_DIRECT faults the fresh pages in on the
+# submitting thread); so do safe_open handles (many small, repeated reads),
+# device loads (staging windows are not placed at the file's alignment:
+# O_DIRECT would bounce them) and every load under DIRECT_MIN_BYTES. The
+# cost: processes loading one cold file at once each read it from the disk
+# (buffered, they share the page cache); direct=False keeps the page cache.
+# The measurements behind these choices: bench/README.md, "Python loads:
+# where the thresholds come from".
 COLD_FRACTION = 0.1
 DIRECT_MIN_BYTES = 64 << 20
 
 
 def _cold_local(reader, infos):
     """Whether every shard of ``reader`` is a local file, the tensors
-    ``infos`` (reader.tensors() tuples) come to DIRECT_MIN_BYTES or more, and
+    ``infos`` (TensorInfo records) come to DIRECT_MIN_BYTES or more, and
     less than COLD_FRACTION of their bytes is in the page cache."""
     from ._ringsafe import MappedFile
-    shards = reader.shards()
-    if not all(reader.shard_file(i) for i in range(len(shards))):
+    if not all(reader.shard_file(i) for i in range(len(reader.shards()))):
         return False  # a URL
-    ranges = {}  # shard -> [(offset, length)], adjacent tensors merged (one mincore each)
-    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
-        rs = ranges.setdefault(shard, [])
-        off = shards[shard][2] + begin
-        if rs and rs[-1][0] + rs[-1][1] == off:
-            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
-        elif end > begin:
-            rs.append((off, end - begin))
+    ranges = file_ranges(reader, infos)  # adjacent tensors merged: one mincore each
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < DIRECT_MIN_BYTES:
         return False
@@ -117,8 +143,8 @@ def _cold_local(reader, infos):
 
 def direct_when_cold(reader, filename, options, infos):
     """``reader``, or in its place (closing it) one opened with direct=True
-    when the checkpoint is local, the tensors ``infos`` (reader.tensors()
-    tuples) are cold (see above) and the caller did not choose ``direct``.
+    when the checkpoint is local, the tensors ``infos`` (TensorInfo
+    records) are cold (see above) and the caller did not choose ``direct``.
     The second open is by path, and used only when it opened the checkpoint
     ``reader`` parsed: when another file was renamed over it, ``reader`` is
     kept (its descriptors still hold the files it parsed); when one was
@@ -147,41 +173,33 @@ def direct_when_cold(reader, filename, options, infos):
 # the mapping on every core, the GIL released; a piece that is not cached is
 # read in first) instead of reading it: the kernel's copy into the caller's
 # pages (pread, io_uring) runs at the speed of an ordinary memcpy, and the
-# cached file's folios map cheaply. Measured on the 2-core VM, 2.2 GB hot,
-# bench/bench_python.py --only load_model,read_into (two runs, load average
-# 2-15): load_model 1.45-1.64x the reference's load_file + load_state_dict
-# (the load alone; 1.25-1.37x with every byte read after it), read_into
-# 1.38-1.98x its load_file + copy_ (1.18-1.58x); the CPU time of a 2.2 GB
-# load_model 0.17 s against 0.26-0.31 s reading. Not with direct=True, nor
-# for load_model(backend="pread"), which
-# never map the file (a file truncated in place while a mapping is copied
-# from raises SIGBUS, as the reference's mmap loads do). Nor under
-# COPY_MIN_BYTES: mapping, asking the page cache and unmapping cost about
-# 80 us more than an inline read of a 4 KiB tensor (26 us in all), and one
-# cached tensor read into a reused destination in 274 us against 310 us
-# copied at 4 MiB, 492 against 603 at 8 MiB, 2.41 against 2.37 ms at 16 MiB,
-# 12.1 against 10.9 ms at 64 MiB (medians, one process, load average 3).
+# cached file's folios map cheaply. Not with direct=True, nor for
+# load_model(backend="pread"), which never map the file (a file truncated in
+# place while a mapping is copied from raises SIGBUS, as the reference's mmap
+# loads do). Nor under COPY_MIN_BYTES, where mapping, asking the page cache
+# and unmapping cost more than reading (bench/README.md, same section).
 HOT_FRACTION = 0.9
 COPY_MIN_BYTES = 16 << 20
 
 
-def _file_ranges(reader, infos):
-    """{shard: [(file offset, length)]} of the tensors ``infos``, adjacent ones merged."""
+def file_ranges(reader, infos):
+    """{shard: [(file offset, length)]} of the tensors ``infos`` (TensorInfo),
+    in file order, adjacent ones merged, empty ones left out."""
     shards = reader.shards()
     ranges = {}
-    for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
-        rs = ranges.setdefault(shard, [])
-        off = shards[shard][2] + begin
+    for t in sorted(infos, key=lambda t: (t.shard, t.begin)):
+        rs = ranges.setdefault(t.shard, [])
+        off = shards[t.shard][2] + t.begin
         if rs and rs[-1][0] + rs[-1][1] == off:
-            rs[-1] = (rs[-1][0], rs[-1][1] + end - begin)
-        elif end > begin:
-            rs.append((off, end - begin))
+            rs[-1] = (rs[-1][0], rs[-1][1] + t.nbytes)
+        elif t.nbytes:
+            rs.append((off, t.nbytes))
     return ranges
 
 
 def mapped_when_hot(reader, options, infos):
     """{shard: MappedFile} of the shards holding the tensors ``infos``
-    (reader.tensors() tuples), mapped, when every one is a local file that is
+    (TensorInfo records), mapped, when every one is a local file that is
     still the one the reader opened, the caller did not ask for O_DIRECT, the
     tensors come to COPY_MIN_BYTES or more and at least HOT_FRACTION of their
     bytes are in the page cache; else None (the loads read them, see
@@ -190,7 +208,7 @@ def mapped_when_hot(reader, options, infos):
     from ._ringsafe import MappedFile
     if options.get("direct"):
         return None
-    ranges = _file_ranges(reader, infos)
+    ranges = file_ranges(reader, infos)
     total = sum(n for rs in ranges.values() for _, n in rs)
     if total < max(COPY_MIN_BYTES, 1):
         return None
@@ -220,7 +238,7 @@ def mapped_when_hot(reader, options, infos):
 LOADS = collections.Counter()
 
 
-def mapped_or_read(reader, filename, options, infos, byte_views=None):
+def mapped_or_read(reader, filename, *, options, infos, byte_views=None):
     """(maps, views, reader) for a load of the tensors ``infos`` into memory
     the caller holds: the mappings to copy them from (mapped_when_hot), the
     destinations' byte buffers that ``byte_views()`` returns, and the reader
@@ -306,7 +324,7 @@ def _open_path(filename, backend, options):
         raise
 
 
-def open_source(filename, backend, options):
+def open_source(filename, backend, options) -> Source:
     """The source for ``filename`` (a path, URL, index or binary file object)."""
     check_backend(backend)
     if not isinstance(filename, (str, bytes, os.PathLike)) and hasattr(filename, "read"):

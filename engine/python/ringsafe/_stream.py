@@ -8,9 +8,9 @@ import io
 import os
 import threading
 
-from ._dtypes import SafetensorError, error
+from ._errors import SafetensorError, error
 from ._ringsafe import glob_match, parse_header, parse_prefix
-from ._selection import is_glob
+from ._selection import not_found, resolve
 
 
 def _writable_bytes(addr, nbytes):
@@ -38,7 +38,10 @@ def _protocol(name, what):
 
 
 class StreamSource:
-    backend = "stream"
+    """A file object read through its own seek/readinto (_source.Source); no
+    engine Reader (reader is None)."""
+
+    reader = None
 
     def __init__(self, f):
         self._f = f
@@ -57,7 +60,7 @@ class StreamSource:
             if str(e).startswith(self._name + ":"):
                 raise
             raise error(getattr(e, "kind", "InvalidHeaderDeserialization"), f"{self._name}: {e}") from None
-        self.by_name = {t[0]: t for t in self.infos}
+        self.by_name = {t.name: t for t in self.infos}
         self.closed = False
 
     def _seek(self, offset, whence=io.SEEK_SET):
@@ -112,49 +115,53 @@ class StreamSource:
         return self._metadata
 
     def check(self, name):
+        """TensorNotFound for a name not in the file."""
         if name not in self.by_name:
-            raise error("TensorNotFound", f"File does not contain tensor {name}")
+            raise not_found(name, self._name)
+
+    def select(self, names):
+        """As Reader.select: TensorNotFound naming the first missing name."""
+        for n in names:
+            self.check(n)
+        return names
+
+    def select_glob(self, patterns):
+        """As Reader.select_glob: the names matching any glob, in data order."""
+        return [t.name for t in self.infos if any(glob_match(p, t.name) for p in patterns)]
 
     def resolve(self, select):
-        order = [t[0] for t in self.infos]
-        if select is None:
-            return order
-        items = [select] if isinstance(select, str) else list(select)
-        chosen = set()
-        for s in items:
-            if not isinstance(s, str):
-                raise TypeError(f"select= takes names or glob patterns (str), got {type(s).__name__}")
-            if is_glob(s):
-                chosen.update(n for n in order if glob_match(s, n))
-            else:
-                self.check(s)
-                chosen.add(s)
-        return [n for n in order if n in chosen]
+        return resolve(self, [t.name for t in self.infos], select)
 
     def one(self, adapter, name):
         info = self.by_name[name]
-        nbytes = info[4] - info[3]
-        t, addr = adapter.fresh(info[1], info[2], nbytes, name)
+        nbytes = info.nbytes
+        t, addr = adapter.fresh(info.dtype, info.shape, nbytes, name)
         if nbytes:
-            self._read_at(self._data_start + info[3], nbytes, _writable_bytes(addr, nbytes))
+            self._read_at(self._data_start + info.begin, nbytes, _writable_bytes(addr, nbytes))
         return t
 
     def load(self, adapter, names, progress):
-        total = sum(self.by_name[n][4] - self.by_name[n][3] for n in names)
+        total = sum(self.by_name[n].nbytes for n in names)
         out, done = {}, 0
         for n in names:
             out[n] = self.one(adapter, n)
-            done += self.by_name[n][4] - self.by_name[n][3]
+            done += self.by_name[n].nbytes
             if progress:
                 progress(done, total)
         return out
 
     def box(self, adapter, info, box, box_shape):
-        if info[1] == "F4":  # refused before anything is read
-            raise error("InvalidArgument", f"tensor '{info[0]}': slicing F4 tensors of a file object is not supported; "
+        if info.dtype == "F4":  # refused before anything is read
+            raise error("InvalidArgument", f"tensor '{info.name}': slicing F4 tensors of a file object is not supported; "
                                            f"use get_tensor")
-        whole = self.one(adapter, info[0])
+        whole = self.one(adapter, info.name)
         return whole[tuple(slice(a, b) for a, b in box)]
+
+    def read_ahead(self, names):
+        """Nothing to arm: one tensor at a time, through the object."""
+
+    def read_ahead_from(self, name):
+        """Nothing armed (see read_ahead)."""
 
     def close(self):
         self.closed = True

@@ -1,10 +1,12 @@
-"""The torch adapter: what the loaders and writers need from torch (zero-copy
-views of a buffer, fresh destinations, descriptions of caller tensors,
-devices), in safetensors terms. Imports only torch and the dtype tables."""
+"""The torch adapter (_frameworks.Adapter): what the loaders and writers need
+from torch (zero-copy views of a buffer, fresh destinations, descriptions of
+caller tensors, devices), in safetensors terms. Imports torch, the dtype
+tables and the arena allocator (_memory); _shared when shared_groups runs."""
 
 import torch
 
-from ._dtypes import TORCH_NAMES, check_dims, error, unsupported
+from ._dtypes import TORCH_NAMES, check_dims, unsupported
+from ._errors import error
 from ._memory import ARENA_MIN_BYTES, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}

@@ -6,18 +6,7 @@ from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._progress import progress_callback
 from ._ringsafe import StreamWriter, save_declared, serialize
-from ._serialize import TensorSpec
-
-
-def _check_metadata(metadata):
-    if metadata is None:
-        return None
-    if not isinstance(metadata, dict):
-        raise TypeError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
-    for k, v in metadata.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise TypeError(f"metadata must map str to str: {k!r}: {v!r}")
-    return metadata
+from ._serialize import TensorSpec, check_metadata
 
 
 def describe_all(adapter, tensors):
@@ -64,9 +53,9 @@ def tensor_specs(adapter, tensors, keep_alive_buffer):
         out[name] = spec
     return out
 
-def save_file(adapter, tensors, filename, metadata, sync, progress):
+def save_file(adapter, tensors, filename, *, metadata, sync, progress):
     described, owners = describe_all(adapter, tensors)
-    metadata = _check_metadata(metadata)
+    metadata = check_metadata(metadata)
     with progress_callback(progress, f"saving {filename}") as cb:
         save_declared(spec_of(filename), described, metadata, sync, 2, cb)
     del owners  # kept alive until the write returned
@@ -74,7 +63,7 @@ def save_file(adapter, tensors, filename, metadata, sync, progress):
 
 def save_bytes(adapter, tensors, metadata):
     described, owners = describe_all(adapter, tensors)
-    out = serialize(described, _check_metadata(metadata))
+    out = serialize(described, check_metadata(metadata))
     del owners
     return out
 
@@ -90,7 +79,7 @@ class Writer:
 
     def __init__(self, path, *, metadata=None, append=False, repair=False, sync=True,
                  expected_tensors=None, reserve_bytes=None, direct=None):
-        self._metadata = _check_metadata(metadata)
+        self._metadata = check_metadata(metadata)
         spec = spec_of(path)
         if append:
             self._w = StreamWriter.open_append(spec, repair=repair, sync=sync)
@@ -123,7 +112,7 @@ class Writer:
 
     def finish(self, metadata=None):
         """Writes the header, syncs and publishes; returns the writer's stats."""
-        md = _check_metadata(metadata) if metadata is not None else self._metadata
+        md = check_metadata(metadata) if metadata is not None else self._metadata
         self.stats = self._w.finish(md)
         return self.stats
 

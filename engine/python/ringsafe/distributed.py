@@ -47,9 +47,8 @@ then fetch and exchange batch by batch); each imports only those before it.
 
 import torch
 
-from ._dtypes import error
-from ._engine_source import ALIGNMENT
-from ._memory import new_arena
+from ._errors import error
+from ._memory import aligned, new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
 from ._dist_plan import _image_layout, _needs, _torch_shape
@@ -85,8 +84,8 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
 
     def local(run, reader, by_name):
         dev.append(ADAPTER.check_device(device))
-        names = resolve(reader, [t.name for t in run.tensors], select)
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        names = resolve(reader, [t.info.name for t in run.tensors], select)
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         items, size = [], 0
         image = _image_layout(run.tensors, needs)
         for n in names:
@@ -96,10 +95,10 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
                 off = image[0][n]
                 size = image[1]
             else:
-                size = -(-size // ALIGNMENT) * ALIGNMENT
+                size = aligned(size)
                 off = size
                 size += nbytes
-            items.append((n, off, t.dtype, [e - s for s, e in needs[n]] if t.shape else [], nbytes))
+            items.append((n, off, t.info.dtype, [e - s for s, e in needs[n]] if t.info.shape else [], nbytes))
         if run.comm.type == "cpu":
             arena = new_arena(size) if size else b""  # the arena cache's pages, as the local loads use
             views = ADAPTER.views(arena, items)
@@ -118,7 +117,8 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
     def finish(run):
         return {n: (v if v.device == dev[0] else v.to(dev[0])) for n, v in sorted(run.dests.items())}
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)
 
 
 def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT, stats=None,
@@ -136,7 +136,7 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
             raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
         names = list(tensors)
         reader.select(names)
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         dests = {}
         for n in names:
             t, dst = by_name[n], tensors[n]
@@ -144,7 +144,7 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
                 raise TypeError(f"read_into: tensor '{n}' is a {type(dst).__name__}, not a torch.Tensor")
             tt, shape = _torch_shape(t, needs[n])
             if dst.dtype != tt or list(dst.shape) != shape:
-                raise error("InvalidArgument", f"tensor '{n}': this rank's part is {t.dtype} {shape}, the "
+                raise error("InvalidArgument", f"tensor '{n}': this rank's part is {t.info.dtype} {shape}, the "
                                                f"destination is {dst.dtype} {list(dst.shape)}")
             if dst.device == run.comm and dst.is_contiguous():
                 dests[n] = dst
@@ -159,7 +159,8 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
                 tensors[n].copy_(c)
         return tensors
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)
 
 
 def load_model(model, filename, group=None, *, strict=True, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
@@ -171,35 +172,22 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
     box's). Returns (missing, unexpected) as ``ringsafe.torch.load_model``;
     strict=True raises RuntimeError on every rank, before any byte is fetched,
     when any rank's model does not match."""
-    from ._model import _error_text
-    from ._shared import _remove_duplicate_names
+    from ._model import match_keys, size_mismatch
     copies = {}
     result = {}
 
     def local(run, reader, by_name):
         state = model.state_dict()
-        aliases = _remove_duplicate_names(state, preferred_names=by_name.keys())
-        dropped = {n for names in aliases.values() for n in names}
-        missing = {k for k in state if k not in by_name}
-        unexpected = [k for k in by_name if k not in state]
-        for n in dropped:
-            if n in missing:
-                missing.discard(n)
-            else:
-                unexpected.append(n)
-        if strict and (missing or unexpected):
-            raise RuntimeError(_error_text(model, missing, unexpected))
+        missing, unexpected, dropped = match_keys(model, state, by_name, strict)
         result["value"] = (missing, unexpected)
-        names = [t.name for t in run.tensors if t.name in state and t.name not in dropped]
-        needs = _needs(reader, by_name, names, shard, run.me, run.world)
+        names = [t.info.name for t in run.tensors if t.info.name in state and t.info.name not in dropped]
+        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
         dests = {}
         for n in names:
             t, p = by_name[n], state[n]
             tt, shape = _torch_shape(t, needs[n])
             if list(p.shape) != shape:
-                raise RuntimeError(_error_text(model, (), ()) + f"\n    size mismatch for {n}: copying a param "
-                                   f"with shape {torch.Size(shape)} from checkpoint (this rank's part), the shape "
-                                   f"in current model is {p.shape}.")
+                raise size_mismatch(model, n, shape, p.shape, part=" (this rank's part)")
             if p.device == run.comm and p.is_contiguous() and p.dtype == tt:
                 dests[n] = p.detach()
                 run.caller_owned.add(n)
@@ -215,4 +203,5 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
                 state[n].copy_(c)
         return result["value"]
 
-    return _execute(filename, group, memory_limit, stats, options, local, finish)
+    return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
+                    finish=finish)

@@ -15,7 +15,8 @@ def load_file(filename, *, backend="mmap", select=None, progress=None, **options
     """Loads a checkpoint (path, URL, s3://, hf://, index or binary file object) into
     {name: array}: views of a private mapping made resident in parallel
     (backend="mmap", local files), or one parallel read into owned memory."""
-    return _load.load_file(ADAPTER, filename, "cpu", select, progress, backend, options)
+    return _load.load_file(ADAPTER, filename, device="cpu", select=select, progress=progress, backend=backend,
+                           options=options)
 
 
 def load(data):
@@ -28,13 +29,14 @@ def read_into(filename, arrays, *, progress=None, **options):
     a mapping when their bytes are cached in a local file, O_DIRECT when they
     are cold; see ringsafe.torch.read_into); dtypes and sizes checked for all
     of them before any I/O."""
-    return _load.read_into(ADAPTER, filename, arrays, progress, options)
+    return _load.read_into(ADAPTER, filename, arrays, progress=progress, options=options)
 
 
 def iter_tensors(filename, *, select=None, memory_limit=1 << 30, progress=None, **options):
     """Yields (name, array) in data order as reads complete, with at most
     ``memory_limit`` bytes of staging (see ringsafe.torch.iter_tensors)."""
-    return _load.iter_tensors(ADAPTER, filename, select, memory_limit, "cpu", progress, options)
+    return _load.iter_tensors(ADAPTER, filename, select=select, memory_limit=memory_limit, device="cpu",
+                              progress=progress, options=options)
 
 
 def save(tensor_dict, metadata=None):
@@ -46,7 +48,7 @@ def save_file(tensor_dict, filename, metadata=None, *, sync=False, progress=None
     """Writes {name: array} to ``filename`` byte-identical to the reference,
     straight from the arrays' memory; published atomically; sync=True writes
     with O_DIRECT and fsyncs (see ringsafe.torch.save_file)."""
-    _write.save_file(ADAPTER, tensor_dict, filename, metadata, sync, progress)
+    _write.save_file(ADAPTER, tensor_dict, filename, metadata=metadata, sync=sync, progress=progress)
 
 
 # The rest of the reference's safetensors.numpy namespace, for code that imports it.

@@ -32,7 +32,8 @@ def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=N
     the last tensor. ``select`` takes names and globs; ``progress`` a
     callable(done, total) or True for tqdm; ``options`` the Reader's
     (threads, connections, token, ...)."""
-    return _load.load_file(ADAPTER, filename, device, select, progress, backend, options)
+    return _load.load_file(ADAPTER, filename, device=device, select=select, progress=progress, backend=backend,
+                           options=options)
 
 
 def load(data, device="cpu"):
@@ -48,7 +49,7 @@ def read_into(filename, tensors, *, progress=None, **options):
     otherwise (``direct=True`` always reads with O_DIRECT, ``direct=False``
     never). Dtypes and sizes are checked for all of them before any I/O
     (SafetensorError naming the tensor)."""
-    return _load.read_into(ADAPTER, filename, tensors, progress, options)
+    return _load.read_into(ADAPTER, filename, tensors, progress=progress, options=options)
 
 
 def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", progress=None, **options):
@@ -56,7 +57,8 @@ def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", p
     while the consumer works, with at most ``memory_limit`` bytes of staging
     (each tensor must fit in it). A yielded tensor is a view of its batch's
     arena, freed once the consumer drops the batch's tensors."""
-    return _load.iter_tensors(ADAPTER, filename, select, memory_limit, device, progress, options)
+    return _load.iter_tensors(ADAPTER, filename, select=select, memory_limit=memory_limit, device=device,
+                              progress=progress, options=options)
 
 
 def save(tensors, metadata=None):
@@ -74,7 +76,7 @@ def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     reference saves the bytes under them). A failure of the system (a
     directory as the target, a missing parent, no permission) raises the
     OSError subclass that is also a SafetensorError."""
-    _write.save_file(ADAPTER, tensors, filename, metadata, sync, progress)
+    _write.save_file(ADAPTER, tensors, filename, metadata=metadata, sync=sync, progress=progress)
 
 
 def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", progress=None, **options):
@@ -90,13 +92,14 @@ def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", pr
     PyTorch's current stream. Returns (missing, unexpected) as the reference
     does; with strict=True a mismatch raises RuntimeError before any byte is
     read."""
-    return _model.load_model(model, filename, strict, device, progress, backend, options)
+    return _model.load_model(model, filename, strict=strict, device=device, progress=progress, backend=backend,
+                             options=options)
 
 
 def save_model(model, filename, metadata=None, force_contiguous=True, *, sync=False):
     """Saves a model's state_dict, writing tensors that share memory once (the
     dropped names go into the metadata, as the reference does)."""
-    _model.save_model(model, filename, metadata, force_contiguous, sync)
+    _model.save_model(model, filename, metadata=metadata, force_contiguous=force_contiguous, sync=sync)
 
 
 # The rest of the reference's safetensors.torch namespace, for code that imports it.

@@ -19,7 +19,7 @@ import os
 
 from . import _ringsafe
 from . import torch as _rt
-from ._dtypes import SafetensorError
+from ._errors import SafetensorError
 
 __all__ = ["from_pretrained"]
 
