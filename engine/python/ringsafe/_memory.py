@@ -6,12 +6,18 @@ faulted in; the cache is bounded (RINGSAFE_ARENA_CACHE bytes, default
 min(RAM / 8, 4 GiB); 0 disables it) and returns everything to the kernel
 after 2 s without use (set_arena_cache)."""
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING
 
 from ._ringsafe import Arena
 from ._ringsafe import arena_cache_stats as _arena_cache_stats
 from ._ringsafe import set_arena_cache as _set_arena_cache
 from ._ringsafe import trim_arena_cache as _trim_arena_cache
+
+if TYPE_CHECKING:
+    from ._typing import ArenaCacheStats
 
 # Destinations of at least this many bytes come from an Arena; smaller ones
 # from the framework's own allocator.
@@ -25,24 +31,24 @@ ARENA_MIN_BYTES = 2 << 20
 _HUGE = os.environ.get("RINGSAFE_ARENA_PAGES", "small").strip().lower() == "huge"
 
 
-def new_arena(size):
+def new_arena(size: int) -> Arena:
     """An Arena of ``size`` bytes from the arena cache (contents stale: the
     caller overwrites what it exposes), or fresh and not prefaulted: the reads
     fault its pages in on every I/O thread at once."""
     return Arena(size, huge=_HUGE, recycle=True)
 
 
-def arena_cache_stats():
+def arena_cache_stats() -> ArenaCacheStats:
     """{cached_bytes, buffers, hits, misses, released, limit, idle_seconds} of the arena cache."""
     return _arena_cache_stats()
 
 
-def set_arena_cache(limit=None, idle_seconds=None):
+def set_arena_cache(limit: int | None = None, idle_seconds: float | None = None) -> None:
     """Sets the arena cache's limit in bytes (0 disables it and frees what it
     holds) and/or how long it stays unused before it is returned to the kernel."""
     _set_arena_cache(limit, idle_seconds)
 
 
-def trim_arena_cache():
+def trim_arena_cache() -> None:
     """Returns every cached arena to the kernel now."""
     _trim_arena_cache()
