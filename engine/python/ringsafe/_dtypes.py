@@ -39,6 +39,7 @@ class SliceIndexError(SafetensorError, IndexError):
     as its NumPy slices raise, so code written for either catches it."""
 
     kind = "InvalidArgument"
+    whole: bool  # set on an index get_slice reads whole (_index._needs_whole)
 
 
 def unsupported(dtype, framework, name):

@@ -14,7 +14,7 @@ def adapter_for(framework):
         from ._torch_adapter import ADAPTER
         return ADAPTER
     if framework in _NUMPY:
-        from ._numpy_adapter import ADAPTER
+        from ._numpy_adapter import ADAPTER  # type: ignore[assignment]  # no common type
         return ADAPTER
     raise error("InvalidArgument", f"framework {framework} is invalid (ringsafe supports pt, torch, pytorch, np, numpy)")
 
@@ -28,6 +28,6 @@ def adapter_of(obj):
         return ADAPTER
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
-        from ._numpy_adapter import ADAPTER
+        from ._numpy_adapter import ADAPTER  # type: ignore[assignment]  # no common type
         return ADAPTER
     return None

@@ -4,6 +4,7 @@ read, and the index that picks the result out of that box."""
 
 import operator
 from collections import namedtuple
+from typing import Any
 
 from ._dtypes import SliceIndexError
 
@@ -73,6 +74,8 @@ def plan_index(index, shape):
     if not any(x is Ellipsis for x in index):
         expanded.extend([_COVERED] * covered)
     expanded = [_as_list(x) for x in expanded]
+    relative: list[Any]
+    last: Any
     box, relative, flips, last = [], [], [], None
     dim = 0
     for x in expanded:
@@ -118,7 +121,6 @@ def plan_index(index, shape):
                                        "slices or lists of ints")
                 ints = [operator.index(i) for i in x]
             else:
-                ints = None
                 i = operator.index(x)
                 if i < -size or i >= size:
                     raise _dim_error(i, dim, size)

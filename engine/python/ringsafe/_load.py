@@ -2,6 +2,7 @@
 caller's own tensors, and the bounded-memory streaming iterator."""
 
 import os
+from typing import Any
 
 from . import _device
 from ._dtypes import error
@@ -87,7 +88,8 @@ def read_into(adapter, filename, tensors, progress, options):
                             f"the destination holds {nbytes} ({shape})")
             dsts.append((addr, nbytes))
             owners.append(owner)
-        maps = views = None
+        maps: Any = None
+        views: Any = None
         if reader is not filename:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
             maps, views, reader = mapped_or_read(reader, filename, options, [by_name[n] for n in names],
                                                  byte_views(adapter, owners))
@@ -106,7 +108,8 @@ def read_into(adapter, filename, tensors, progress, options):
 
 def _batches(names, sizes, budget):
     """Consecutive runs of names whose aligned sizes fit in ``budget`` bytes."""
-    batch, used = [], 0
+    batch: list[str] = []
+    used = 0
     for n in names:
         need = -(-sizes[n] // ALIGNMENT) * ALIGNMENT
         if batch and used + need > budget:
@@ -175,7 +178,7 @@ def _start(reader, by_name, batch):
 
 
 def _stream(adapter, reader, by_name, batches, device, progress):
-    pending = None
+    pending: Any = None  # (Pending, Arena, offsets) of the batch being read
     total = sum(by_name[n][4] - by_name[n][3] for b in batches for n in b)
     done = 0
     try:

@@ -5,10 +5,14 @@ resident before it returns, in parallel (the kernel's readahead queued for
 what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
+from typing import TYPE_CHECKING
 
 from ._dtypes import BITS, error
 from ._engine_source import EngineSource
 from ._ringsafe import MappedFile
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 
 READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 # A tensor smaller than this is handed out unpopulated (its first access faults
@@ -62,7 +66,7 @@ class MappedSource(EngineSource):
 
     def _ranges(self, names):
         """{shard: [(offset, length)]} of the named tensors' bytes."""
-        out = {}
+        out: dict[int, list[tuple[int, int]]] = {}
         for n in names:
             info = self.by_name[n]
             if info[4] > info[3]:
@@ -180,7 +184,7 @@ def copy_into(maps, shards, items, threads=None, progress=None):
     _source.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a reader.tensors() tuple, buffer
     a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
-    per_shard = {}
+    per_shard: dict[int, list[tuple[int, int, Buffer]]] = {}
     for info, buf in items:
         if info[4] > info[3]:
             per_shard.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3], buf))
@@ -199,7 +203,7 @@ def copy_into(maps, shards, items, threads=None, progress=None):
 def mapped_views(adapter, maps, shards, infos, threads=None):
     """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
     ``maps``, made resident in parallel first (for copies that convert)."""
-    ranges = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
     for info in infos:
         if info[4] > info[3]:
             ranges.setdefault(info[5], []).append((shards[info[5]][2] + info[3], info[4] - info[3]))

@@ -95,7 +95,7 @@ def _cold_local(reader, infos):
     shards = reader.shards()
     if not all(reader.shard_file(i) for i in range(len(shards))):
         return False  # a URL
-    ranges = {}  # shard -> [(offset, length)], adjacent tensors merged (one mincore each)
+    ranges: dict[int, list[tuple[int, int]]] = {}  # shard -> [(offset, length)], adjacent merged (one mincore each)
     for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
         rs = ranges.setdefault(shard, [])
         off = shards[shard][2] + begin
@@ -168,7 +168,7 @@ COPY_MIN_BYTES = 16 << 20
 def _file_ranges(reader, infos):
     """{shard: [(file offset, length)]} of the tensors ``infos``, adjacent ones merged."""
     shards = reader.shards()
-    ranges = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
     for _, _, _, begin, end, shard in sorted(infos, key=lambda t: (t[5], t[3])):
         rs = ranges.setdefault(shard, [])
         off = shards[shard][2] + begin
@@ -217,7 +217,7 @@ def mapped_when_hot(reader, options, infos):
 # How loads into caller memory went, counted per call (the tests read it):
 # "mapped" copied from mappings, "direct" reopened with O_DIRECT, "reader" read
 # with the reader as opened.
-LOADS = collections.Counter()
+LOADS: collections.Counter[str] = collections.Counter()
 
 
 def mapped_or_read(reader, filename, options, infos, byte_views=None):
@@ -264,6 +264,7 @@ def _os_file(f):
 
 def _renamed(e, proc, name):
     """``e`` (raised for ``proc``, a /proc/self/fd path) naming the file object's ``name`` instead."""
+    out: SafetensorError
     if isinstance(e, OSError) and isinstance(e, SafetensorError):
         out = type(e)(e.errno, (e.strerror or "").replace(proc, name), name)
     elif isinstance(e, SafetensorError):

@@ -120,7 +120,7 @@ class StreamSource:
         if select is None:
             return order
         items = [select] if isinstance(select, str) else list(select)
-        chosen = set()
+        chosen: set[str] = set()
         for s in items:
             if not isinstance(s, str):
                 raise TypeError(f"select= takes names or glob patterns (str), got {type(s).__name__}")
