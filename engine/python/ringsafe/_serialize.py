@@ -58,10 +58,25 @@ class TensorSpec:
         self._data_ptr = _unsigned(data_ptr, "data_ptr")
         self._data_len = _unsigned(data_len, "data_len")
 
-    dtype = property(lambda self: self._dtype, doc="The safetensors dtype code (\"F32\", \"BF16\", ...).")
-    shape = property(lambda self: list(self._shape), doc="The shape as the header records it.")
-    data_ptr = property(lambda self: self._data_ptr, doc="Address of the tensor's contiguous bytes.")
-    data_len = property(lambda self: self._data_len, doc="Length of those bytes.")
+    @property
+    def dtype(self) -> str:
+        """The safetensors dtype code ("F32", "BF16", ...)."""
+        return self._dtype
+
+    @property
+    def shape(self) -> list[int]:
+        """The shape as the header records it."""
+        return list(self._shape)
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the tensor's contiguous bytes."""
+        return self._data_ptr
+
+    @property
+    def data_len(self) -> int:
+        """Length of those bytes."""
+        return self._data_len
 
     def __repr__(self) -> str:
         return (f"TensorSpec(dtype={self._dtype!r}, shape={self._shape}, data_ptr={self._data_ptr}, "

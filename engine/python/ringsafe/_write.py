@@ -111,7 +111,7 @@ class Writer:
         else:
             self._w = StreamWriter(spec, sync=sync, expected_tensors=expected_tensors,
                                    reserve_bytes=reserve_bytes, direct=direct)
-        self.path = spec
+        self.path: str = spec
         self.stats: WriterStats | None = None
 
     def write(self, name: str, tensor: Any) -> None:  # a torch.Tensor or numpy.ndarray
