@@ -34,7 +34,7 @@ USAGE = Path(__file__).resolve().parent / "typed_usage.py"
 # Differences between the stub and this binding that the binding's own change
 # (issue 33, branch pyhealth: TensorInfo records, dead methods removed) takes
 # away. Each entry must still differ: once the binding matches, the entry goes.
-STUB_AHEAD = {"TensorInfo"}  # declared in the stub, not in this binding yet
+STUB_AHEAD = {"TensorInfo", "_stand_in_read_with_hooks"}  # declared in the stub, not in this binding yet
 BINDING_DEAD = {"read_to_device", "Arena.pages", "Plan.op_count", "Pending.finished", "Reader.sharded",
                 "StreamWriter.begin", "StreamWriter.append_bytes", "StreamWriter.end"}  # left out of the stub
 
@@ -141,16 +141,21 @@ def _runtime_params(obj, name, method):
         if depth == 0:
             end = i
             break
-    out = []
+    out, keyword_only = [], False
     for p in _split_top(doc[len(name) + 1:end]):
-        if p.startswith("**"):
+        if p == "*":  # py::kw_only(): the parameters after it are keyword-only
+            keyword_only = True
+        elif p == "/":  # py::pos_only(): the parameters before it are positional-only
+            out = [(n, "pos", d, t) for n, _, d, t in out]
+        elif p.startswith("**"):
             out.append((p[2:], "**", False, None))
         elif p.startswith("*"):
             out.append((p[1:], "*", False, None))
         else:
             head, sep, default = p.partition(" = ")
             pname = head.split(":")[0].strip()
-            out.append((pname, "pos" if re.fullmatch(r"arg\d+", pname) else "arg", bool(sep), default or None))
+            kind = "kw" if keyword_only else "pos" if re.fullmatch(r"arg\d+", pname) else "arg"
+            out.append((pname, kind, bool(sep), default or None))
     if method and out and out[0][0] == "self":
         out = out[1:]
     return out
@@ -202,8 +207,10 @@ def _check_params(where, stub_fn, runtime_fn, method):
                         f"module")
         return problems
     for (name, kind, has_default, default), (_, rkind, rhas, rdefault) in zip(stub, runtime):
-        if rkind == "pos" and kind not in ("pos",):
+        if rkind == "pos" and kind != "pos":
             problems.append(f"{where}: '{name}' has no name in the binding: positional-only (/) in the stub")
+        if rkind == "kw" and kind != "kw":
+            problems.append(f"{where}: '{name}' is keyword-only in the binding: after * in the stub")
         if has_default != rhas:
             problems.append(f"{where}: '{name}' has a default in {'the stub' if has_default else 'the module'} only")
         elif has_default and default is not ... and repr(default) != rdefault:

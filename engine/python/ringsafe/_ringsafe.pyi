@@ -2,8 +2,8 @@
 # tests/python/test_types.py compares this file with the module: every name,
 # every class's public members and every parameter name must match.
 import builtins
-from collections.abc import Sequence
-from typing import TypeVar, final
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar, final
 
 from typing_extensions import TypeAlias, Unpack
 
@@ -76,6 +76,8 @@ def trim_arena_cache() -> None: ...
 class TensorInfo(tuple[str, str, tuple[int, ...], int, int, int]):
     """One tensor of a checkpoint's header (read-only)."""
 
+    def __init__(self, *, name: str, dtype: str, shape: Iterable[int], begin: int, end: int,
+                 shard: int = 0) -> None: ...
     @property
     def name(self) -> str: ...
     @property
@@ -155,6 +157,12 @@ def read_to_device_at(reader: Reader, names: Sequence[str], dsts: Sequence[tuple
                       stand_in: bool = False, staging_size: int = 16777216, staging_count: int = 4,
                       progress: ProgressCallback | None = None, stager: DeviceStager | None = None,
                       stream: int = 0) -> None: ...
+
+# Tests only, not an API (tests/python/test_device.py): read_to_device_at with the host
+# stand-in and its hooks; the result is the read's counts and `trace`, the stand-in's steps.
+def _stand_in_read_with_hooks(reader: Reader, names: Sequence[str], dsts: Sequence[tuple[int, int]], *,
+                              staging_size: int = 4096, staging_count: int = 2, fail_copy_at: int | None = None,
+                              cancel_at_copy: int | None = None, stream: int = 0) -> dict[str, Any]: ...
 
 # ---------------------------------------------------------------- devices (device_binding.cpp)
 
