@@ -9,6 +9,8 @@ into every rank's destinations (broadcasts and one all_to_all_single).
 
 from dataclasses import dataclass, field
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -54,7 +56,7 @@ def _rebuild(desc, text):
     if cls is None:
         return error("DistributedError", f"{text} ({name})")
     if issubclass(cls, OSError) and errno is not None:
-        e = getattr(_ringsafe, name, cls)(errno, text)  # both the OSError and SafetensorError, as raised
+        e: Any = getattr(_ringsafe, name, cls)(errno, text)  # both the OSError and SafetensorError, as raised
         e.kind = kind
         return e
     return cls(text)
@@ -79,10 +81,10 @@ class _BatchState:
 
     k: int
     bufs: dict = field(default_factory=dict)
-    packed: object = None
+    packed: Any = None
     cpu: dict = field(default_factory=dict)
     staged: int = 0
-    job: object = None
+    job: Any = None
     context: str = ""
 
 
@@ -100,7 +102,7 @@ class _Exchange:
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
                                "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
-        self.group = group if group is not None else dist.group.WORLD
+        self.group: Any = group if group is not None else dist.group.WORLD
         self.me = dist.get_rank(self.group)
         if self.me < 0:
             raise RuntimeError("this process is not a member of the process group it was given")
@@ -113,8 +115,8 @@ class _Exchange:
         self.fetch_context = ""  # what the failed fetch was reading, for messages
         self.batches = []        # the plan's batches (_dist_plan.plan)
         self.done_batches = 0    # batches exchanged
-        self.image = None        # {name: offset} when this rank's destinations are images of the data
-        self.image_bytes = None  # the destinations' bytes then, one flat uint8 tensor
+        self.image: Any = None        # {name: offset} when this rank's destinations are images of the data
+        self.image_bytes: Any = None  # the destinations' bytes then, one flat uint8 tensor
 
     def dest_view(self, u, box):
         """This rank's destination bytes of ``box`` of the unit's tensor (the load's)."""
@@ -174,7 +176,7 @@ class _Exchange:
         if not failed:
             return
         src = failed[0]
-        box = [_describe(exc) + (self.fetch_context,) if self.me == src else None]
+        box: list[Any] = [_describe(exc) + (self.fetch_context,) if self.me == src else None]
         kw = {"device": self.comm} if self.comm.type != "cpu" else {}
         self._collective(what, dist.broadcast_object_list, box, src=self._src(src), **kw)
         desc = box[0]

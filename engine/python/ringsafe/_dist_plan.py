@@ -8,6 +8,7 @@ without exchanging it.
 """
 
 import math
+from typing import Any
 
 from ._dtypes import BITS
 from ._errors import error
@@ -228,7 +229,7 @@ def _image_layout(tensors, needs):
     and each lands aligned for its dtype; else None."""
     if len(needs) != len(tensors) or any(needs[t.info.name] != t.full() for t in tensors):
         return None
-    ends = {}
+    ends: dict[int, int] = {}
     for t in tensors:
         ends[t.info.shard] = max(ends.get(t.info.shard, 0), t.info.end)
     starts, size = {}, 0
@@ -286,7 +287,7 @@ class _Batch:
         self.packed_size = [sum(u.nbytes for u in p) for p in self.packed]
         # Pieces every rank needs whole, one broadcast per run: with images, a run is each
         # owner's pieces that follow each other in a file; otherwise one piece.
-        self.runs = []
+        self.runs: list[list[_Unit]] = []
         for u in units:
             if u.mode != _BCAST1:
                 continue
@@ -319,7 +320,7 @@ def _segments(tensors, needs, world):
         if all(f is not None for f in flats.values()):
             region = t.full()
             cuts = sorted({x for f in flats.values() for x in f})
-            pieces = []
+            pieces: list[list[Any]] = []
             for a, b in zip(cuts, cuts[1:]):
                 cover = [r for r, (s, e) in flats.items() if s <= a and b <= e]
                 if cover:
@@ -353,7 +354,7 @@ def _assign(segments, world):
     quota = total / world
     slack = quota * _BALANCE_SLACK
     loads = [0] * world
-    shares = [[] for _ in range(world)]
+    shares: list[list[tuple[_Tensor, list[tuple[int, int]], int, int]]] = [[] for _ in range(world)]
 
     def give(r, t, region, *, a, b):
         """Flat elements [a, b) of ``region`` of ``t`` to rank ``r``."""
@@ -398,6 +399,7 @@ def _assign(segments, world):
 
 def _chunks(share, limit):
     """A rank's share cut into consecutive chunks of at most ``limit`` bytes."""
+    cur: list[Any]
     out, cur, used = [], [], 0
     for t, region, a, b in share:
         while a < b:

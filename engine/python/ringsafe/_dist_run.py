@@ -9,6 +9,7 @@ front end's ``load_file``, ``read_into`` and ``load_model``.
 
 import hashlib
 import time
+from typing import Any
 
 import torch
 
@@ -29,11 +30,11 @@ class _Run(_Exchange):
         stats = stats if stats is not None else {}
         super().__init__(group, stats)
         self.memory_limit = memory_limit
-        self.batch_bytes = None  # a batch's share per rank (_check_limit)
+        self.batch_bytes: Any = None  # a batch's share per rank (_check_limit)
         self.stats.update(fetched_bytes=0, fetch_requests=0, sent_bytes=0, received_bytes=0, staging_peak=0,
                           batches=0, broadcasts=0, all_to_alls=0, memory_limit=memory_limit,
                           rank=self.me, world_size=self.world, fetch_wait_s=0.0, agree_s=0.0, exchange_s=0.0)
-        self.reader = None
+        self.reader: Any = None
         # What start() finds out.
         self.shards = []           # reader.shards(): (spec, size, data_start) each
         self.tensors = []          # _Tensor of every checkpoint tensor, in data order
@@ -185,7 +186,7 @@ class _Run(_Exchange):
                 state.cpu[u.key] = target
             reqs.append((u.t.info.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
             keep.append(target)
-        ranges = {}
+        ranges: dict[str, tuple[int, int]] = {}
         for u in mine:
             spec, a, b = self._file_range(u)
             lo, hi = ranges.get(spec, (a, b))
@@ -229,7 +230,7 @@ class _Run(_Exchange):
         this one's exchange."""
         pending = None
         try:
-            nxt = self._guarded_prepare(0) if self.batches else None
+            nxt: Any = self._guarded_prepare(0) if self.batches else None
             clock = time.perf_counter
             for k in range(len(self.batches)):
                 cur, exc = nxt

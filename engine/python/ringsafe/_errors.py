@@ -18,3 +18,4 @@ class SliceIndexError(SafetensorError, IndexError):
     as its NumPy slices raise, so code written for either catches it."""
 
     kind = "InvalidArgument"
+    whole: bool  # set on an index get_slice reads whole (_index._needs_whole)

@@ -65,13 +65,13 @@ _TORCH = ("pt", "torch", "pytorch")
 _NUMPY = ("np", "numpy")
 
 
-def adapter_for(framework) -> Adapter:
+def adapter_for(framework: str) -> Adapter:
     """The adapter for a framework name, as safe_open() accepts them."""
     if framework in _TORCH:
         from ._torch_adapter import ADAPTER
         return ADAPTER
     if framework in _NUMPY:
-        from ._numpy_adapter import ADAPTER
+        from ._numpy_adapter import ADAPTER  # type: ignore[assignment]  # no common type
         return ADAPTER
     raise error("InvalidArgument", f"framework {framework} is invalid (ringsafe supports pt, torch, pytorch, np, numpy)")
 
@@ -85,6 +85,6 @@ def adapter_of(obj):
         return ADAPTER
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.ndarray):
-        from ._numpy_adapter import ADAPTER
+        from ._numpy_adapter import ADAPTER  # type: ignore[assignment]  # no common type
         return ADAPTER
     return None

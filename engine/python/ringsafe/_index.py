@@ -4,6 +4,7 @@ read, and the index that picks the result out of that box."""
 
 import operator
 from collections import namedtuple
+from typing import Any
 
 from ._errors import SliceIndexError
 
@@ -130,7 +131,10 @@ def plan_index(index, shape):
     read and what picks the result out of it (see IndexPlan)."""
     if not isinstance(index, tuple):
         index = (index,)
-    box, relative, flips, last = [], [], [], None
+    box: list[Any] = []
+    relative: list[Any] = []
+    flips: list[int] = []
+    last: Any = None
     dim = 0
     for x in _expand(index, shape):
         if x is not None and dim == len(shape) - 1:

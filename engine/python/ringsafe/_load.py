@@ -2,6 +2,7 @@
 caller's own tensors, and the bounded-memory streaming iterator."""
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from . import _device
 from ._errors import error
@@ -12,6 +13,9 @@ from ._serialize import parse_checked_bytes
 from ._memory import aligned, new_packed_arena, packed_items
 from ._mapped import copy_into
 from ._source import byte_views, mapped_or_read, open_reader, open_source
+
+if TYPE_CHECKING:
+    from ._typing import ReaderOptions
 
 
 def load_file(adapter, filename, *, device, select, progress, backend, options):
@@ -81,7 +85,8 @@ def _destinations(adapter, by_name, tensors):
     return dsts, owners
 
 
-def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, *, progress, options):
+def read_into(adapter: Any, source: "str | bytes | os.PathLike[str] | os.PathLike[bytes] | Reader",
+              tensors: dict[str, Any], *, progress: Any, options: "ReaderOptions") -> dict[str, Any]:
     """Fills the caller's tensors {name: tensor} in place from ``source``: a
     path, URL or index, opened here with ``options`` and closed after (cached
     bytes are copied out of a mapping, cold ones read with O_DIRECT: _source),
@@ -89,13 +94,14 @@ def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, *,
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
     owned = not isinstance(source, Reader)
-    reader = open_reader(source, options) if owned else source
+    reader: Reader = source if isinstance(source, Reader) else open_reader(source, options)
     try:
         names = list(tensors)
         reader.select(names)  # TensorNotFound before anything else
         by_name = {t.name: t for t in reader.tensors()}
         dsts, owners = _destinations(adapter, by_name, tensors)
-        maps = views = None
+        maps: Any = None
+        views: Any = None
         if owned:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
             maps, views, reader = mapped_or_read(reader, source, options=options, infos=[by_name[n] for n in names],
                                                  byte_views=byte_views(adapter, owners))
@@ -114,7 +120,8 @@ def read_into(adapter, source: "str | bytes | os.PathLike | Reader", tensors, *,
 
 def _batches(names, sizes, budget):
     """Consecutive runs of names whose aligned sizes fit in ``budget`` bytes."""
-    batch, used = [], 0
+    batch: list[str] = []
+    used = 0
     for n in names:
         need = aligned(sizes[n])
         if batch and used + need > budget:
@@ -184,7 +191,7 @@ def _start(reader, by_name, batch):
 
 
 def _stream(adapter, reader, by_name, batches, *, device, progress):
-    pending = None
+    pending: Any = None
     total = sum(by_name[n].nbytes for b in batches for n in b)
     done = 0
     try:

@@ -5,11 +5,15 @@ resident before it returns, in parallel (the kernel's readahead queued for
 what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
+from typing import TYPE_CHECKING
 
 from ._dtypes import BITS
 from ._errors import error
 from ._engine_source import EngineSource
 from ._ringsafe import MappedFile
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 
 READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 # A tensor smaller than this is handed out unpopulated (its first access faults
@@ -61,7 +65,7 @@ class MappedSource(EngineSource):
 
     def _ranges(self, names):
         """{shard: [(offset, length)]} of the named tensors' bytes."""
-        out = {}
+        out: dict[int, list[tuple[int, int]]] = {}
         for n in names:
             info = self.by_name[n]
             if info.end > info.begin:
@@ -179,7 +183,7 @@ def copy_into(maps, shards, items, *, threads=None, progress=None):
     _source.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a TensorInfo, buffer
     a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
-    per_shard = {}
+    per_shard: dict[int, list[tuple[int, int, Buffer]]] = {}
     for info, buf in items:
         if info.end > info.begin:
             per_shard.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes, buf))
@@ -198,7 +202,7 @@ def copy_into(maps, shards, items, *, threads=None, progress=None):
 def mapped_views(adapter, maps, shards, infos, *, threads=None):
     """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
     ``maps``, made resident in parallel first (for copies that convert)."""
-    ranges = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
     for info in infos:
         if info.end > info.begin:
             ranges.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes))

@@ -7,12 +7,21 @@ min(RAM / 8, 4 GiB); 0 disables it) and returns everything to the kernel
 after 2 s without use (set_arena_cache). Also where tensors go in an arena:
 packed (each start 64-byte aligned) or as the file's data section holds them."""
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any
 
 from ._ringsafe import Arena
 from ._ringsafe import arena_cache_stats as _arena_cache_stats
 from ._ringsafe import set_arena_cache as _set_arena_cache
 from ._ringsafe import trim_arena_cache as _trim_arena_cache
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from ._ringsafe import TensorInfo
+    from ._typing import ArenaCacheStats
 
 # Destinations of at least this many bytes come from an Arena; smaller ones
 # from the framework's own allocator.
@@ -25,25 +34,25 @@ ARENA_MIN_BYTES = 2 << 20
 _HUGE = os.environ.get("RINGSAFE_ARENA_PAGES", "small").strip().lower() == "huge"
 
 
-def new_arena(size):
+def new_arena(size: int) -> Arena:
     """An Arena of ``size`` bytes from the arena cache (contents stale: the
     caller overwrites what it exposes), or fresh and not prefaulted: the reads
     fault its pages in on every I/O thread at once."""
     return Arena(size, huge=_HUGE, recycle=True)
 
 
-def arena_cache_stats():
+def arena_cache_stats() -> ArenaCacheStats:
     """{cached_bytes, buffers, hits, misses, released, limit, idle_seconds} of the arena cache."""
     return _arena_cache_stats()
 
 
-def set_arena_cache(limit=None, idle_seconds=None):
+def set_arena_cache(limit: int | None = None, idle_seconds: float | None = None) -> None:
     """Sets the arena cache's limit in bytes (0 disables it and frees what it
     holds) and/or how long it stays unused before it is returned to the kernel."""
     _set_arena_cache(limit, idle_seconds)
 
 
-def trim_arena_cache():
+def trim_arena_cache() -> None:
     """Returns every cached arena to the kernel now."""
     _trim_arena_cache()
 
@@ -51,18 +60,19 @@ def trim_arena_cache():
 ALIGNMENT = 64  # every tensor of a packed arena starts on a 64-byte boundary
 
 
-def aligned(n):
+def aligned(n: int) -> int:
     """``n`` rounded up to a multiple of ALIGNMENT."""
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def packed_items(by_name, names, offsets):
+def packed_items(by_name: Mapping[str, TensorInfo], names: Sequence[str],
+                 offsets: Sequence[int]) -> list[tuple[str, int, str, tuple[int, ...], int]]:
     """(name, offset, dtype, shape, nbytes) of ``names`` (TensorInfo in
     ``by_name``) placed at ``offsets``: the items adapter.views() takes."""
     return [(n, off, by_name[n].dtype, by_name[n].shape, by_name[n].nbytes) for n, off in zip(names, offsets)]
 
 
-def file_layout_arena(infos, selected_bytes):
+def file_layout_arena(infos: Sequence[TensorInfo], selected_bytes: int) -> tuple[Any, Any]:
     """(arena, offsets) placing each tensor (TensorInfo) at its offset in the
     file's data section, relative to a 4096-aligned base, when the tensors are
     in one shard and cover at least 90 % of their span; (None, None) otherwise."""
@@ -75,7 +85,7 @@ def file_layout_arena(infos, selected_bytes):
     return new_arena(hi - lo), [t.begin - lo for t in infos]
 
 
-def new_packed_arena(sizes):
+def new_packed_arena(sizes: Iterable[int]) -> tuple[Arena, list[int]]:
     """(arena, offsets) holding ``sizes`` bytes each, every start ALIGNMENT-aligned."""
     offsets, size = [], 0
     for n in sizes:

@@ -2,6 +2,8 @@
 place with one parallel read, and tensors that share memory handled as the
 reference handles them."""
 
+from typing import Any
+
 import torch
 
 from . import _device, _write
@@ -73,14 +75,15 @@ def load_model(model, filename, *, strict, device, progress, backend, options):
                 direct.append(k)
             else:
                 staged.append(k)
-        maps = views = None
+        maps: Any = None
+        views: Any = None
         if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
             # (device staging stays buffered); backend="pread" never maps the file.
             views = byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
             maps, views, reader = mapped_or_read(reader, filename, options=options, infos=[infos[k] for k in targets],
                                                  byte_views=views)
         if on_device:
-            by_device = {}
+            by_device: dict[torch.device, dict[str, torch.Tensor]] = {}
             for k in on_device:
                 by_device.setdefault(state[k].device, {})[k] = state[k]
             for where, group in by_device.items():

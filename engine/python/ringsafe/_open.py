@@ -1,6 +1,9 @@
 """safe_open: the reference's lazy, per-tensor API on ringsafe's sources."""
 
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING, Any
 
 from . import _device
 from ._errors import SliceIndexError, error
@@ -9,6 +12,16 @@ from ._index import plan_index
 from ._load import read_into
 from ._progress import progress_callback
 from ._source import open_source
+
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Literal
+
+    import torch
+    from typing_extensions import Self, Unpack
+
+    from ._ringsafe import TensorInfo
+    from ._typing import Backend, BinaryFile, Metadata, Progress, ReaderOptions, Select, Source
 
 
 class safe_open:
@@ -25,7 +38,8 @@ class safe_open:
     globs) limits what keys() shows; ``options`` go to the Reader (threads,
     connections, token, ...). Only the header is read here."""
 
-    def __init__(self, filename, framework, device="cpu", *, backend="mmap", select=None, **options):
+    def __init__(self, filename: Source, framework: str, device: str | int | torch.device = "cpu", *,
+                 backend: Backend = "mmap", select: Select = None, **options: Unpack[ReaderOptions]) -> None:
         self._adapter = adapter_for(framework)
         self._device = self._adapter.check_device(device)
         self._source = open_source(filename, backend, options)
@@ -42,14 +56,15 @@ class safe_open:
         self._staging = None
         self._lock = threading.Lock()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Releases the file (tensors handed out stay valid); later calls raise SafetensorError."""
         staging, self._staging = self._staging, None
         try:
@@ -71,21 +86,21 @@ class safe_open:
             raise error("TensorNotFound", f"tensor '{name}' is not in this handle's selection")
         return source.by_name[name]
 
-    def keys(self):
+    def keys(self) -> list[str]:
         """Tensor names, sorted."""
         self._open_source()
         return sorted(self._order)
 
-    def offset_keys(self):
+    def offset_keys(self) -> list[str]:
         """Tensor names in the order of their data in the file."""
         self._open_source()
         return list(self._order)
 
-    def metadata(self):
+    def metadata(self) -> Metadata | None:
         """The header's __metadata__ (dict of str), or None."""
         return self._open_source().metadata()
 
-    def get_tensor(self, name):
+    def get_tensor(self, name: str) -> Any:  # torch.Tensor (framework="pt") or numpy.ndarray ("np")
         """One whole tensor: a view of the mapping (mmap), or new memory."""
         info = self._info(name)
         self._adapter.check_dtype(info.dtype, info.shape, name)
@@ -105,7 +120,7 @@ class safe_open:
         return _device.load(self._adapter, source.reader, names, by_name=source.by_name, device=self._device,
                             progress=progress, description="loading", staging=staging)
 
-    def get_tensors(self, progress=None):
+    def get_tensors(self, progress: Progress = None) -> dict[str, Any]:
         """Every (selected) tensor, {name: tensor} sorted by name, made
         resident (mmap) or read (pread) in parallel in one call."""
         source = self._open_source()
@@ -118,12 +133,12 @@ class safe_open:
             views = source.load(self._adapter, self._order, cb)
         return {n: self._adapter.to_device(views[n], self._device) for n in sorted(views)}
 
-    def get_slice(self, name):
+    def get_slice(self, name: str) -> TensorSlice:
         """A lazy view of one tensor: get_shape(), get_dtype(), and indexing
         that reads only the bytes the index needs."""
         return TensorSlice(self, self._info(name))
 
-    def read_into(self, tensors, progress=None):
+    def read_into(self, tensors: dict[str, Any], progress: Progress = None) -> dict[str, Any]:
         """Fills existing CPU tensors {name: tensor} in place (no copy); paths,
         URLs and indexes only (not file objects)."""
         source = self._open_source()
@@ -132,14 +147,15 @@ class safe_open:
         return read_into(self._adapter, source.reader, tensors, progress=progress, options={})
 
 
-def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+def _safe_open_handle(f: BinaryFile, framework: str, device: str | int | torch.device = "cpu", *,
+                      backend: Backend = "mmap") -> safe_open:
     """safe_open over an open binary file object (the reference's name for it)."""
     if isinstance(f, (str, bytes)) or not hasattr(f, "read"):
         raise TypeError(f"_safe_open_handle takes an open binary file object, got {type(f).__name__}")
     return safe_open(f, framework, device, backend=backend)
 
 
-def _plain(entry):
+def _plain(entry: object) -> bool:
     """Whether a relative index entry keeps a dimension as it is read (a step-1 slice)."""
     return isinstance(entry, slice) and entry.step in (None, 1)
 
@@ -155,30 +171,30 @@ class TensorSlice:
     multi-dimensional index arrays read the whole tensor and index it with the
     framework's own indexing, as the reference's torch slices do."""
 
-    def __init__(self, handle, info):
+    def __init__(self, handle: safe_open, info: TensorInfo) -> None:
         self._handle = handle
         self._info = info
 
-    def get_shape(self):
+    def get_shape(self) -> list[int]:
         return list(self._info.shape)
 
-    def get_dtype(self):
+    def get_dtype(self) -> str:
         return self._info.dtype
 
     @property
-    def shape(self):
+    def shape(self) -> list[int]:
         return self.get_shape()
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         return self.get_dtype()
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._info.shape:
             raise TypeError("len() of a 0-d tensor")
         return self._info.shape[0]
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         h = self._handle
         source = h._open_source()
         name, dtype, shape = self._info.name, self._info.dtype, self._info.shape

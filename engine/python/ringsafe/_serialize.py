@@ -1,18 +1,27 @@
 """The reference's framework-free API: TensorSpec, serialize, serialize_file
 and deserialize, on ringsafe's writer (the reference's exact layout)."""
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any
 
 from ._dtypes import BITS, TORCH_NAMES
 from ._errors import error
 from ._ringsafe import parse_bytes, save_declared
 from ._ringsafe import serialize as _serialize_described
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import SupportsIndex
+
+    from ._typing import Metadata, StrPath
+
 # TensorSpec's dtype names (torch's spelling) and the safetensors codes they stand for.
 SPEC_DTYPES = {attr: code for code, attr in TORCH_NAMES.items()}
 
 
-def _unsigned(value, what):
+def _unsigned(value: Any, what: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"argument '{what}': '{type(value).__name__}' object cannot be interpreted as an integer")
     value = value.__index__()
@@ -31,25 +40,41 @@ class TensorSpec:
 
     __slots__ = ("_dtype", "_shape", "_data_ptr", "_data_len")
 
-    def __init__(self, *, dtype, shape, data_ptr, data_len):
+    def __init__(self, *, dtype: str, shape: Iterable[SupportsIndex], data_ptr: SupportsIndex,
+                 data_len: SupportsIndex) -> None:
         if not isinstance(dtype, str):
             raise TypeError(f"argument 'dtype': '{type(dtype).__name__}' object is not an instance of 'str'")
         code = SPEC_DTYPES.get(dtype)
         if code is None:
             raise error("InvalidArgument", f'Unknown dtype "{dtype}". Supported dtypes: {", ".join(SPEC_DTYPES)}')
-        shape = [_unsigned(d, "shape") for d in shape]
-        if code == "F4" and shape:
-            shape[-1] *= 2
-        self._dtype, self._shape = code, shape
+        dims = [_unsigned(d, "shape") for d in shape]
+        if code == "F4" and dims:
+            dims[-1] *= 2
+        self._dtype, self._shape = code, dims
         self._data_ptr = _unsigned(data_ptr, "data_ptr")
         self._data_len = _unsigned(data_len, "data_len")
 
-    dtype = property(lambda self: self._dtype, doc="The safetensors dtype code (\"F32\", \"BF16\", ...).")
-    shape = property(lambda self: list(self._shape), doc="The shape as the header records it.")
-    data_ptr = property(lambda self: self._data_ptr, doc="Address of the tensor's contiguous bytes.")
-    data_len = property(lambda self: self._data_len, doc="Length of those bytes.")
+    @property
+    def dtype(self) -> str:
+        """The safetensors dtype code ("F32", "BF16", ...)."""
+        return self._dtype
 
-    def __repr__(self):
+    @property
+    def shape(self) -> list[int]:
+        """The shape as the header records it."""
+        return list(self._shape)
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the tensor's contiguous bytes."""
+        return self._data_ptr
+
+    @property
+    def data_len(self) -> int:
+        """Length of those bytes."""
+        return self._data_len
+
+    def __repr__(self) -> str:
         return (f"TensorSpec(dtype={self._dtype!r}, shape={self._shape}, data_ptr={self._data_ptr}, "
                 f"data_len={self._data_len})")
 
@@ -92,12 +117,12 @@ def check_metadata(metadata):
     return metadata
 
 
-def serialize(tensor_dict, metadata=None):
+def serialize(tensor_dict: dict[str, TensorSpec], metadata: Metadata | None = None) -> bytes:
     """The safetensors bytes of {name: TensorSpec}, in the reference's layout."""
     return _serialize_described(_described(tensor_dict), check_metadata(metadata))
 
 
-def serialize_file(tensor_dict, filename, metadata=None):
+def serialize_file(tensor_dict: dict[str, TensorSpec], filename: StrPath, metadata: Metadata | None = None) -> None:
     """Writes {name: TensorSpec} to ``filename`` (str or os.PathLike) in the
     reference's layout, straight from the given memory, GIL released; the file
     appears whole or not at all."""
@@ -118,7 +143,7 @@ def parse_checked_bytes(data):
     return parse_bytes(data)
 
 
-def deserialize(data):
+def deserialize(data: bytes | bytearray | memoryview) -> list[tuple[str, dict[str, Any]]]:
     """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes
     (any C-contiguous bytes-like object), in data order (the reference's order
     varies from run to run)."""

@@ -11,7 +11,7 @@ import torch
 _META = torch.device("meta")
 
 
-def storage_ptr(tensor):
+def storage_ptr(tensor: torch.Tensor) -> int:
     """Address of the storage behind ``tensor`` (0 for meta tensors)."""
     try:
         return tensor.untyped_storage().data_ptr()
@@ -19,7 +19,7 @@ def storage_ptr(tensor):
         return 0
 
 
-def storage_size(tensor):
+def storage_size(tensor: torch.Tensor) -> int:
     """Bytes of the storage behind ``tensor`` (its own size for meta tensors)."""
     try:
         return tensor.untyped_storage().nbytes()

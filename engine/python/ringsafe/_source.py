@@ -20,7 +20,7 @@ import collections
 import io
 import os
 import stat
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import SafetensorError, error
 from ._engine_source import EngineSource
@@ -28,6 +28,9 @@ from ._mapped import MappedSource, checked_mapping
 from ._paths import spec_of
 from ._ringsafe import Reader
 from ._stream import StreamSource, describe
+
+if TYPE_CHECKING:
+    from ._typing import ReaderOptions
 
 BACKENDS = ("mmap", "pread")
 
@@ -186,7 +189,7 @@ def file_ranges(reader, infos):
     """{shard: [(file offset, length)]} of the tensors ``infos`` (TensorInfo),
     in file order, adjacent ones merged, empty ones left out."""
     shards = reader.shards()
-    ranges = {}
+    ranges: dict[int, list[tuple[int, int]]] = {}
     for t in sorted(infos, key=lambda t: (t.shard, t.begin)):
         rs = ranges.setdefault(t.shard, [])
         off = shards[t.shard][2] + t.begin
@@ -235,7 +238,7 @@ def mapped_when_hot(reader, options, infos):
 # How loads into caller memory went, counted per call (the tests read it):
 # "mapped" copied from mappings, "direct" reopened with O_DIRECT, "reader" read
 # with the reader as opened.
-LOADS = collections.Counter()
+LOADS: collections.Counter[str] = collections.Counter()
 
 
 def mapped_or_read(reader, filename, *, options, infos, byte_views=None):
@@ -282,6 +285,7 @@ def _os_file(f):
 
 def _renamed(e, proc, name):
     """``e`` (raised for ``proc``, a /proc/self/fd path) naming the file object's ``name`` instead."""
+    out: SafetensorError
     if isinstance(e, OSError) and isinstance(e, SafetensorError):
         out = type(e)(e.errno, (e.strerror or "").replace(proc, name), name)
     elif isinstance(e, SafetensorError):
@@ -324,7 +328,7 @@ def _open_path(filename, backend, options):
         raise
 
 
-def open_source(filename, backend, options) -> Source:
+def open_source(filename: Any, backend: str, options: "ReaderOptions") -> Source:
     """The source for ``filename`` (a path, URL, index or binary file object)."""
     check_backend(backend)
     if not isinstance(filename, (str, bytes, os.PathLike)) and hasattr(filename, "read"):

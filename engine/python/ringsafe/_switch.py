@@ -38,6 +38,7 @@ import os
 import sys
 import threading
 import types
+from typing import Any
 
 # The reference version whose API ringsafe provides (safetensors.__version__
 # under the switch when the reference is not installed).
@@ -48,7 +49,7 @@ _TOP = ("safe_open", "SafetensorError", "TensorSpec", "serialize", "serialize_fi
 _ALIASED = ("safetensors", "safetensors.torch", "safetensors.numpy")
 
 _lock = threading.RLock()
-_state = None  # while installed: what uninstall() restores
+_state: dict[str, Any] | None = None  # while installed: what uninstall() restores
 
 
 def _reference_spec():
@@ -81,7 +82,7 @@ def _forward(fn, module):
     @functools.wraps(fn)
     def switched(*args, **kwargs):
         return fn(*args, **kwargs)
-    switched.__ringsafe_switch__ = module
+    switched.__ringsafe_switch__ = module  # type: ignore[attr-defined]
     return switched
 
 
@@ -123,7 +124,7 @@ def _module(name, origin, is_package=False, path=None):
     m.__package__ = name if is_package else name.rpartition(".")[0]
     if origin is not None:
         m.__file__ = origin
-    m.__ringsafe__ = True
+    m.__ringsafe__ = True  # type: ignore[attr-defined]
     return m
 
 
@@ -147,6 +148,7 @@ def _build():
 def _populate(name):
     """Fills the switch's module ``name`` from ringsafe (on import and reload)."""
     import ringsafe
+    assert _state is not None  # called while installed
     mod = _state["modules"][name]
     if name == "safetensors":
         _fill(mod, ringsafe, _TOP, _state["classes"])
@@ -162,6 +164,7 @@ def _populate(name):
 
 class _Loader(importlib.abc.Loader):
     def create_module(self, spec):
+        assert _state is not None  # the finder hands out specs while installed
         return _state["modules"][spec.name]
 
     def exec_module(self, module):
@@ -179,6 +182,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 def _replacements(old_modules):
     """{id(reference object): (reference object, the switch's object)} for every
     name the loaded reference modules share with the switch's."""
+    assert _state is not None  # called by install()
     out = {}
     for name, old in old_modules.items():
         new = _state["modules"][name]
@@ -200,6 +204,7 @@ def _user_modules(exclude):
 
 def _rebind(replacements, undo):
     """Rebinds module globals that hold a reference object to the switch's."""
+    assert _state is not None  # called by install()
     for d in _user_modules(list(_state["modules"].values())):
         for attr, value in list(d.items()):
             hit = replacements.get(id(value))
@@ -208,7 +213,7 @@ def _rebind(replacements, undo):
                 undo.append((d, attr, value))
 
 
-def install():
+def install() -> None:
     """Makes every ``import safetensors`` (and .torch, .numpy) in this process
     resolve to ringsafe, including modules that imported them already, and
     sets RINGSAFE_AS_SAFETENSORS=1 for processes started from here on. Idempotent."""
@@ -266,7 +271,7 @@ def _reference(name, attr, cache):
     return mod if attr is None else getattr(mod, attr, None)
 
 
-def uninstall():
+def uninstall() -> None:
     """Undoes install(): the import hook, sys.modules, every rebound name, every
     name bound to what ``import safetensors...`` gave while installed, and
     RINGSAFE_AS_SAFETENSORS."""
@@ -299,7 +304,7 @@ def uninstall():
                     d[attr] = ref
 
 
-def installed():
+def installed() -> bool:
     """Whether install() is in effect."""
     return _state is not None
 

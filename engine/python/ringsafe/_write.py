@@ -2,11 +2,24 @@
 reference's exact layout, straight from the tensors' memory) and the Writer,
 for tensors produced one at a time (single pass, bounded memory, append)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._progress import progress_callback
 from ._ringsafe import StreamWriter, save_declared, serialize
 from ._serialize import TensorSpec, check_metadata
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import TracebackType
+    from typing import Literal
+
+    from typing_extensions import Self
+
+    from ._typing import Buffer, Metadata, StrPath, WriterStats
 
 
 def describe_all(adapter, tensors):
@@ -77,8 +90,9 @@ class Writer:
     torch tensors or NumPy arrays; each is copied out before write() returns,
     so memory stays bounded (48 MiB of staging) whatever the file's size."""
 
-    def __init__(self, path, *, metadata=None, append=False, repair=False, sync=True,
-                 expected_tensors=None, reserve_bytes=None, direct=None):
+    def __init__(self, path: StrPath, *, metadata: Metadata | None = None, append: bool = False, repair: bool = False,
+                 sync: bool = True, expected_tensors: int | None = None, reserve_bytes: int | None = None,
+                 direct: bool | None = None) -> None:
         self._metadata = check_metadata(metadata)
         spec = spec_of(path)
         if append:
@@ -86,10 +100,10 @@ class Writer:
         else:
             self._w = StreamWriter(spec, sync=sync, expected_tensors=expected_tensors,
                                    reserve_bytes=reserve_bytes, direct=direct)
-        self.path = spec
-        self.stats = None
+        self.path: str = spec
+        self.stats: WriterStats | None = None
 
-    def write(self, name, tensor):
+    def write(self, name: str, tensor: Any) -> None:  # a torch.Tensor or numpy.ndarray
         """Adds a whole tensor (a torch tensor or NumPy array, any device)."""
         adapter = adapter_of(tensor)
         if adapter is None:
@@ -98,7 +112,7 @@ class Writer:
         self._w.add(name, dtype, shape, addr, nbytes)
         del owner
 
-    def write_bytes(self, name, dtype, shape, data):
+    def write_bytes(self, name: str, dtype: str, shape: Sequence[int], data: Buffer) -> None:
         """Adds a tensor from raw little-endian bytes (any buffer) of the given
         safetensors dtype ("F32", "BF16", ...) and shape."""
         import numpy as np
@@ -110,27 +124,28 @@ class Writer:
         raw = np.frombuffer(view.cast("B"), dtype=np.uint8)
         self._w.add(name, dtype, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
 
-    def finish(self, metadata=None):
+    def finish(self, metadata: Metadata | None = None) -> WriterStats:
         """Writes the header, syncs and publishes; returns the writer's stats."""
         md = check_metadata(metadata) if metadata is not None else self._metadata
         self.stats = self._w.finish(md)
         return self.stats
 
-    def abandon(self):
+    def abandon(self) -> None:
         """Drops everything written; nothing appears at the path."""
         self._w.abandon()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc_type is None and not self._w.closed:
             self.finish()
         else:
             self.abandon()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         w = getattr(self, "_w", None)
         if w is not None and not w.closed:
             w.abandon()

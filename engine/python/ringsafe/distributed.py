@@ -45,6 +45,10 @@ exchange) and ``_dist_run`` (one load executed: open, share the needs, plan,
 then fetch and exchange batch by batch); each imports only those before it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from ._errors import error
@@ -55,6 +59,12 @@ from ._dist_plan import _image_layout, _needs, _torch_shape
 from ._dist_run import _execute
 from ._dist_plan import _BALANCE_SLACK, _Tensor, _flat_interval, plan  # noqa: F401  (the planner's tests use these)
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from typing_extensions import Unpack
+
+    from ._typing import ReaderOptions, Select, Shard, StrPath
+
 __all__ = ["load_file", "read_into", "load_model", "DEFAULT_MEMORY_LIMIT"]
 
 DEFAULT_MEMORY_LIMIT = 1 << 30
@@ -62,8 +72,9 @@ DEFAULT_MEMORY_LIMIT = 1 << 30
 
 # ---------------------------------------------------------------- public API
 
-def load_file(filename, group=None, *, device="cpu", select=None, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
-              stats=None, **options):
+def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: str | int | torch.device = "cpu",
+              select: Select = None, shard: Shard = None, memory_limit: int = DEFAULT_MEMORY_LIMIT,
+              stats: dict[str, Any] | None = None, **options: Unpack[ReaderOptions]) -> dict[str, torch.Tensor]:
     """Loads a checkpoint on every rank of ``group`` (default: the world), each
     byte fetched from the source by one rank only. Returns {name: tensor} on
     every rank, as ``ringsafe.torch.load_file`` would alone.
@@ -121,8 +132,9 @@ def load_file(filename, group=None, *, device="cpu", select=None, shard=None, me
                     finish=finish)
 
 
-def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT, stats=None,
-              **options):
+def read_into(filename: StrPath, tensors: dict[str, torch.Tensor], group: ProcessGroup | None = None, *,
+              shard: Shard = None, memory_limit: int = DEFAULT_MEMORY_LIMIT, stats: dict[str, Any] | None = None,
+              **options: Unpack[ReaderOptions]) -> dict[str, torch.Tensor]:
     """Fills this rank's tensors {name: tensor} in place, cooperatively (see
     ``load_file``). Each tensor holds this rank's box of the checkpoint tensor
     (``shard=``; the whole tensor by default): its dtype and shape are checked
@@ -163,8 +175,9 @@ def read_into(filename, tensors, group=None, *, shard=None, memory_limit=DEFAULT
                     finish=finish)
 
 
-def load_model(model, filename, group=None, *, strict=True, shard=None, memory_limit=DEFAULT_MEMORY_LIMIT,
-               stats=None, **options):
+def load_model(model: torch.nn.Module, filename: StrPath, group: ProcessGroup | None = None, *, strict: bool = True,
+               shard: Shard = None, memory_limit: int = DEFAULT_MEMORY_LIMIT, stats: dict[str, Any] | None = None,
+               **options: Unpack[ReaderOptions]) -> tuple[set[str], list[str]]:
     """Loads a checkpoint into this rank's model (its parameters and buffers,
     in place), cooperatively (see ``load_file``). A rank's model may hold only
     some of the checkpoint's tensors (pipeline stages) and, with ``shard=``,
@@ -174,7 +187,7 @@ def load_model(model, filename, group=None, *, strict=True, shard=None, memory_l
     when any rank's model does not match."""
     from ._model import match_keys, size_mismatch
     copies = {}
-    result = {}
+    result: dict[str, Any] = {}
 
     def local(run, reader, by_name):
         state = model.state_dict()

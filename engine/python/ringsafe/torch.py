@@ -5,6 +5,10 @@ iter_tensors, progress, the GIL released throughout).
 Switching is an import: ``from ringsafe.torch import load_file, save_file``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from . import _load, _model, _write
@@ -21,7 +25,18 @@ from ._shared import (  # noqa: F401  (the reference's names; transformers, acce
 )
 from ._torch_adapter import _NAMES, _TYPES as _ALL_TYPES, ADAPTER
 
-def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=None, **options):
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import numpy
+    from typing_extensions import Unpack
+
+    from ._typing import Backend, Metadata, Progress, ReaderOptions, Select, Source, StrPath
+
+
+def load_file(filename: Source, device: str | int | torch.device = "cpu", *, backend: Backend = "mmap",
+              select: Select = None, progress: Progress = None,
+              **options: Unpack[ReaderOptions]) -> dict[str, torch.Tensor]:
     """Loads a checkpoint (path, URL, s3://, hf://, index or binary file object) into {name: tensor}.
 
     backend="mmap" (default): a local file's tensors are zero-copy views of one
@@ -36,12 +51,13 @@ def load_file(filename, device="cpu", *, backend="mmap", select=None, progress=N
                            options=options)
 
 
-def load(data, device="cpu"):
+def load(data: bytes | bytearray | memoryview, device: str | int | torch.device = "cpu") -> dict[str, torch.Tensor]:
     """Loads safetensors bytes into {name: tensor} (one copy of the data)."""
     return _load.load_bytes(ADAPTER, data, device)
 
 
-def read_into(filename, tensors, *, progress=None, **options):
+def read_into(filename: StrPath, tensors: dict[str, torch.Tensor], *, progress: Progress = None,
+              **options: Unpack[ReaderOptions]) -> dict[str, torch.Tensor]:
     """Fills existing CPU tensors {name: tensor} in place from the checkpoint,
     with no intermediate copy: copied on every core out of a mapping of a
     local file whose selected bytes (16 MiB or more) are in the page cache,
@@ -52,7 +68,9 @@ def read_into(filename, tensors, *, progress=None, **options):
     return _load.read_into(ADAPTER, filename, tensors, progress=progress, options=options)
 
 
-def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", progress=None, **options):
+def iter_tensors(filename: StrPath, *, select: Select = None, memory_limit: int = 1 << 30,
+                 device: str | int | torch.device = "cpu", progress: Progress = None,
+                 **options: Unpack[ReaderOptions]) -> Iterator[tuple[str, torch.Tensor]]:
     """Yields (name, tensor) in data order as reads complete, reading ahead
     while the consumer works, with at most ``memory_limit`` bytes of staging
     (each tensor must fit in it). A yielded tensor is a view of its batch's
@@ -61,12 +79,13 @@ def iter_tensors(filename, *, select=None, memory_limit=1 << 30, device="cpu", p
                               progress=progress, options=options)
 
 
-def save(tensors, metadata=None):
+def save(tensors: dict[str, torch.Tensor], metadata: Metadata | None = None) -> bytes:
     """The safetensors bytes of {name: tensor} (the reference's layout)."""
     return _write.save_bytes(ADAPTER, tensors, metadata)
 
 
-def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
+def save_file(tensors: dict[str, torch.Tensor], filename: StrPath, metadata: Metadata | None = None, *,
+              sync: bool = False, progress: Progress = None) -> None:
     """Writes {name: tensor} to ``filename``, byte-identical to the reference's
     save_file, straight from the tensors' memory with parallel writes. The file
     appears whole or not at all (temporary + rename); sync=True writes it with
@@ -79,7 +98,9 @@ def save_file(tensors, filename, metadata=None, *, sync=False, progress=None):
     _write.save_file(ADAPTER, tensors, filename, metadata=metadata, sync=sync, progress=progress)
 
 
-def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", progress=None, **options):
+def load_model(model: torch.nn.Module, filename: StrPath, strict: bool = True,
+               device: str | int | torch.device = "cpu", *, backend: Backend = "mmap", progress: Progress = None,
+               **options: Unpack[ReaderOptions]) -> tuple[set[str], list[str]]:
     """Loads a checkpoint into a model's parameters and buffers in place,
     straight into their memory: for parameters in host memory, copied on
     every core out of a mapping of a local file whose bytes are in the page
@@ -96,7 +117,8 @@ def load_model(model, filename, strict=True, device="cpu", *, backend="mmap", pr
                              options=options)
 
 
-def save_model(model, filename, metadata=None, force_contiguous=True, *, sync=False):
+def save_model(model: torch.nn.Module, filename: StrPath, metadata: Metadata | None = None,
+               force_contiguous: bool = True, *, sync: bool = False) -> None:
     """Saves a model's state_dict, writing tensors that share memory once (the
     dropped names go into the metadata, as the reference does)."""
     _model.save_model(model, filename, metadata=metadata, force_contiguous=force_contiguous, sync=sync)
@@ -113,12 +135,12 @@ _SIZE = {dt: dt.itemsize for dt in _NAMES}  # bytes per element (1 for float4_e2
 _TYPES = {code: dt for code, dt in _ALL_TYPES.items() if code not in ("F4", "F8_E8M0")}  # the reference's table
 
 
-def _getdtype(dtype_str):
+def _getdtype(dtype_str: str) -> torch.dtype:
     """The torch dtype of a safetensors dtype code (KeyError if it has none)."""
     return _TYPES[dtype_str]
 
 
-def _view2torch(safeview):
+def _view2torch(safeview: list[tuple[str, dict[str, Any]]]) -> dict[str, torch.Tensor]:
     """{name: tensor} from deserialize()'s [(name, {"dtype", "shape", "data"})]."""
     out = {}
     for name, v in safeview:
@@ -131,7 +153,7 @@ def _view2torch(safeview):
     return out
 
 
-def _to_ndarray(tensor):
+def _to_ndarray(tensor: torch.Tensor) -> tuple[numpy.ndarray[Any, Any], torch.Tensor]:
     """(uint8 NumPy view of a CPU tensor's bytes, the tensor keeping them alive)."""
     import numpy as np
     if tensor.device.type != "cpu":
@@ -143,11 +165,11 @@ def _to_ndarray(tensor):
     return flat.numpy(), flat
 
 
-def _evaluate_tensors_for_save(tensors):
+def _evaluate_tensors_for_save(tensors: dict[str, torch.Tensor]) -> None:
     """The checks save_file makes (dict of tensors, dense, no overlapping bytes)."""
     _write.describe_all(ADAPTER, tensors)
 
 
-def _flatten_as_ptr(tensors, keep_alive_buffer):
+def _flatten_as_ptr(tensors: dict[str, torch.Tensor], keep_alive_buffer: list[Any]) -> dict[str, TensorSpec]:
     """{name: TensorSpec} of a dict of tensors; what keeps their bytes alive goes into keep_alive_buffer."""
     return _write.tensor_specs(ADAPTER, tensors, keep_alive_buffer)

@@ -14,12 +14,20 @@ weights and initialising non-persistent buffers as its own from_pretrained
 does, so the state dict is the one transformers' from_pretrained gives.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 from . import _ringsafe
 from . import torch as _rt
 from ._errors import SafetensorError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from ._typing import Progress
 
 __all__ = ["from_pretrained"]
 
@@ -35,7 +43,7 @@ READER_OPTIONS = {
 INDEX, SINGLE = "model.safetensors.index.json", "model.safetensors"
 
 
-def _missing(e):
+def _missing(e: BaseException) -> bool:
     """Whether a fetch failed because the file is not there (not a network or auth failure)."""
     if isinstance(e, FileNotFoundError):
         return True
@@ -54,7 +62,7 @@ def _fetch(base, name, options, optional=False):
         raise
 
 
-def _repo_root(spec):
+def _repo_root(spec: str) -> bool:
     """Whether ``spec`` is an hf:// repo without a path (the engine then picks its checkpoint)."""
     if not spec.lower().startswith("hf://"):
         return False
@@ -65,7 +73,7 @@ def _repo_root(spec):
     return body.count("/") == 1
 
 
-def _checkpoint(source, base, options):
+def _checkpoint(source: str, base: str, options: dict[str, Any]) -> str:
     """The checkpoint under ``base``: its index if there is one, else its single file."""
     if _repo_root(base):
         return base  # the engine's rule, the same, in one request
@@ -91,7 +99,8 @@ def _model_class(config, model_class):
     return transformers.AutoModel._model_mapping[type(config)]
 
 
-def from_pretrained(source, model_class=None, *, progress=None, **kwargs):
+def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | None = None, *, progress: Progress = None,
+                    **kwargs: Any) -> PreTrainedModel:
     """The model stored at ``source`` with its weights loaded, as
     ``model_class.from_pretrained`` would give it.
 

@@ -1,0 +1,166 @@
+"""Typed user code for the type checker, never run: tests/python/test_types.py
+runs mypy over it with the built package. It calls the public API as the
+READMEs show and pins each result's type with assert_type; the calls in
+``rejected()`` are misuse that mypy must report, each marked with the error
+code it must give (``# type: ignore[code]``: with warn_unused_ignores, a
+misuse that mypy accepts fails the run, and test_types.py checks each is
+reported without the comment)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from transformers import PreTrainedModel
+from typing_extensions import assert_type
+
+import ringsafe
+import ringsafe.distributed as rd
+import ringsafe.lowlevel
+import ringsafe.numpy
+import ringsafe.torch
+import ringsafe.transformers
+from ringsafe.torch import iter_tensors, load_file, load_model, read_into, save_file
+
+
+def torch_api(path: str) -> None:
+    tensors = {"embed.weight": torch.randn(1000, 64), "norm.weight": torch.ones(64)}
+    save_file(tensors, path, metadata={"format": "pt"}, sync=True, progress=lambda done, total: None)
+    assert_type(load_file(path), dict[str, torch.Tensor])
+    assert_type(load_file(path, backend="pread", threads=4, direct=True), dict[str, torch.Tensor])
+    assert_type(load_file(path, "cuda:0", select=["norm.*"], progress=True), dict[str, torch.Tensor])
+    assert_type(load_file(io.BytesIO(ringsafe.torch.save(tensors))), dict[str, torch.Tensor])
+    assert_type(load_file("s3://bucket/model.safetensors", connections=16, s3_region="eu-west-1"),
+                dict[str, torch.Tensor])
+    assert_type(load_file("hf://acme/tiny-llama", token="hf_x", headers={"X-A": "b"}, cache=True),
+                dict[str, torch.Tensor])
+
+    dst = {"norm.weight": torch.empty(64)}
+    assert_type(read_into(path, dst, direct=False), dict[str, torch.Tensor])
+    stream = iter_tensors(path, memory_limit=64 << 20, select="embed.*")
+    assert_type(stream, Iterator[tuple[str, torch.Tensor]])
+    for name, t in stream:
+        assert_type(name, str)
+        assert_type(t, torch.Tensor)
+
+    model = torch.nn.Module()
+    model.embed = torch.nn.Embedding(1000, 64)
+    missing, unexpected = load_model(model, path, strict=False, backend="mmap")
+    assert_type(missing, set[str])
+    assert_type(unexpected, list[str])
+    ringsafe.torch.save_model(model, path, metadata={"format": "pt"}, force_contiguous=False)
+
+    data = ringsafe.torch.save(tensors, {"format": "pt"})
+    assert_type(data, bytes)
+    assert_type(ringsafe.torch.load(data), dict[str, torch.Tensor])
+
+
+def safe_open_api(path: str) -> None:
+    with ringsafe.safe_open(path, framework="pt", device="cpu", backend="pread", threads=2) as f:
+        assert_type(f, ringsafe.safe_open)
+        assert_type(f.keys(), list[str])
+        assert_type(f.offset_keys(), list[str])
+        assert_type(f.metadata(), dict[str, str] | None)
+        whole: torch.Tensor = f.get_tensor("embed.weight")
+        part = f.get_slice("embed.weight")
+        assert_type(part, ringsafe.TensorSlice)
+        assert_type(part.get_shape(), list[int])
+        assert_type(part.get_dtype(), str)
+        rows: torch.Tensor = part[250:500]
+        assert_type(f.get_tensors(), dict[str, Any])
+        f.read_into({"embed.weight": whole})
+    with ringsafe._safe_open_handle(open(path, "rb"), "np") as g:
+        array: NDArray[np.float32] = g.get_tensor("embed.weight")
+    del rows, array
+
+
+def numpy_api(path: str) -> None:
+    arrays = {"a": np.zeros((2, 3), dtype=np.float32)}
+    ringsafe.numpy.save_file(arrays, path, metadata={"k": "v"})
+    assert_type(ringsafe.numpy.load_file(path, select=["a"]), dict[str, NDArray[Any]])
+    assert_type(ringsafe.numpy.load(ringsafe.numpy.save(arrays)), dict[str, NDArray[Any]])
+    assert_type(ringsafe.numpy.read_into(path, arrays), dict[str, NDArray[Any]])
+    for name, a in ringsafe.numpy.iter_tensors(path, memory_limit=1 << 20):
+        assert_type(a, NDArray[Any])
+
+
+def writer_and_reference_api(path: str) -> None:
+    with ringsafe.Writer(path, metadata={"format": "pt"}, expected_tensors=2, sync=False) as w:
+        w.write("a", torch.zeros(3))
+        w.write("b", np.ones(4, dtype=np.int64))
+        w.write_bytes("c", "F32", [2], bytes(8))
+    appending = ringsafe.Writer(path, append=True)
+    assert_type(appending.path, str)
+    stats = appending.finish()
+    assert_type(stats["file_size"], int)
+    assert_type(stats["relocation"], str)
+
+    buf = bytearray(8)
+    spec = ringsafe.TensorSpec(dtype="float32", shape=[2], data_ptr=id(buf), data_len=8)
+    assert_type(spec.dtype, str)
+    assert_type(spec.shape, list[int])
+    blob = ringsafe.serialize({"x": spec}, metadata={"k": "v"})
+    assert_type(blob, bytes)
+    ringsafe.serialize_file({"x": spec}, path)
+    assert_type(ringsafe.deserialize(blob), list[tuple[str, dict[str, Any]]])
+
+
+def engine_api(path: str) -> None:
+    reader = ringsafe.Reader(path, threads=2, queue_depth=64)
+    info = reader.tensors()[0]
+    assert_type(info, ringsafe._ringsafe.TensorInfo)
+    assert_type(info.name, str)
+    assert_type(info.shape, tuple[int, ...])
+    assert_type(info.nbytes, int)
+    dst = bytearray(info.nbytes)
+    plan = reader.plan_tensors([info.name], [dst])
+    assert_type(plan.total_bytes, int)
+    reader.execute(plan, progress=lambda done, total: None)
+    reader.start(reader.plan_requests([(info.name, [(0, 1)], memoryview(dst))])).wait()
+    arena = ringsafe.Arena(1 << 20, huge=False)
+    plan = ringsafe.lowlevel.plan_tensors_at(reader, [info.name], [(arena.address, info.nbytes)], keep=[arena])
+    assert_type(ringsafe.arena_cache_stats()["hits"], int)
+    ringsafe.set_arena_cache(limit=0, idle_seconds=1.5)
+    ringsafe.trim_arena_cache()
+    reader.close()
+
+    ringsafe.install()
+    assert_type(ringsafe.installed(), bool)
+    ringsafe.uninstall()
+    try:
+        load_file(path)
+    except ringsafe.SafetensorError as e:
+        assert_type(e.kind, str | None)
+
+
+def distributed_api(url: str) -> None:
+    state = rd.load_file(url, shard={"*.q_proj.weight": 0, "*.o_proj.weight": [(0, 128)]}, memory_limit=1 << 28)
+    assert_type(state, dict[str, torch.Tensor])
+    stats: dict[str, Any] = {}
+    rd.read_into(url, state, shard=lambda name, shape: 0 if len(shape) > 1 else None, stats=stats)
+    missing, unexpected = rd.load_model(torch.nn.Linear(2, 2), url, strict=False, connections=4)
+    assert_type(missing, set[str])
+
+
+def transformers_api() -> None:
+    model = ringsafe.transformers.from_pretrained("hf://acme/tiny-llama", dtype=torch.bfloat16, cache=True)
+    assert_type(model, PreTrainedModel)
+
+
+def rejected(path: str) -> None:
+    tensors = {"a": torch.zeros(3)}
+    load_file(123)  # type: ignore[arg-type]
+    load_file(path, thread=4)  # type: ignore[call-arg]
+    load_file(path, threads="4")  # type: ignore[arg-type]
+    load_file(path, backend="mmapp")  # type: ignore[arg-type]
+    save_file(tensors, path, metadata={"a": 1})  # type: ignore[dict-item]
+    save_file({"a": np.zeros(3)}, path)  # type: ignore[dict-item]
+    ringsafe.numpy.save_file(tensors, path)  # type: ignore[arg-type]
+    ringsafe.safe_open(path, "pt", select=1)  # type: ignore[arg-type]
+    ringsafe.Writer(path, sync="yes")  # type: ignore[arg-type]
+    ringsafe.Reader(path).tensors()[0].size  # type: ignore[attr-defined]
+    rd.load_file(path, shard="0")  # type: ignore[arg-type]
