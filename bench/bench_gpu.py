@@ -54,6 +54,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import page_cache
+from page_cache import drop_cache
+
 REPO = Path(__file__).resolve().parents[1]
 CEILING = "pinned H2D copy (ceiling)"
 REF_TO, REF_DEV, REF_MODEL = "ref load_file + .to(cuda)", "ref load_file(device=cuda)", "ref load_model(cuda)"
@@ -102,23 +105,10 @@ def read_header(path):
 
 # ------------------------------------------------------------ page cache state
 
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def warm(path):
     """Reads the file once, unless every page of it is cached already."""
-    if resident_fraction(path) == 1.0:
-        return
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(16 << 20)
-        while f.readinto(buf):
-            pass
+    if resident_fraction(path) != 1.0:
+        page_cache.warm(path)
 
 
 def resident_fraction(path):

@@ -105,6 +105,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from page_cache import drop_cache, warm
+
 REPO = Path(__file__).resolve().parents[1]
 OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs",
        "az", "hf", "hf_cached", "hf_pretrained", "select", "save_file", "save_series")
@@ -572,22 +574,6 @@ def hub_child(op, arm, path, torch, st, rt, each):
 
 
 # --------------------------------------------------------------- parent side
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def warm(path):
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(16 << 20)
-        while f.readinto(buf):
-            pass
-
 
 def rewrite(path, piece=64 << 20):
     """Leaves ``path`` in the page cache as freshly written: its bytes are read
