@@ -47,7 +47,6 @@ import os
 import platform
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from pathlib import Path
 
 import page_cache
 from page_cache import drop_cache
+from safetensors_header import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 CEILING = "pinned H2D copy (ceiling)"
@@ -93,14 +93,6 @@ def make_checkpoint(path, size_gib, torch, st):
     with open(str(path) + ".part", "rb") as f:
         os.fsync(f.fileno())
     os.replace(str(path) + ".part", path)
-
-
-def read_header(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
 
 
 # ------------------------------------------------------------ page cache state

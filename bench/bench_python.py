@@ -98,7 +98,6 @@ import os
 import platform
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -106,6 +105,7 @@ import time
 from pathlib import Path
 
 from page_cache import drop_cache, warm
+from safetensors_header import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs",
@@ -235,14 +235,6 @@ def make_checkpoint(work, size_gib):
                 torch_dtype="bfloat16").save_pretrained(hf)
     if not (hf / "model.safetensors").exists():
         os.link(path, hf / "model.safetensors")
-
-
-def read_header(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
 
 
 # ---------------------------------------------------------------- child side
