@@ -35,9 +35,7 @@
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-using ringsafe::test::header_value;
-using ringsafe::test::read_head;
-using ringsafe::test::serve_loopback;
+using namespace ringsafe::test;  // standin_http.hpp
 
 namespace {
 
