@@ -47,12 +47,15 @@ import os
 import platform
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import page_cache
+from page_cache import drop_cache
+from safetensors_header import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 CEILING = "pinned H2D copy (ceiling)"
@@ -92,33 +95,12 @@ def make_checkpoint(path, size_gib, torch, st):
     os.replace(str(path) + ".part", path)
 
 
-def read_header(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
-
-
 # ------------------------------------------------------------ page cache state
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
 
 def warm(path):
     """Reads the file once, unless every page of it is cached already."""
-    if resident_fraction(path) == 1.0:
-        return
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(16 << 20)
-        while f.readinto(buf):
-            pass
+    if resident_fraction(path) != 1.0:
+        page_cache.warm(path)
 
 
 def resident_fraction(path):

@@ -98,12 +98,14 @@ import os
 import platform
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from page_cache import drop_cache, warm
+from safetensors_header import read_header
 
 REPO = Path(__file__).resolve().parents[1]
 OPS = ("load_file", "load_model", "read_into", "loop", "sharded", "from_pretrained", "pss", "http", "s3", "gs",
@@ -233,14 +235,6 @@ def make_checkpoint(work, size_gib):
                 torch_dtype="bfloat16").save_pretrained(hf)
     if not (hf / "model.safetensors").exists():
         os.link(path, hf / "model.safetensors")
-
-
-def read_header(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
 
 
 # ---------------------------------------------------------------- child side
@@ -572,22 +566,6 @@ def hub_child(op, arm, path, torch, st, rt, each):
 
 
 # --------------------------------------------------------------- parent side
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def warm(path):
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(16 << 20)
-        while f.readinto(buf):
-            pass
-
 
 def rewrite(path, piece=64 << 20):
     """Leaves ``path`` in the page cache as freshly written: its bytes are read

@@ -6,7 +6,7 @@
 #                                           linked in: they need the C runtime alone
 #   python/ringsafe/                        the package, its extension built for CPython 3.12
 #   tests/python/                           test_device.py and conftest.py
-#   bench/bench_gpu.py, run.sh              the GPU benchmark; the runner (tests/device/gpu_check.sh)
+#   bench/bench_gpu.py, run.sh              the GPU benchmark (+ its two modules); the runner (tests/device/gpu_check.sh)
 #   wheels/                                 cp312 wheels: the reference safetensors, and the peers
 #                                           fastsafetensors and runai-model-streamer
 #   MANIFEST                                the commit and sources it was built from, what it needs
@@ -91,7 +91,7 @@ strip --strip-unneeded -o "$BUNDLE/python/ringsafe/$(basename "$ext")" "$OBJ/$ex
 find "$OBJ/engine/python/ringsafe" -maxdepth 1 -type f \( -name '*.py' -o -name py.typed \) \
     -exec cp {} "$BUNDLE/python/ringsafe/" \;
 cp tests/python/test_device.py tests/python/conftest.py "$BUNDLE/tests/python/"
-cp bench/bench_gpu.py "$BUNDLE/bench/"
+cp bench/bench_gpu.py bench/page_cache.py bench/safetensors_header.py "$BUNDLE/bench/"
 cp tests/device/gpu_check.sh "$BUNDLE/run.sh"
 
 # cp312 wheels: the reference at the version this tree tests against, the peers at their latest.

@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory/cachestat.hpp"
 #include "ringsafe/error.hpp"
 
 #if defined(__SSE2__)
@@ -126,17 +126,6 @@ bool populate_read(std::byte* p, std::uint64_t n, const std::string& path, std::
 
 constexpr std::uint64_t fault_around = 64u << 10;
 
-// cachestat(2) (Linux 6.5; the same number on every architecture with the
-// common syscall table, which older headers lack), as engine/uring's
-// page_cache_probe uses it for the reader.
-#if defined(__NR_cachestat)
-constexpr long cachestat_nr = __NR_cachestat;
-#elif defined(__x86_64__) || defined(__aarch64__) || defined(__riscv)
-constexpr long cachestat_nr = 451;
-#else
-constexpr long cachestat_nr = -1;
-#endif
-
 // Pages of [offset, +length) of the file at `path` that the page cache holds,
 // by cachestat(2) (its cost grows with the page cache's folios, not the
 // pages: a cached 2 GiB file in 0.2 ms where mincore of its mapping takes
@@ -144,7 +133,6 @@ constexpr long cachestat_nr = -1;
 // allows it only to whoever may write the file), or another file at the path now.
 long long cached_pages_of(const std::string& path, std::uint64_t device, std::uint64_t inode,
                           std::span<const mapped_range> ranges) {
-    if (cachestat_nr < 0) return -1;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st {};
@@ -154,17 +142,12 @@ long long cached_pages_of(const std::string& path, std::uint64_t device, std::ui
         out = 0;
         for (const auto& r : ranges) {
             if (r.length == 0) continue;
-            struct {
-                std::uint64_t off, len;
-            } range{r.offset, r.length};
-            struct {
-                std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-            } stat{};
-            if (::syscall(cachestat_nr, fd, &range, &stat, 0) != 0) {
+            const long long n = memory::cached_pages(fd, r.offset, r.length);
+            if (n < 0) {
                 out = -1;
                 break;
             }
-            out += static_cast<long long>(stat.nr_cache);
+            out += n;
         }
     }
     ::close(fd);

@@ -1,43 +1,18 @@
 // cached_fraction: cachestat(2), or RWF_NOWAIT probes where it is unavailable.
 #include "uring/page_cache_probe.hpp"
 
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 
+#include "memory/cachestat.hpp"
+
 namespace ringsafe::uring {
 namespace {
 
-// cachestat(2) arrived in Linux 6.5 with the same number on every
-// architecture that uses the common syscall table; older headers lack it.
-#if defined(__NR_cachestat)
-constexpr long cachestat_nr = __NR_cachestat;
-#elif defined(__x86_64__) || defined(__aarch64__) || defined(__riscv)
-constexpr long cachestat_nr = 451;
-#else
-constexpr long cachestat_nr = -1;
-#endif
-
-struct cachestat_range {
-    std::uint64_t off, len;
-};
-struct cachestat_result {
-    std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-
 constexpr std::size_t max_samples = 32;
-
-// Pages of [offset, +length) in the page cache, or -1 when cachestat cannot tell.
-long long cached_pages(int fd, std::uint64_t offset, std::uint64_t length) {
-    if (cachestat_nr < 0) return -1;
-    cachestat_range r{offset, length};
-    cachestat_result c{};
-    if (::syscall(cachestat_nr, fd, &r, &c, 0) != 0) return -1;  // ENOSYS, EPERM (not our file), ...
-    return static_cast<long long>(c.nr_cache);
-}
 
 bool page_cached(int fd, std::uint64_t offset) {
     char byte;
@@ -71,7 +46,7 @@ double cached_fraction(int fd, std::span<const read_op> ops) noexcept {
     double have = 0, want = 0;
     for_samples(ops, step, [&](const read_op& op) {
         if (!exact) return;
-        const long long n = cached_pages(fd, op.offset, op.length);
+        const long long n = memory::cached_pages(fd, op.offset, op.length);
         if (n < 0) {
             exact = false;
             return;

@@ -29,7 +29,8 @@ set -u
 # The hash of the files that make the bundle, as tools/device_bundle.sh records it.
 tree_hash() {
     (cd "$1" && find engine include tests/device tests/support tests/meson.build meson.build meson_options.txt \
-        tests/python/test_device.py tests/python/conftest.py bench/bench_gpu.py \
+        tests/python/test_device.py tests/python/conftest.py bench/bench_gpu.py bench/page_cache.py \
+        bench/safetensors_header.py \
         -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 2>/dev/null |
         LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }

@@ -13,6 +13,7 @@
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/writer.hpp"
+#include "store_servers.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -47,11 +48,10 @@ s3_options credentials() {
     return o;
 }
 
+// The stores' test options in 1 MiB requests, signed for the cluster.
 http_options options() {
-    http_options o;
+    http_options o = store_test_options();
     o.chunk_size = 1 << 20;
-    o.connections_per_origin = 4;
-    o.retry_base_delay = std::chrono::milliseconds(1);
     o.s3 = credentials();
     return o;
 }

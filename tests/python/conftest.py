@@ -8,7 +8,7 @@ tree, the conformance folder, and small helpers.
   expected.jsonl entries ([] when absent, so parametrized tests are skipped),
   and the ``conformance_dir`` fixture skips a test when the folder is missing.
 - ``evict(path)``: drops a file's pages from the page cache (fsync first: dirty
-  pages are not dropped).
+  pages are not dropped); ``warm(path)`` reads it whole, which leaves them there.
 - ``raw_bytes(t)``: the little-endian bytes of a torch tensor or NumPy array,
   whatever its dtype (float8 and float4 included).
 - ``write_checkpoint`` fixture: writes a dict of tensors (torch or NumPy) with
@@ -58,6 +58,13 @@ def evict(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def warm(path):
+    """Reads ``path`` once, whole, which leaves its pages in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
 
 
 def raw_bytes(t):

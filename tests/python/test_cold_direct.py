@@ -3,30 +3,16 @@ local checkpoint with O_DIRECT, a cached one through the page cache, and an
 explicit direct= as given; loads into fresh memory stay buffered; the bytes
 are the file's either way (ringsafe._source.direct_when_cold)."""
 
-import pathlib
-import sys
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-try:
-    import ringsafe
-except ImportError:  # run without PYTHONPATH: the build tree's package
-    sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
-    import ringsafe
+import ringsafe  # from the build tree without PYTHONPATH (conftest)
 from ringsafe import _source
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
 from torch import nn
 
-from conftest import evict
-
-
-def read_whole(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
+from conftest import evict, warm
 
 
 @pytest.fixture
@@ -98,7 +84,7 @@ def test_loads_into_fresh_memory_stay_buffered(ckpt, opened):
 
 def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_as_they_are(ckpt, opened):
     model, path, want = ckpt
-    read_whole(path)
+    warm(path)
     rpt.load_model(model, path)
     same(model.state_dict(), want)
     assert [o.get("direct") for o in opened] == [None]  # one open, no reopen

@@ -6,18 +6,11 @@ anything in between through the reader; the bytes are the file's either way
 
 import json
 import os
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-try:
-    import ringsafe
-except ImportError:  # run without PYTHONPATH: the build tree's package
-    sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
-    import ringsafe
+import ringsafe  # from the build tree without PYTHONPATH (conftest)
 import ringsafe.numpy as rnp
 import ringsafe.torch as rpt
 import safetensors.torch as spt
@@ -27,13 +20,7 @@ from ringsafe._ringsafe import MappedFile
 from ringsafe._torch_adapter import ADAPTER
 from torch import nn
 
-from conftest import evict
-
-
-def read_whole(path):
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
+from conftest import evict, warm
 
 
 def resident(path):
@@ -60,7 +47,7 @@ def ckpt(tmp_path, monkeypatch):
     want = {k: v.clone() for k, v in model.state_dict().items()}
     for p in model.parameters():
         p.data.zero_()
-    read_whole(path)
+    warm(path)
     return model, str(path), want
 
 
@@ -270,7 +257,7 @@ def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads, monkeypatch
     path = tmp_path / "n.safetensors"
     want = {"a": np.arange(5000, dtype=np.float32).reshape(50, 100), "b": np.arange(7, dtype=np.int16)}
     rnp.save_file(want, str(path))
-    read_whole(path)
+    warm(path)
     dst = {k: np.zeros_like(v) for k, v in want.items()}
     rnp.read_into(str(path), dst)
     for k in want:
@@ -288,7 +275,7 @@ def test_a_file_changed_after_the_reader_opened_it_is_not_copied_from(ckpt, tmp_
         spt.save_file({k: v + 1 for k, v in want.items()}, str(other))
         os.replace(path, str(tmp_path / "kept.safetensors"))
         os.replace(other, path)
-        read_whole(path)
+        warm(path)
         assert _source.mapped_when_hot(r, {}, infos) is None
     finally:
         r.close()

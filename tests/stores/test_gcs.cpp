@@ -53,17 +53,18 @@ gcs& the_gcs() {
 }
 
 // A service account whose token endpoint is a GCS stand-in (in front of `g`,
-// issued tokens required, `extra` arguments), its files under `dir`.
+// issued tokens required, `extra` arguments), its files and logs in `dir`.
 struct token_site {
+    temp_dir dir;
     std::uint16_t port = free_port();
     test_service_account sa;
     standin front;
-    token_site(const gcs& g, const fs::path& dir, std::vector<std::string> extra = {})
-        : sa(make_service_account(dir, "http://127.0.0.1:" + std::to_string(port) + "/token")),
+    explicit token_site(const gcs& g, std::vector<std::string> extra = {})
+        : sa(make_service_account(dir.path(), "http://127.0.0.1:" + std::to_string(port) + "/token")),
           front(gcs_standin(with(extra, {"--port", std::to_string(port), "--upstream", g.server.endpoint(),
                                          "--public-key", sa.public_key.string(), "--client-email", sa.email,
                                          "--require-token"}),
-                            dir)) {}
+                            dir.path())) {}
     static std::vector<std::string> with(std::vector<std::string> extra, std::vector<std::string> args) {
         args.insert(args.end(), extra.begin(), extra.end());
         return args;
@@ -124,8 +125,7 @@ TEST_CASE("gs:// with a key the token endpoint cannot verify: refused, naming th
 
 TEST_CASE("gs:// with GOOGLE_APPLICATION_CREDENTIALS: token fetched once, pinned generation, bytes exact") {
     auto& g = the_gcs();
-    temp_dir t;
-    token_site site(g, t.path());
+    token_site site(g);
     const test_service_account& sa = site.sa;
     standin& front = site.front;
     scoped_env e("GOOGLE_APPLICATION_CREDENTIALS", sa.json.string());
@@ -141,8 +141,7 @@ TEST_CASE("gs:// with GOOGLE_APPLICATION_CREDENTIALS: token fetched once, pinned
 
 TEST_CASE("gs:// refreshes a token before it expires (expires_in 0: a new token per request)") {
     auto& g = the_gcs();
-    temp_dir t;
-    token_site site(g, t.path(), {"--expires-in", "0"});
+    token_site site(g, {"--expires-in", "0"});
     const test_service_account& sa = site.sa;
     standin& front = site.front;
     http_options o = options(front.base_url());
@@ -265,8 +264,7 @@ TEST_CASE("gs:// object replaced between open and read: the pinned generation is
 
 TEST_CASE("gs:// through the Asio front end: the token is fetched on the caller's executor") {
     auto& g = the_gcs();
-    temp_dir t;
-    token_site site(g, t.path());
+    token_site site(g);
     const test_service_account& sa = site.sa;
     standin& front = site.front;
     reader_options ro;

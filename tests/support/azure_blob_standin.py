@@ -37,39 +37,30 @@ import base64
 import email.utils
 import hashlib
 import hmac
-import json
 import os
 import re
-import socket
 import sys
-import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from standin_server import Server, StoreState, add_store_options, send_paced, serve
 
 MAX_SKEW = 15 * 60
 
 
-class Store:
+class Store(StoreState):
     def __init__(self, a):
-        self.a = a
+        super().__init__(a)
         self.account = a.account
         self.key = base64.b64decode(a.key)
         self.data = os.path.abspath(a.data)
-        self.lock = threading.Lock()
-        self.gets = 0
-        self.log = open(a.log, "a", buffering=1) if a.log else None
 
     def path_of(self, container, blob):
         p = os.path.abspath(os.path.join(self.data, container, blob))
         if not p.startswith(self.data + os.sep):
             return None
         return p
-
-    def write_log(self, entry):
-        if self.log:
-            with self.lock:
-                self.log.write(json.dumps(entry) + "\n")
 
 
 def etag_of(path):
@@ -291,10 +282,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(416, "InvalidRange", "The range specified is invalid for the current size of the resource.",
                                   headers={"Content-Range": f"bytes */{size}"})
             partial = True
-        with store.lock:
-            store.gets += 1
-            n = store.gets
-        fault = a.fault if a.fault and a.fault_after < n <= a.fault_after + a.fault_count else ""
+        n, fault = store.next_get()
         if fault.startswith("redirect:"):
             raw_path, _, query = self.path.partition("?")
             return self.reply(307, headers={"Location": fault[len("redirect:"):] + raw_path + ("?" + query if query else "")})
@@ -339,53 +327,22 @@ class Handler(BaseHTTPRequestHandler):
                     offset += sent
                     count -= sent
                 return
-            start = time.monotonic()
-            done = 0
             f.seek(offset)
-            slice_ = max(rate // 100, 1)
-            while done < count:
-                chunk = f.read(min(slice_, count - done, 1 << 20))
-                if not chunk:
-                    return
-                sock.sendall(chunk)
-                done += len(chunk)
-                ahead = start + done / rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-    def server_bind(self):
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        super().server_bind()
+            send_paced(f.read, sock.sendall, count, rate)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--port", type=int, default=0)
+    add_store_options(ap, "badrange, size, short, etag, change or redirect:URL")
     ap.add_argument("--data", required=True, help="DATA/CONTAINER/BLOB are the blobs")
     ap.add_argument("--account", default="devstoreaccount1")
     ap.add_argument("--key", required=True, help="the account key, base64")
     ap.add_argument("--public", action="append", default=[], help="a container readable without credentials")
-    ap.add_argument("--rate", type=int, default=0, help="bytes/s per response (0: unlimited)")
-    ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
-    ap.add_argument("--fault", default="", help="badrange, size, short, etag, change or redirect:URL")
-    ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
-    ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
-    ap.add_argument("--log", help="append one JSON line per request here")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)
     srv = Server(("127.0.0.1", a.port), Handler)
     srv.store = Store(a)
-    print(f"PORT {srv.server_address[1]}", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve(srv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -32,9 +31,11 @@
 #include <boost/asio.hpp>
 
 #include "fault_pattern.hpp"
+#include "standin_http.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using namespace ringsafe::test;  // standin_http.hpp
 
 namespace {
 
@@ -58,18 +59,6 @@ std::map<std::string, std::string> parse_query(const std::string& target) {
         i = amp + 1;
     }
     return q;
-}
-
-std::string header_value(const std::string& head, const std::string& name) {
-    std::string lower = head;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    auto p = lower.find("\r\n" + name + ":");
-    if (p == std::string::npos) return "";
-    p += name.size() + 3;
-    auto e = head.find("\r\n", p);
-    std::string v = head.substr(p, e - p);
-    v.erase(0, v.find_first_not_of(' '));
-    return v;
 }
 
 void write_all(tcp::socket& s, const std::string& data) { asio::write(s, asio::buffer(data)); }
@@ -202,10 +191,7 @@ void session(tcp::socket s) {
     try {
         asio::streambuf buf;
         for (;;) {
-            std::size_t n = asio::read_until(s, buf, "\r\n\r\n");
-            std::string head(asio::buffers_begin(buf.data()), asio::buffers_begin(buf.data()) + n);
-            buf.consume(n);
-            if (!serve(s, head)) break;
+            if (!serve(s, read_head(s, buf))) break;
         }
     } catch (const std::exception&) {
     }
@@ -216,14 +202,5 @@ void session(tcp::socket s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    asio::io_context io;
-    unsigned short port = argc > 1 ? static_cast<unsigned short>(std::atoi(argv[1])) : 0;
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    std::printf("PORT %u\n", acceptor.local_endpoint().port());
-    std::fflush(stdout);
-    for (;;) {
-        tcp::socket s(io);
-        acceptor.accept(s);
-        std::thread(session, std::move(s)).detach();
-    }
+    serve_loopback(argc > 1 ? static_cast<unsigned short>(std::atoi(argv[1])) : 0, session);
 }

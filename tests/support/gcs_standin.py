@@ -43,14 +43,14 @@ import hmac
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from standin_server import Server, StoreState, add_store_options, send_paced, serve
 
 JWT_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
@@ -59,14 +59,11 @@ def b64url_decode(s):
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
 
-class State:
+class State(StoreState):
     def __init__(self, a):
-        self.a = a
-        self.lock = threading.Lock()
+        super().__init__(a)
         self.tokens = set()
         self.issued = 0
-        self.gets = 0
-        self.log = open(a.log, "a", buffering=1) if a.log else None
         up = urllib.parse.urlsplit(a.upstream) if a.upstream else None
         self.upstream = (up.hostname, up.port or 80) if up else None
 
@@ -76,11 +73,6 @@ class State:
             tok = "ya29.standin-%d-%s" % (self.issued, base64.urlsafe_b64encode(os.urandom(12)).decode())
             self.tokens.add(tok)
             return tok
-
-    def write_log(self, entry):
-        if self.log:
-            with self.lock:
-                self.log.write(json.dumps(entry) + "\n")
 
 
 def goog4_valid(command, raw_path, query, headers, authorization, access_id, secret):
@@ -208,10 +200,7 @@ class Handler(BaseHTTPRequestHandler):
         if a.hmac_id and auth.startswith("GOOG4-HMAC-SHA256 ") and not goog4_valid(
                 self.command, raw_path, query, self.headers, auth, a.hmac_id, a.hmac_secret):
             return self.json_reply(403, {"error": {"code": 403, "message": "SignatureDoesNotMatch"}})
-        with st.lock:
-            st.gets += 1
-            n = st.gets
-        fault = a.fault if a.fault and a.fault_after < n <= a.fault_after + a.fault_count else ""
+        _, fault = st.next_get()
         if fault.startswith("redirect:"):
             self.send_response(307)
             self.send_header("Location", fault[len("redirect:"):] + self.path)
@@ -261,41 +250,18 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.end_headers()
             send = length // 2 if fault == "short" and r.status == 206 else length
-            self.relay(r, send, a.rate)
+            send_paced(r.read, self.wfile.write, send, a.rate)
             if send < length:
                 self.close_connection = True
         conn.close()
         self.entry["status"] = r.status
         st.write_log(self.entry)
 
-    def relay(self, r, count, rate):
-        start = time.monotonic()
-        done = 0
-        piece = max(rate // 100, 1) if rate else 1 << 20
-        while done < count:
-            chunk = r.read(min(piece, count - done, 1 << 20))
-            if not chunk:
-                return
-            self.wfile.write(chunk)
-            done += len(chunk)
-            if rate:
-                ahead = start + done / rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-    def server_bind(self):
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        super().server_bind()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--port", type=int, default=0)
+    add_store_options(ap, "badrange, short, generation, nogeneration or redirect:URL")
     ap.add_argument("--upstream", help="fake-gcs-server's http://127.0.0.1:PORT")
     ap.add_argument("--public-key", help="PEM public key of the service account")
     ap.add_argument("--client-email", default="ringsafe-test@ringsafe-test.iam.gserviceaccount.com")
@@ -306,21 +272,10 @@ def main():
     ap.add_argument("--require-token", action="store_true")
     ap.add_argument("--hmac-id", default="", help="an HMAC key's access id: GOOG4 signatures are checked")
     ap.add_argument("--hmac-secret", default="", help="that key's secret")
-    ap.add_argument("--rate", type=int, default=0, help="bytes/s per response (0: unlimited)")
-    ap.add_argument("--delay-ms", type=int, default=0, help="delay before each response header")
-    ap.add_argument("--fault", default="", help="badrange, short, generation, nogeneration or redirect:URL")
-    ap.add_argument("--fault-after", type=int, default=1, help="GETs answered well before the fault (default 1)")
-    ap.add_argument("--fault-count", type=int, default=1 << 30, help="GETs the fault applies to (default: all)")
-    ap.add_argument("--log", help="append one JSON line per request here")
     a = ap.parse_args()
     srv = Server(("127.0.0.1", a.port), Handler)
     srv.state = State(a)
-    print(f"PORT {srv.server_address[1]}", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve(srv)
 
 
 if __name__ == "__main__":

@@ -54,10 +54,12 @@
 #include <boost/asio.hpp>
 
 #include "hub_standin_secret.hpp"
+#include "standin_http.hpp"
 
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using asio::ip::tcp;
+using namespace ringsafe::test;  // standin_http.hpp
 
 namespace {
 
@@ -167,18 +169,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
         if (at == std::string::npos) return out;
         from = at + 1;
     }
-}
-
-std::string header_value(const std::string& head, const std::string& name) {
-    std::string lower = head;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    auto p = lower.find("\r\n" + name + ":");
-    if (p == std::string::npos) return "";
-    p += name.size() + 3;
-    auto e = head.find("\r\n", p);
-    std::string v = head.substr(p, e - p);
-    v.erase(0, v.find_first_not_of(' '));
-    return v;
 }
 
 std::string json_escape(const std::string& s) {
@@ -471,9 +461,7 @@ void session(tcp::socket s) {
     try {
         asio::streambuf buf;
         for (;;) {
-            const std::size_t n = asio::read_until(s, buf, "\r\n\r\n");
-            const std::string head(asio::buffers_begin(buf.data()), asio::buffers_begin(buf.data()) + n);
-            buf.consume(n);
+            const std::string head = read_head(s, buf);
             const auto line_end = head.find("\r\n");
             const std::string line = head.substr(0, line_end);
             const auto sp1 = line.find(' '), sp2 = line.rfind(' ');
@@ -499,14 +487,5 @@ int main(int argc, char** argv) {
     g_root = fs::absolute(argv[1]);
     g_cdn = argv[2];
     while (!g_cdn.empty() && g_cdn.back() == '/') g_cdn.pop_back();
-    asio::io_context io;
-    const unsigned short port = argc > 3 ? static_cast<unsigned short>(std::atoi(argv[3])) : 0;
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-    std::printf("PORT %u\n", acceptor.local_endpoint().port());
-    std::fflush(stdout);
-    for (;;) {
-        tcp::socket s(io);
-        acceptor.accept(s);
-        std::thread(session, std::move(s)).detach();
-    }
+    serve_loopback(argc > 3 ? static_cast<unsigned short>(std::atoi(argv[3])) : 0, session);
 }
