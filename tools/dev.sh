@@ -23,7 +23,7 @@ PYPATH=$(realpath -m "$BUILD/engine/python")  # the package in the build tree
 VENV=.venv
 # What building and the demo need; the test suite needs TEST_DEPS too.
 DEPS=(pkg-config g++ liburing-dev libboost1.81-dev libboost-json1.81-dev libssl-dev openssl)
-TEST_DEPS=(catch2 nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosgw ceph-mon ceph-osd)
+TEST_DEPS=(catch2 gdb nginx-light fio curl clang-14 libclang-rt-14-dev lld-14 radosgw ceph-mon ceph-osd)
 # The benchmarks' user-level peers (bench_cp: URL -> local file).
 BENCH_DEPS=(aria2 rclone)
 # bench_python's peers from PyPI (only `bench` installs them, not the test venv's needs).

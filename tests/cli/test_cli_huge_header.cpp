@@ -84,20 +84,8 @@ std::string read_text(const std::filesystem::path& p) {
     return s.str();
 }
 
-// Shadow memory and quarantine: RSS says nothing under a sanitizer (GCC names
-// it with macros, clang with __has_feature).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RINGSAFE_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define RINGSAFE_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef RINGSAFE_TEST_SANITIZED
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
+// Shadow memory and quarantine: RSS says nothing under a sanitizer.
+constexpr bool sanitized = test::asan_build || test::tsan_build;
 
 }  // namespace
 

@@ -173,6 +173,21 @@ std::vector<int> user_thread_ids() {
 
 std::size_t user_threads() { return user_thread_ids().size(); }
 
+// What a hung process is doing, to stderr: each thread's name, kernel wait
+// channel, system call and kernel stack (/proc, root only for the stack), then
+// every thread's user stack where gdb is installed.
+void report_hung_process(int pid) {
+    const std::string p = std::to_string(pid);
+    const std::string cmd =
+        "for t in /proc/" + p + "/task/*; do echo \"== hung pid " + p +
+        " thread ${t##*/} ($(cat $t/comm 2>/dev/null)) wchan=$(cat $t/wchan 2>/dev/null)\"; "
+        "echo \"syscall: $(cat $t/syscall 2>/dev/null)\"; cat $t/stack 2>/dev/null; done 1>&2; "
+        "command -v gdb >/dev/null && timeout 60 gdb -p " + p +
+        " -batch -nx -q -ex 'thread apply all bt' 1>&2 2>/dev/null";
+    std::fflush(nullptr);
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "(the report on pid %d ended with an error)\n", pid);
+}
+
 int wait_child(int pid, int limit_s) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
     int status = 0;
@@ -181,6 +196,7 @@ int wait_child(int pid, int limit_s) {
         if (w == pid) return status;
         if (w < 0) return -1;
         if (std::chrono::steady_clock::now() > until) {
+            report_hung_process(pid);
             ::kill(pid, SIGKILL);
             ::waitpid(pid, &status, 0);
             return -1;

@@ -17,7 +17,35 @@
 #include "ringsafe/reader.hpp"
 #include "ringsafe/source.hpp"
 
+// Which sanitizer this test program is built with: GCC says so with macros,
+// clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define RINGSAFE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RINGSAFE_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RINGSAFE_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGSAFE_TEST_TSAN 1
+#endif
+#endif
+
 namespace ringsafe::test {
+
+#ifdef RINGSAFE_TEST_ASAN
+constexpr bool asan_build = true;
+#else
+constexpr bool asan_build = false;
+#endif
+#ifdef RINGSAFE_TEST_TSAN
+constexpr bool tsan_build = true;
+#else
+constexpr bool tsan_build = false;
+#endif
 
 // ../shared (from $RINGSAFE_SHARED, set by meson).
 std::filesystem::path shared_dir();
@@ -108,8 +136,12 @@ struct run_result {
 run_result run_command(const std::string& cmd);
 
 // Waits up to `limit_s` seconds for child `pid`; returns its wait status, or -1
-// (after killing it with SIGKILL and reaping it) on timeout or a waitpid error.
+// on timeout (after report_hung_process, then SIGKILL and reaping it) or a waitpid error.
 int wait_child(int pid, int limit_s);
+
+// Prints to stderr what process `pid` is doing: per thread its wait channel,
+// system call and kernel stack, and its user stacks where gdb is installed.
+void report_hung_process(int pid);
 
 // Writes a safetensors file holding one U8 tensor "w" of `data`'s bytes.
 void write_u8_file(const std::filesystem::path& p, std::span<const std::byte> data);

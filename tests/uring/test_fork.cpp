@@ -1,8 +1,9 @@
 // Fork safety: a reader opened and used before fork() keeps working in both
 // the parent and the child, concurrently or one after the other. The child
 // must not touch the parent's io_uring rings (shared SQ/CQ memory, private
-// liburing indices); a hang becomes a failure through alarm() in the child
-// and a bounded waitpid() in the parent.
+// liburing indices); a hang becomes a failure through a bounded waitpid() in
+// the parent, which first prints the hung child's stacks (alarm() in the child
+// is a backstop).
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/wait.h>
@@ -68,14 +69,14 @@ bool read_rounds(reader& r, const std::vector<std::byte>& expect, unsigned round
     return true;
 }
 
-// Forks; the child runs `child` (under a 60 s alarm) and exits 0 when it
+// Forks; the child runs `child` (under a 240 s alarm) and exits 0 when it
 // returns true. Returns the child's wait status, or -1 when it hung.
 template <class F>
 int run_child_then(F&& child, const std::function<void()>& meanwhile) {
     const pid_t pid = ::fork();
     if (pid < 0) FAIL("fork failed: " << std::strerror(errno));
     if (pid == 0) {
-        ::alarm(60);
+        ::alarm(240);  // a backstop: the parent reports a hang at 120 s
         ::_exit(child() ? 0 : 1);
     }
     meanwhile();
