@@ -10,9 +10,10 @@ with safetensors.torch.save_file.
       [--dir DIR] [--quick] [--save-gib 1] [--series 6]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
-page-cache state and peak RSS); arms are interleaved (A B C A B C ...); the
-table gives medians and each arm's ratio to the reference's mmap arm (for
-http and s3: to the download + load arm). Operations (--only):
+page-cache state and peak RSS); arms are interleaved, their order turning
+each repetition (A B C, B C A, C A B, ...); the table gives medians and each
+arm's ratio to the reference's mmap arm (for http and s3: to the download +
+load arm). Operations (--only):
 
   load_file        X.load_file(path) then one read of every byte. Arms: the reference
                    (mmap, its default, and backend="pread"), ringsafe (the same two, and
@@ -861,7 +862,7 @@ def main():
         size = path.stat().st_size
         print(machine_facts())
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} tensors; median of {a.reps}, "
-              f"every repetition a fresh process, arms interleaved; saves: {a.save_gib:g} GiB, series of "
+              f"every repetition a fresh process, arms interleaved in turning order; saves: {a.save_gib:g} GiB, series of "
               f"{a.series}\n", flush=True)
         print("command: " + " ".join([Path(sys.executable).name, "bench/bench_python.py"] + sys.argv[1:]) + "\n")
         servers = Servers(work, path, ops, a.store_rate, a.store_delay_ms)
@@ -906,8 +907,12 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                     read_back(f)
             runs = {arm: [] for arm in arms}
             failed = {}
-            for _ in range(reps):
-                for arm in arms:
+            for rep in range(reps):
+                # The order turns by one arm each repetition, so that every arm runs in every
+                # position: what ran just before weighs on a save (the VM's free page
+                # reporting decides which fresh pages are costly), and a fixed order gave one
+                # arm the cheap position every time.
+                for arm in arms[rep % len(arms):] + arms[:rep % len(arms)]:
                     if op in SAVES:
                         os.sync()  # earlier writes (and the discards of deleted outputs) out of the way
                     for f in files:
