@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from ._errors import error
 from . import _ringsafe
-from ._ringsafe import SafetensorError
+from ._ringsafe import SafetensorError, ShardInfo
 from ._dist_plan import _A2A, _LOCAL, _Batch, _file_bytes, _slices
 
 
@@ -173,7 +173,7 @@ class _Load:
     ``fetch_context`` (what the failed fetch was reading, for messages)."""
 
     me: int
-    shards: list[Any]
+    shards: list[ShardInfo]
     needs: list[dict[str, Any]]
     dests: dict[str, torch.Tensor]
     dest_bytes: dict[str, torch.Tensor]

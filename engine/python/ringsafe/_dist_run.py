@@ -167,8 +167,8 @@ class _Run:
     def _file_range(self, load, u):
         """(file, first byte, end byte) the unit's bytes span in its file."""
         shard, first, end = _file_bytes(u)
-        spec, _, data_start = load.shards[shard]
-        return spec, data_start + first, data_start + end
+        s = load.shards[shard]
+        return s.spec, s.data_start + first, s.data_start + end
 
     def prepare(self, load, k):
         """Buffers for this rank's units of batch k of ``load``; starts their fetch. Returns the batch state."""
@@ -295,12 +295,14 @@ class _Run:
 
 def _digest(shards, tensors):
     """What the ranks compare to know they opened the same checkpoint: a hash of its
-    headers (the reader's ``shards`` and ``tensors``, _Tensor records). An hf:// shard's
-    spec counts too: it names the commit the rank read (a branch that moved between the
-    ranks' opens is refused, never mixed). Other paths and URLs may differ between ranks
-    (a rank's own mirror or presigned URL)."""
+    headers (the reader's ``shards``, ShardInfo records, and ``tensors``, _Tensor records).
+    An hf:// shard's spec counts too: it names the commit the rank read (a branch that
+    moved between the ranks' opens is refused, never mixed). Other paths and URLs may
+    differ between ranks (a rank's own mirror or presigned URL). Each shard counts as a
+    plain tuple: the digest does not depend on how a record prints."""
     infos = [t.info for t in tensors]
-    kept = [s if s[0].lower().startswith("hf://") else s[1:] for s in shards]
+    kept = [(s.spec, s.size, s.data_start) if s.spec.lower().startswith("hf://") else (s.size, s.data_start)
+            for s in shards]
     return hashlib.sha256(repr((infos, kept)).encode()).hexdigest()
 
 
