@@ -12,7 +12,7 @@ namespace ringsafe::python {
 void bind_reader(pybind11::module_& m);
 void bind_writer(pybind11::module_& m);   // StreamWriter, save_declared, serialize
 void bind_mapping(pybind11::module_& m);  // MappedFile
-void bind_header(pybind11::module_& m);   // TensorInfo, parse_bytes, parse_prefix, parse_header, glob_match
+void bind_header(pybind11::module_& m);   // TensorInfo, ShardInfo, parse_bytes, parse_prefix, parse_header, glob_match
 void bind_device(pybind11::module_& m);   // cuda_runtime_available, DeviceStager
 
 }  // namespace ringsafe::python

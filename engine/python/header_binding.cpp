@@ -1,4 +1,4 @@
-// TensorInfo, the record every header listing hands out, and header parsing for bytes held in Python: a whole file in memory (load(),
+// TensorInfo, the record every header listing hands out, ShardInfo, the Reader's record of each shard, and header parsing for bytes held in Python: a whole file in memory (load(),
 // deserialize()) or a header read piecewise from a Python file object.
 #include <pybind11/stl.h>
 
@@ -80,10 +80,49 @@ void bind_tensor_info(py::module_& m) {
         }));
 }
 
+py::tuple shard_state(const shard_record& s) { return py::make_tuple(s.spec, s.size, s.data_start); }
+
+std::string shard_repr(const shard_record& s) {
+    return "ShardInfo(spec=" + std::string(py::repr(s.spec)) + ", size=" + std::to_string(s.size) +
+           ", data_start=" + std::to_string(s.data_start) + ")";
+}
+
+shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_start) {
+    if (data_start < 8 || data_start > size)
+        raise(errc::InvalidArgument, "ShardInfo " + std::string(py::repr(spec)) + ": data_start " +
+                                         std::to_string(data_start) + " is not between 8 and its size " +
+                                         std::to_string(size));
+    return shard_record{std::move(spec), size, data_start};
+}
+
+void bind_shard_info(py::module_& m) {
+    py::class_<shard_record>(m, "ShardInfo",
+                             "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
+                             "hf:// one names the commit read), size (its bytes) and data_start (where its "
+                             "data section begins: 8 + the header's length).")
+        .def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
+             "A record made by hand (tests, planners); the engine's come from Reader.shards().")
+        .def_readonly("spec", &shard_record::spec)
+        .def_readonly("size", &shard_record::size)
+        .def_readonly("data_start", &shard_record::data_start)
+        .def("__repr__", &shard_repr)
+        .def("__eq__",
+             [](const shard_record& a, const py::object& b) -> py::object {
+                 if (!py::isinstance<shard_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                 return py::bool_(shard_state(a).equal(shard_state(b.cast<const shard_record&>())));
+             })
+        .def("__hash__", [](const shard_record& s) { return py::hash(shard_state(s)); })
+        .def(py::pickle(&shard_state, [](const py::tuple& s) {
+            if (s.size() != 3) throw py::value_error("ShardInfo state is (spec, size, data_start)");
+            return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>());
+        }));
+}
+
 }  // namespace
 
 void bind_header(py::module_& m) {
     bind_tensor_info(m);
+    bind_shard_info(m);
     m.def("parse_bytes",
           [](const py::object& data) {
               py::object hold;  // the export, held while the bytes are parsed

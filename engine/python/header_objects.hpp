@@ -1,5 +1,5 @@
-// Header values as the Python objects both the Reader and the in-memory
-// parsers hand out (engine-internal, the Python front end only).
+// Header values as the Python objects the Reader and the in-memory parsers
+// hand out (engine-internal, the Python front end only).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -32,6 +32,16 @@ inline pybind11::object tensor_object(const tensor_info& t, std::uint32_t shard)
     for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = pybind11::int_(t.shape[i]);
     return pybind11::cast(tensor_record{t.name, std::string(dtype_name(t.dtype)), std::move(shape), t.begin, t.end, shard});
 }
+
+// One shard of a checkpoint as Python sees it: ringsafe._ringsafe.ShardInfo, a
+// read-only record (spec: its resolved path or URL as a str, os.fsdecode'd;
+// size: the file's bytes; data_start: 8 + N, where its data section begins).
+// Reader.shards() hands them out; registered by bind_header.
+struct shard_record {
+    pybind11::str spec;
+    std::uint64_t size = 0;
+    std::uint64_t data_start = 0;
+};
 
 // __metadata__ as a dict of str, or None.
 inline pybind11::object metadata_object(const std::optional<metadata_map>& md) {

@@ -285,10 +285,11 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
              "Every tensor in data order, as TensorInfo records.")
         .def("shards", [](const py_reader& self) {
                  py::list out;
-                 for (const auto& s : self.get().shards()) out.append(py::make_tuple(path_str(s.spec), s.size, s.data_start));
+                 for (const auto& s : self.get().shards())
+                     out.append(py::cast(shard_record{path_str(s.spec), s.size, s.data_start}));
                  return out;
              },
-             "(spec, size, data_start) of each shard.")
+             "Every shard in index order, as ShardInfo records (spec, size, data_start).")
         .def("shard_file", [](const py_reader& self, std::size_t i) -> py::object {
                  const auto shards = self.get().shards();
                  if (i >= shards.size()) throw py::index_error("shard index out of range");

@@ -568,6 +568,36 @@ def test_an_error_before_any_fetch_raises_everywhere(world4, files, tmp_path):
     assert all(r[0] == "err" and r[2] == "DistributedError" and "different checkpoints" in r[3] for r in res), res
 
 
+def test_ranks_may_open_copies_at_different_paths(world4, files, tmp_path):
+    # The ranks compare headers, not paths: each rank's own copy (a local mirror) is the same checkpoint.
+    copies = []
+    for r in range(4):
+        (tmp_path / f"rank{r}").mkdir()
+        copies.append(shutil.copy(files["model"], tmp_path / f"rank{r}" / "model.safetensors"))
+    assert ok(world4.run(task_open, [str(c) for c in copies])) == ["loaded"] * 4
+
+
+def test_the_ranks_digest_counts_an_hf_shards_spec_and_no_other_spec():
+    # What the ranks compare (_dist_run._digest): every shard's size and data_start and every
+    # tensor's record; the spec only for hf:// shards, where it names the commit read.
+    from ringsafe._dist_plan import _Tensor
+    from ringsafe._dist_run import _digest
+    from ringsafe._ringsafe import ShardInfo, TensorInfo
+
+    tensors = [_Tensor(TensorInfo(name="w", dtype="F32", shape=[2], begin=0, end=8), 0)]
+
+    def digest(spec, size=100, data_start=40, ts=tensors):
+        return _digest([ShardInfo(spec=spec, size=size, data_start=data_start)], ts)
+
+    assert digest("/a/m.safetensors") == digest("/mirror/m.safetensors") == digest("https://h/m.safetensors")
+    assert digest("/a/m.safetensors") != digest("/a/m.safetensors", size=101)
+    assert digest("/a/m.safetensors") != digest("/a/m.safetensors", data_start=48)
+    assert digest("hf://o/r@c1/m.safetensors") == digest("hf://o/r@c1/m.safetensors")
+    assert digest("hf://o/r@c1/m.safetensors") != digest("hf://o/r@c2/m.safetensors")
+    other = [_Tensor(TensorInfo(name="w", dtype="F16", shape=[4], begin=0, end=8), 0)]
+    assert digest("/a/m.safetensors") != digest("/a/m.safetensors", ts=other)
+
+
 def task_read_into_sentinel(ctx, base, path, bad_rank, skip, memory_limit):
     rank = dist.get_rank()
     url = f"{base}/m.safetensors?file={path}&id=ri{rank}-{skip}"

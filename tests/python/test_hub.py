@@ -254,7 +254,7 @@ def test_a_cache_huggingface_hub_wrote_is_read_with_no_request(hub, tmp_path):
     src = open_source("hf://org/theirs", "mmap", {})
     try:
         assert isinstance(src, MappedSource)  # read as a local file: the mmap backend
-        assert src.reader.shards()[0][0] == f"hf://org/theirs@{commit}/model.safetensors"
+        assert src.reader.shards()[0].spec == f"hf://org/theirs@{commit}/model.safetensors"
         assert src.reader.shard_file(0).endswith(f"models--org--theirs/snapshots/{commit}/model.safetensors")
     finally:
         src.close()

@@ -116,6 +116,10 @@ def engine_api(path: str) -> None:
     assert_type(info.name, str)
     assert_type(info.shape, tuple[int, ...])
     assert_type(info.nbytes, int)
+    shard = reader.shards()[info.shard]
+    assert_type(shard, ringsafe._ringsafe.ShardInfo)
+    assert_type(shard.spec, str)
+    assert_type(shard.data_start, int)
     dst = bytearray(info.nbytes)
     plan = reader.plan_tensors([info.name], [dst])
     assert_type(plan.total_bytes, int)
@@ -163,4 +167,5 @@ def rejected(path: str) -> None:
     ringsafe.safe_open(path, "pt", select=1)  # type: ignore[arg-type]
     ringsafe.Writer(path, sync="yes")  # type: ignore[arg-type]
     ringsafe.Reader(path).tensors()[0].size  # type: ignore[attr-defined]
+    ringsafe.Reader(path).shards()[0][2]  # type: ignore[index]
     rd.load_file(path, shard="0")  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ front end's ``load_file``, ``read_into`` and ``load_model``.
 
 import hashlib
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -16,109 +17,134 @@ import torch
 from ._errors import error
 from ._source import open_reader
 from ._ringsafe import http_connections, plan_requests_at
-from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, _slices, plan
-from ._dist_exchange import _BatchState, _Exchange, _describe, _rebuild
+from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, plan
+from ._dist_exchange import _BatchState, _Exchange, _Group, _Load, _Staging, _describe, _rebuild, _with_incomplete
+
+
+# ---------------------------------------------------------------- what the front end tells a load
+
+@dataclass
+class _Destinations:
+    """What the front end's ``local`` works out on this rank once the checkpoint is open:
+    ``needs`` {name: element box} and ``dests`` {name: tensor} (contiguous, on the group's
+    device, shaped as the box); ``caller_owned`` the names of those the caller gave (partly
+    written on an error); ``image`` {name: offset} when every destination is a view of
+    ``image_bytes``, one flat uint8 tensor holding the data as the files do
+    (_dist_plan._image_layout)."""
+
+    needs: dict[str, Any]
+    dests: dict[str, torch.Tensor]
+    caller_owned: set[str] = field(default_factory=set)
+    image: dict[str, int] | None = None
+    image_bytes: Any = None
 
 
 # ---------------------------------------------------------------- the run
 
-class _Run(_Exchange):
-    """One cooperative load on this rank: ``start`` (open, needs, plan), ``run`` (fetch
-    and exchange every batch), ``close``; the destinations are in ``dests``."""
+class _Run:
+    """One cooperative load of ``filename`` on this rank: ``start`` (open, needs, plan),
+    ``run`` (fetch and exchange every batch), ``close``. Its parts: ``group`` (this
+    rank's end of the process group), ``staging``, and from ``start`` on ``load``
+    (what the load knows)."""
 
-    def __init__(self, group, memory_limit, stats):
+    def __init__(self, filename, group, *, memory_limit, stats):
         stats = stats if stats is not None else {}
-        super().__init__(group, stats)
+        self.group = _Group(group, stats, failure=self._comm_error)
+        self.filename = filename
+        self.spec = str(filename)  # what the load opened, for messages
         self.memory_limit = memory_limit
-        self.batch_bytes: Any = None  # a batch's share per rank (_check_limit)
+        self.batch_bytes = 0       # a batch's share per rank (_check_limit)
+        self.stats = stats
         self.stats.update(fetched_bytes=0, fetch_requests=0, sent_bytes=0, received_bytes=0, staging_peak=0,
                           batches=0, broadcasts=0, all_to_alls=0, memory_limit=memory_limit,
-                          rank=self.me, world_size=self.world, fetch_wait_s=0.0, agree_s=0.0, exchange_s=0.0)
+                          rank=self.group.me, world_size=self.group.world, fetch_wait_s=0.0, agree_s=0.0,
+                          exchange_s=0.0)
+        self.staging = _Staging(stats, self.group.comm)
         self.reader: Any = None
-        # What start() finds out.
-        self.shards = []           # reader.shards(): (spec, size, data_start) each
-        self.tensors = []          # _Tensor of every checkpoint tensor, in data order
-        self.by_name = {}          # {name: _Tensor}
-        self.dests = {}            # {name: tensor}: this rank's destinations, from the front end
-        self.needs = []            # per rank, {name: element box}
-        self.dest_bytes = {}       # {name: uint8 view of this rank's destination, shaped as its byte box}
-        self.caller_owned = set()  # destinations the caller gave (partly written on an error)
-        self.first_batch, self.last_batch = {}, {}  # {name: first / last batch touching it}
-        self.started_batches = 0   # batches whose fetch began
+        self.load: _Load | None = None
 
     # -- phases ----------------------------------------------------------------
     def _check_limit(self):
         """Validates ``memory_limit`` and derives ``batch_bytes``, a batch's share per rank."""
-        limit = self.memory_limit
+        limit, world = self.memory_limit, self.group.world
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise ValueError(f"memory_limit must be a positive int (bytes), got {limit!r}")
         # Live staging, worst case per rank: two batches' fetches (one being exchanged, the
         # next in flight) + all_to_all send and receive buffers of (world - 1) pieces each.
-        parts = 2 * self.world + (2 if self.comm.type != "cpu" else 0)
+        parts = 2 * world + (2 if self.group.comm.type != "cpu" else 0)
         self.batch_bytes = limit // parts
         if self.batch_bytes < 4096:
-            raise ValueError(f"memory_limit={limit} is too small for {self.world} ranks (at least {parts * 4096} "
+            raise ValueError(f"memory_limit={limit} is too small for {world} ranks (at least {parts * 4096} "
                              f"bytes)")
 
-    def start(self, filename, options, local):
-        """Opens, works out this rank's needs (``local(reader, tensors) -> (needs, dests)``),
-        exchanges needs and errors (every rank raises any rank's), and plans."""
-        self.spec = str(filename)
+    def start(self, options, local):
+        """Opens, works out this rank's destinations (``local(group, reader, tensors, by_name)
+        -> _Destinations``), exchanges needs and errors (every rank raises any rank's), and
+        plans; returns the ``load``."""
         payload, exc = None, None
         try:
-            payload = self._open(filename, options, local)
+            shards, tensors, by_name, mine = self._open(options, local)
+            payload = (_digest(shards, tensors), mine.needs, mine.image is not None)
         except Exception as e:
             exc = e
-        gathered = self._gather("exchanging the ranks' needs", (payload, None if exc is None else _describe(exc)))
+        gathered = self.group.gather("exchanging the ranks' needs",
+                                     (payload, None if exc is None else _describe(exc)))
         self._agree_on_needs(gathered, exc)
-        self.needs = [g[0][1] for g in gathered]
-        if not all(g[0][2] for g in gathered):
-            self.image = None
-        self.stats["layout"] = "image" if self.image is not None else "packed"
-        self.batches = plan(self.tensors, self.needs, world=self.world, batch_bytes=self.batch_bytes,
-                            image=self.image is not None)
-        self.stats["batches"] = len(self.batches)
-        # The first and last batch touching each of this rank's destinations (to name incomplete ones).
-        for k, b in enumerate(self.batches):
-            for u in b.units:
-                if self.me in u.inters:
-                    self.first_batch.setdefault(u.t.info.name, k)
-                    self.last_batch[u.t.info.name] = k
-        for name, box in self.needs[self.me].items():
-            t = self.by_name[name]
-            if t.nbytes(box):
-                self.dest_bytes[name] = _bytes_of(self.dests[name]).view([e - s for s, e in t.byte_box(box)])
+        self.load = self._plan(gathered, shards=shards, tensors=tensors, by_name=by_name, mine=mine)
+        return self.load
 
-    def _open(self, filename, options, local):
-        """Opens the checkpoint and asks the front end for this rank's needs and
-        destinations; returns what the rank tells the others: (digest of the
-        headers, needs, whether its destinations are images of the data)."""
+    def _plan(self, gathered, *, shards, tensors, by_name, mine):
+        """This rank's _Load: the plan every rank computes from the needs ``gathered`` from
+        them, with this rank's destinations (``mine``, its _Destinations) laid out for it."""
+        needs = [g[0][1] for g in gathered]
+        image = mine.image if all(g[0][2] for g in gathered) else None
+        self.stats["layout"] = "image" if image is not None else "packed"
+        batches = plan(tensors, needs, world=self.group.world, batch_bytes=self.batch_bytes, image=image is not None)
+        self.stats["batches"] = len(batches)
+        # The first and last batch touching each of this rank's destinations (to name incomplete ones).
+        me = self.group.me
+        first_batch: dict[str, int] = {}
+        last_batch: dict[str, int] = {}
+        for k, b in enumerate(batches):
+            for u in b.units:
+                if me in u.inters:
+                    first_batch.setdefault(u.t.info.name, k)
+                    last_batch[u.t.info.name] = k
+        dest_bytes = {}
+        for name, box in needs[me].items():
+            t = by_name[name]
+            if t.nbytes(box):
+                dest_bytes[name] = _bytes_of(mine.dests[name]).view([e - s for s, e in t.byte_box(box)])
+        return _Load(me=me, shards=shards, needs=needs, dests=mine.dests, dest_bytes=dest_bytes,
+                     caller_owned=mine.caller_owned, batches=batches, image=image,
+                     image_bytes=mine.image_bytes if image is not None else None, first_batch=first_batch,
+                     last_batch=last_batch)
+
+    def _open(self, options, local):
+        """Opens the checkpoint and asks the front end for this rank's destinations:
+        (the reader's shards, its tensors as _Tensor records in data order, {name: _Tensor},
+        the front end's _Destinations)."""
         self._check_limit()
         if options.get("http_chunk") is None:
             # Each batch's Range requests spread over the connections (two rounds of them).
             per = self.batch_bytes // (2 * http_connections(options.get("connections")))
             options = dict(options, http_chunk=max(256 << 10, min(8 << 20, per >> 16 << 16)))
-        self.reader = open_reader(filename, options)
+        self.reader = open_reader(self.filename, options)
         infos = self.reader.tensors()
-        self.shards = self.reader.shards()
-        self.tensors = [_Tensor(info, i) for i, info in enumerate(infos)]
-        self.by_name = {t.info.name: t for t in self.tensors}
-        needs, self.dests = local(self.reader, self.by_name)
-        # An hf:// shard's spec counts too: it names the commit the rank read (a branch that
-        # moved between the ranks' opens is refused, never mixed). Other paths and URLs may
-        # differ between ranks (a rank's own mirror or presigned URL).
-        shards = [s if s[0].lower().startswith("hf://") else s[1:] for s in self.shards]
-        digest = hashlib.sha256(repr((infos, shards)).encode()).hexdigest()
-        return digest, needs, self.image is not None
+        shards = self.reader.shards()
+        tensors = [_Tensor(info, i) for i, info in enumerate(infos)]
+        by_name = {t.info.name: t for t in tensors}
+        return shards, tensors, by_name, local(self.group, self.reader, tensors, by_name)
 
     def _agree_on_needs(self, gathered, exc):
         """Raises on every rank when any rank failed to open (that rank's error) or
         the ranks opened different checkpoints."""
-        failed = [r for r in range(self.world) if gathered[r][1] is not None]
+        world = self.group.world
+        failed = [r for r in range(world) if gathered[r][1] is not None]
         if failed:
             src = failed[0]
             others = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
-            e = _rebuild(gathered[src][1], f"rank {src} of {self.world}{others}: {gathered[src][1][3]}")
+            e = _rebuild(gathered[src][1], f"rank {src} of {world}{others}: {gathered[src][1][3]}")
             e.rank = src
             self.close()
             if exc is not None:
@@ -126,41 +152,36 @@ class _Run(_Exchange):
             raise e
         digests = [g[0][0] for g in gathered]
         if len(set(digests)) > 1:
-            odd = [r for r in range(self.world) if digests[r] != digests[0]]
+            odd = [r for r in range(world) if digests[r] != digests[0]]
             self.close()
             raise error("DistributedError", f"the ranks opened different checkpoints: the header (or the hf:// "
                                             f"commit) that ranks {', '.join(map(str, odd))} "
-                                            f"of {self.world} read differs from rank 0's")
+                                            f"of {world} read differs from rank 0's")
 
-    def incomplete(self):
-        """Caller-owned destinations possibly written but not complete: touched by a started
-        batch and not finished by an exchanged one."""
-        return {n for n in self.caller_owned if n in self.last_batch
-                and self.first_batch[n] < self.started_batches and self.last_batch[n] >= self.done_batches}
+    def _comm_error(self, what, exc):
+        """The DistributedError for a collective that failed (``what``: which one)."""
+        text = (f"rank {self.group.me} of {self.group.world}: {what} failed while loading {self.spec!r} (another "
+                f"rank died, hung past the process group's timeout, or lost its connection): {exc}")
+        return _with_incomplete(error("DistributedError", text), self.load)
 
-    def dest_view(self, u, box):
-        """This rank's destination bytes of ``box`` of the unit's tensor."""
-        t = u.t
-        need = self.needs[self.me][t.info.name]
-        return self.dest_bytes[t.info.name][_slices(t.byte_box(box), t.byte_box(need))]
-
-    def _file_range(self, u):
+    def _file_range(self, load, u):
         """(file, first byte, end byte) the unit's bytes span in its file."""
         shard, first, end = _file_bytes(u)
-        spec, _, data_start = self.shards[shard]
-        return spec, data_start + first, data_start + end
+        s = load.shards[shard]
+        return s.spec, s.data_start + first, s.data_start + end
 
-    def prepare(self, k):
-        """Buffers for this rank's units of batch k; starts their fetch. Returns the batch state."""
-        batch = self.batches[k]
-        mine = [u for u in batch.units if u.owner == self.me and u.mode != _SKIP]
+    def prepare(self, load, k):
+        """Buffers for this rank's units of batch k of ``load``; starts their fetch. Returns the batch state."""
+        me, stage = self.group.me, self.staging.stage
+        batch = load.batches[k]
+        mine = [u for u in batch.units if u.owner == me and u.mode != _SKIP]
         state = _BatchState(k)
-        self.started_batches = max(self.started_batches, k + 1)
+        load.started_batches = max(load.started_batches, k + 1)
         if not mine:
             return state
-        packed_size = batch.packed_size[self.me]
+        packed_size = batch.packed_size[me]
         if packed_size:
-            state.packed = self.stage(packed_size)
+            state.packed = stage(packed_size)
             state.staged += packed_size
         off = 0
         reqs, keep = [], []
@@ -171,35 +192,35 @@ class _Run(_Exchange):
                 off += u.nbytes
             else:
                 buf = None
-                if u.inters.get(self.me) == u.box:
-                    v = self.dest_view(u, u.box)
+                if u.inters.get(me) == u.box:
+                    v = load.dest_view(u, u.box)
                     if v.is_contiguous():
                         buf = v
                 if buf is None:
-                    buf = self.stage(u.nbytes).view(shape)
+                    buf = stage(u.nbytes).view(shape)
                     state.staged += u.nbytes
             state.bufs[u.key] = buf
             target = buf
-            if self.comm.type != "cpu":
-                target = self.stage(u.nbytes, torch.device("cpu"))
+            if self.group.comm.type != "cpu":
+                target = stage(u.nbytes, torch.device("cpu"))
                 state.staged += u.nbytes
                 state.cpu[u.key] = target
             reqs.append((u.t.info.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
             keep.append(target)
         ranges: dict[str, tuple[int, int]] = {}
         for u in mine:
-            spec, a, b = self._file_range(u)
+            spec, a, b = self._file_range(load, u)
             lo, hi = ranges.get(spec, (a, b))
             ranges[spec] = (min(lo, a), max(hi, b))
         state.context = "; ".join(f"fetching bytes {a}-{b - 1} of {spec}" for spec, (a, b) in ranges.items())
-        state.context += f" (batch {k + 1} of {len(self.batches)})"
+        state.context += f" (batch {k + 1} of {len(load.batches)})"
         self.stats["fetched_bytes"] += sum(u.nbytes for u in mine)
         self.stats["fetch_requests"] += len(reqs)
         plan_ = plan_requests_at(self.reader, reqs, keep)
         state.job = self.reader.start(plan_)
         return state
 
-    def finish_fetch(self, state):
+    def finish_fetch(self, load, state):
         """Waits for a batch's fetch; returns the local error (or None)."""
         job = state.job
         if job is None:
@@ -209,7 +230,7 @@ class _Run(_Exchange):
             for key, cpu in state.cpu.items():
                 state.bufs[key].view(-1).copy_(cpu)
         except BaseException as e:  # KeyboardInterrupt too: the others must not hang
-            self.fetch_context = state.context
+            load.fetch_context = state.context
             return e
         finally:
             state.job = None
@@ -225,27 +246,29 @@ class _Run(_Exchange):
                 pass
             state.job = None
 
-    def run(self):
-        """Fetches and exchanges every batch, the next batch's fetch running during
-        this one's exchange."""
+    def run(self, load):
+        """Fetches and exchanges every batch of ``load`` (``start``'s), the next batch's
+        fetch running during this one's exchange."""
+        exchange = _Exchange(self.group, self.staging, load)
+        n = len(load.batches)
         pending = None
         try:
-            nxt: Any = self._guarded_prepare(0) if self.batches else None
+            nxt: Any = self._guarded_prepare(load, 0) if n else None
             clock = time.perf_counter
-            for k in range(len(self.batches)):
+            for k in range(n):
                 cur, exc = nxt
                 t0 = clock()
                 if exc is None:
-                    exc = self.finish_fetch(cur)
+                    exc = self.finish_fetch(load, cur)
                 t1 = clock()
                 nxt = None
-                if exc is None and k + 1 < len(self.batches):
-                    nxt = self._guarded_prepare(k + 1)
+                if exc is None and k + 1 < n:
+                    nxt = self._guarded_prepare(load, k + 1)
                     pending = nxt[0]
                 t2 = clock()
-                self.agree(exc, f"the fetch of batch {k + 1} of {len(self.batches)}")
+                exchange.agree(exc, f"the fetch of batch {k + 1} of {n}")
                 t3 = clock()
-                self.exchange(cur)
+                exchange.exchange(cur)
                 t4 = clock()
                 self.stats["fetch_wait_s"] += t1 - t0
                 self.stats["agree_s"] += t3 - t2
@@ -254,13 +277,13 @@ class _Run(_Exchange):
             self.cancel(pending)
             raise
 
-    def _guarded_prepare(self, k):
-        """(state, None) from ``prepare(k)``, or an empty state and the error it raised."""
+    def _guarded_prepare(self, load, k):
+        """(state, None) from ``prepare(load, k)``, or an empty state and the error it raised."""
         try:
-            return self.prepare(k), None
+            return self.prepare(load, k), None
         except Exception as e:
-            self.started_batches = max(self.started_batches, k + 1)
-            self.fetch_context = f"planning batch {k + 1} of {len(self.batches)}"
+            load.started_batches = max(load.started_batches, k + 1)
+            load.fetch_context = f"planning batch {k + 1} of {len(load.batches)}"
             return _BatchState(k), e
 
     def close(self):
@@ -268,6 +291,19 @@ class _Run(_Exchange):
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+
+
+def _digest(shards, tensors):
+    """What the ranks compare to know they opened the same checkpoint: a hash of its
+    headers (the reader's ``shards``, ShardInfo records, and ``tensors``, _Tensor records).
+    An hf:// shard's spec counts too: it names the commit the rank read (a branch that
+    moved between the ranks' opens is refused, never mixed). Other paths and URLs may
+    differ between ranks (a rank's own mirror or presigned URL). Each shard counts as a
+    plain tuple: the digest does not depend on how a record prints."""
+    infos = [t.info for t in tensors]
+    kept = [(s.spec, s.size, s.data_start) if s.spec.lower().startswith("hf://") else (s.size, s.data_start)
+            for s in shards]
+    return hashlib.sha256(repr((infos, kept)).encode()).hexdigest()
 
 
 def _bytes_of(t):
@@ -280,13 +316,14 @@ def _bytes_of(t):
 
 
 def _execute(filename, group, *, memory_limit, stats, options, local, finish):
-    """Runs one load: ``local(run, reader, tensors) -> (needs, dests)`` on this rank after
-    the open, ``finish(run)`` after the last exchange (its result is returned)."""
-    run = _Run(group, memory_limit, stats)
+    """Runs one load: ``local(group, reader, tensors, by_name) -> _Destinations`` on this
+    rank after the open (``group`` a _Group: ``me``, ``world``, ``comm``; ``tensors`` the
+    checkpoint's _Tensor records in data order, ``by_name`` {name: _Tensor}), ``finish()``
+    after the last exchange (its result is returned)."""
+    run = _Run(filename, group, memory_limit=memory_limit, stats=stats)
     try:
-        run.start(filename, options, lambda reader, by_name: local(run, reader, by_name))
-        run.run()
-        return finish(run)
+        load = run.start(options, local)
+        run.run(load)
+        return finish()
     finally:
         run.close()
-

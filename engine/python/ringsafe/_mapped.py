@@ -26,22 +26,22 @@ def checked_mapping(reader, shard, m=None):
     else mapped now), checked against what the reader parsed: ObjectChanged
     when another file is at its path now, or it was rewritten in place (size
     or modification time), or its header differs."""
-    spec, size, data_start = reader.shards()[shard]
+    info = reader.shards()[shard]  # what the reader parsed
     if m is None:
-        m = MappedFile(reader.shard_file(shard))  # spec's local file (an hf:// spec's: the Hub cache's)
+        m = MappedFile(reader.shard_file(shard))  # its local file (an hf:// spec's: the Hub cache's)
     dev, ino, _, mtime = reader.shard_stat(shard)
     if m.identity != (dev, ino):
-        raise error("ObjectChanged", f"{spec} was replaced between reading its header and mapping it "
+        raise error("ObjectChanged", f"{info.spec} was replaced between reading its header and mapping it "
                                      f"(another file is at that path now)")
-    if m.stat != (dev, ino, size, mtime):
-        raise error("ObjectChanged", f"{spec} was rewritten in place between reading its header and mapping "
-                                     f"it ({size} bytes then, {m.size} now; modified at {mtime} ns then, "
+    if m.stat != (dev, ino, info.size, mtime):
+        raise error("ObjectChanged", f"{info.spec} was rewritten in place between reading its header and mapping "
+                                     f"it ({info.size} bytes then, {m.size} now; modified at {mtime} ns then, "
                                      f"{m.stat[3]} now)")
     # The header as mapped: resident first (a file cut short since raises
     # Truncated, not SIGBUS), then compared with the one the reader parsed.
-    m.populate([(0, data_start)], 1)
+    m.populate([(0, info.data_start)], 1)
     if not reader.header_matches(shard, m):
-        raise error("ObjectChanged", f"{spec}'s header changed between reading it and mapping the file")
+        raise error("ObjectChanged", f"{info.spec}'s header changed between reading it and mapping the file")
     return m
 
 
@@ -49,7 +49,7 @@ class MappedSource(EngineSource):
     def __init__(self, reader, threads=None):
         super().__init__(reader)
         self._threads = threads or 0
-        self._shards = reader.shards()  # (spec, size, data_start)
+        self._shards = reader.shards()  # ShardInfo records
         self._stop = threading.Event()
         self._ahead = None  # names to read ahead once the caller walks them (read_ahead)
         # Every shard is mapped now, right after its header was read, and checked
@@ -69,7 +69,7 @@ class MappedSource(EngineSource):
         for n in names:
             info = self.by_name[n]
             if info.end > info.begin:
-                base = self._shards[info.shard][2]
+                base = self._shards[info.shard].data_start
                 out.setdefault(info.shard, []).append((base + info.begin, info.nbytes))
         return out
 
@@ -89,7 +89,7 @@ class MappedSource(EngineSource):
     def _view(self, adapter, info):
         if info.end == info.begin:
             return adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)])[info.name]
-        base = self._shards[info.shard][2]
+        base = self._shards[info.shard].data_start
         item = (info.name, base + info.begin, info.dtype, info.shape, info.nbytes)
         return adapter.views(self.mapping(info.shard), [item])[info.name]
 
@@ -127,7 +127,7 @@ class MappedSource(EngineSource):
         begin = first * bits // 8
         end = -(-(last + 1) * bits // 8)
         if end - begin >= POPULATE_MIN:
-            base = self._shards[info.shard][2] + info.begin
+            base = self._shards[info.shard].data_start + info.begin
             self.mapping(info.shard).populate([(base + begin, end - begin)], self._threads)
         whole = self._view(adapter, info)
         return whole[tuple(slice(a, b) for a, b in box)]
@@ -182,11 +182,11 @@ def copy_into(maps, shards, items, *, threads=None, progress=None):
     """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
     _source.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a TensorInfo, buffer
-    a writable C-contiguous buffer of the tensor's bytes; shards reader.shards()."""
+    a writable C-contiguous buffer of the tensor's bytes; shards reader.shards() (ShardInfo records)."""
     per_shard: dict[int, list[tuple[int, int, Buffer]]] = {}
     for info, buf in items:
         if info.end > info.begin:
-            per_shard.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes, buf))
+            per_shard.setdefault(info.shard, []).append((shards[info.shard].data_start + info.begin, info.nbytes, buf))
     total = sum(c[1] for cs in per_shard.values() for c in cs)
     before = 0
     for shard, copies in sorted(per_shard.items()):
@@ -205,7 +205,7 @@ def mapped_views(adapter, maps, shards, infos, *, threads=None):
     ranges: dict[int, list[tuple[int, int]]] = {}
     for info in infos:
         if info.end > info.begin:
-            ranges.setdefault(info.shard, []).append((shards[info.shard][2] + info.begin, info.nbytes))
+            ranges.setdefault(info.shard, []).append((shards[info.shard].data_start + info.begin, info.nbytes))
     for shard, rs in ranges.items():
         maps[shard].populate(rs, threads or 0)
     out = {}
@@ -213,6 +213,6 @@ def mapped_views(adapter, maps, shards, infos, *, threads=None):
         if info.end == info.begin:
             out.update(adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)]))
         else:
-            item = (info.name, shards[info.shard][2] + info.begin, info.dtype, info.shape, info.nbytes)
+            item = (info.name, shards[info.shard].data_start + info.begin, info.dtype, info.shape, info.nbytes)
             out.update(adapter.views(maps[info.shard], [item]))
     return out

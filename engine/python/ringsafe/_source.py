@@ -102,9 +102,9 @@ def _compare_checkpoints(a, b):
         if sa[:2] != sb[:2]:
             return "replaced"
         if sa != sb and changed is None:
-            changed = shards[i][0]
+            changed = shards[i].spec
     if changed is None and (a.metadata() != b.metadata() or a.tensors() != b.tensors()):
-        changed = shards[0][0] if len(shards) == 1 else a.spec  # a header differs, within one timestamp tick
+        changed = shards[0].spec if len(shards) == 1 else a.spec  # a header differs, within one timestamp tick
     return changed or "same"
 
 
@@ -192,7 +192,7 @@ def file_ranges(reader, infos):
     ranges: dict[int, list[tuple[int, int]]] = {}
     for t in sorted(infos, key=lambda t: (t.shard, t.begin)):
         rs = ranges.setdefault(t.shard, [])
-        off = shards[t.shard][2] + t.begin
+        off = shards[t.shard].data_start + t.begin
         if rs and rs[-1][0] + rs[-1][1] == off:
             rs[-1] = (rs[-1][0], rs[-1][1] + t.nbytes)
         elif t.nbytes:

@@ -56,7 +56,7 @@ from ._memory import aligned, new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
 from ._dist_plan import _image_layout, _needs, _torch_shape
-from ._dist_run import _execute
+from ._dist_run import _Destinations, _execute
 from ._dist_plan import _BALANCE_SLACK, _Tensor, _flat_interval, plan  # noqa: F401  (the planner's tests use these)
 
 if TYPE_CHECKING:
@@ -92,13 +92,14 @@ def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: s
     (fetched_bytes, sent/received_bytes, staging_peak, batches, ...).
     ``options``: the Reader's (connections, http_chunk, threads, ...)."""
     dev = []
+    out: dict[str, torch.Tensor] = {}
 
-    def local(run, reader, by_name):
+    def local(group, reader, tensors, by_name):
         dev.append(ADAPTER.check_device(device))
-        names = resolve(reader, [t.info.name for t in run.tensors], select)
-        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
+        names = resolve(reader, [t.info.name for t in tensors], select)
+        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
         items, size = [], 0
-        image = _image_layout(run.tensors, needs)
+        image = _image_layout(tensors, needs)
         for n in names:
             t = by_name[n]
             nbytes = t.nbytes(needs[n])
@@ -110,23 +111,24 @@ def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: s
                 off = size
                 size += nbytes
             items.append((n, off, t.info.dtype, [e - s for s, e in needs[n]] if t.info.shape else [], nbytes))
-        if run.comm.type == "cpu":
+        if group.comm.type == "cpu":
             arena = new_arena(size) if size else b""  # the arena cache's pages, as the local loads use
             views = ADAPTER.views(arena, items)
             raw = torch.frombuffer(arena, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
         else:
-            raw = torch.empty(size, dtype=torch.uint8, device=run.comm)
+            raw = torch.empty(size, dtype=torch.uint8, device=group.comm)
             views = {}
             for n, off, dtype, shape, nbytes in items:
                 tt, s = ADAPTER._type(dtype, shape, n)
                 views[n] = raw[off:off + nbytes].view(tt).view(s) if nbytes else torch.empty(s, dtype=tt,
-                                                                                              device=run.comm)
+                                                                                              device=group.comm)
+        out.update(views)
         if image is not None:
-            run.image, run.image_bytes = image[0], raw
-        return needs, views
+            return _Destinations(needs, views, image=image[0], image_bytes=raw)
+        return _Destinations(needs, views)
 
-    def finish(run):
-        return {n: (v if v.device == dev[0] else v.to(dev[0])) for n, v in sorted(run.dests.items())}
+    def finish():
+        return {n: (v if v.device == dev[0] else v.to(dev[0])) for n, v in sorted(out.items())}
 
     return _execute(filename, group, memory_limit=memory_limit, stats=stats, options=options, local=local,
                     finish=finish)
@@ -143,13 +145,13 @@ def read_into(filename: StrPath, tensors: dict[str, torch.Tensor], group: Proces
     others are untouched or complete."""
     copies = {}
 
-    def local(run, reader, by_name):
+    def local(group, reader, _tensors, by_name):
         if not isinstance(tensors, dict):
             raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
         names = list(tensors)
         reader.select(names)
-        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
-        dests = {}
+        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
+        dests, caller_owned = {}, set()
         for n in names:
             t, dst = by_name[n], tensors[n]
             if not isinstance(dst, torch.Tensor):
@@ -158,14 +160,14 @@ def read_into(filename: StrPath, tensors: dict[str, torch.Tensor], group: Proces
             if dst.dtype != tt or list(dst.shape) != shape:
                 raise error("InvalidArgument", f"tensor '{n}': this rank's part is {t.info.dtype} {shape}, the "
                                                f"destination is {dst.dtype} {list(dst.shape)}")
-            if dst.device == run.comm and dst.is_contiguous():
+            if dst.device == group.comm and dst.is_contiguous():
                 dests[n] = dst
-                run.caller_owned.add(n)
+                caller_owned.add(n)
             else:
-                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=run.comm)
-        return needs, dests
+                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=group.comm)
+        return _Destinations(needs, dests, caller_owned=caller_owned)
 
-    def finish(run):
+    def finish():
         with torch.no_grad():
             for n, c in copies.items():
                 tensors[n].copy_(c)
@@ -189,27 +191,27 @@ def load_model(model: torch.nn.Module, filename: StrPath, group: ProcessGroup | 
     copies = {}
     result: dict[str, Any] = {}
 
-    def local(run, reader, by_name):
+    def local(group, reader, tensors, by_name):
         state = model.state_dict()
         missing, unexpected, dropped = match_keys(model, state, by_name, strict)
         result["value"] = (missing, unexpected)
-        names = [t.info.name for t in run.tensors if t.info.name in state and t.info.name not in dropped]
-        needs = _needs(reader, by_name, names, shard=shard, rank=run.me, world=run.world)
-        dests = {}
+        names = [t.info.name for t in tensors if t.info.name in state and t.info.name not in dropped]
+        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
+        dests, caller_owned = {}, set()
         for n in names:
             t, p = by_name[n], state[n]
             tt, shape = _torch_shape(t, needs[n])
             if list(p.shape) != shape:
                 raise size_mismatch(model, n, shape, p.shape, part=" (this rank's part)")
-            if p.device == run.comm and p.is_contiguous() and p.dtype == tt:
+            if p.device == group.comm and p.is_contiguous() and p.dtype == tt:
                 dests[n] = p.detach()
-                run.caller_owned.add(n)
+                caller_owned.add(n)
             else:
-                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=run.comm)
+                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=group.comm)
         result["state"] = state
-        return needs, dests
+        return _Destinations(needs, dests, caller_owned=caller_owned)
 
-    def finish(run):
+    def finish():
         state = result["state"]
         with torch.no_grad():
             for n, c in copies.items():

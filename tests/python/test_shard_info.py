@@ -1,0 +1,110 @@
+"""The shard records the binding hands out (ringsafe._ringsafe.ShardInfo, from
+Reader.shards()): named read-only fields that match the file's layout (spec, the
+file's size, data_start = 8 + the header's length, in the index's order), never
+a tuple read by position, a repr that names every field, equality by value, a
+pickle round trip, and a spec that keeps a path's bytes as os.fsdecode does."""
+
+import json
+import os
+import pickle
+import struct
+
+import pytest
+import safetensors.torch as spt
+import torch
+from ringsafe import _ringsafe
+
+
+def _shards(spec):
+    r = _ringsafe.Reader(spec)
+    try:
+        return r.shards(), r.tensors()
+    finally:
+        r.close()
+
+
+def _layout(path):
+    """(size, data_start) of a safetensors file, read from its bytes."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+    return os.path.getsize(path), 8 + n
+
+
+def test_fields_match_the_file_layout(tmp_path):
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(3, dtype=torch.int16)}, str(path),
+                  metadata={"format": "pt"})
+    shards, infos = _shards(str(path))
+    assert len(shards) == 1
+    s = shards[0]
+    assert s.spec == str(path)
+    assert (s.size, s.data_start) == _layout(path)
+    blob = path.read_bytes()
+    a = next(t for t in infos if t.name == "a")
+    assert blob[s.data_start + a.begin:s.data_start + a.end] == torch.arange(6, dtype=torch.float32).numpy().tobytes()
+
+
+def test_a_sharded_index_lists_its_shards_in_order(tmp_path):
+    spt.save_file({"x": torch.ones(4)}, str(tmp_path / "m-1.safetensors"))
+    spt.save_file({"y": torch.zeros(2, 2), "z": torch.full((5,), 7, dtype=torch.int64)},
+                  str(tmp_path / "m-2.safetensors"))
+    index = tmp_path / "m.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"x": "m-1.safetensors", "y": "m-2.safetensors",
+                                                "z": "m-2.safetensors"}}))
+    shards, infos = _shards(str(index))
+    assert [os.path.basename(s.spec) for s in shards] == ["m-1.safetensors", "m-2.safetensors"]
+    for s in shards:
+        assert os.path.samefile(s.spec, tmp_path / os.path.basename(s.spec))
+        assert (s.size, s.data_start) == _layout(s.spec)
+    z = next(t for t in infos if t.name == "z")
+    raw = (tmp_path / "m-2.safetensors").read_bytes()
+    start = shards[z.shard].data_start
+    assert raw[start + z.begin:start + z.end] == struct.pack("<5q", *[7] * 5)
+
+
+def test_records_are_read_only_and_not_tuples(tmp_path):
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.ones(2)}, str(path))
+    s = _shards(str(path))[0][0]
+    for field in ("spec", "size", "data_start"):
+        with pytest.raises(AttributeError):
+            setattr(s, field, getattr(s, field))
+    with pytest.raises(TypeError):
+        s[2]  # read by name, never by position
+    with pytest.raises(TypeError):
+        spec, size, data_start = s
+
+
+def test_repr_equality_hash_and_pickle(tmp_path):
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.ones(2)}, str(path))
+    first, again = _shards(str(path))[0][0], _shards(str(path))[0][0]
+    size, data_start = _layout(path)
+    assert repr(first) == f"ShardInfo(spec={str(path)!r}, size={size}, data_start={data_start})"
+    assert first == again and hash(first) == hash(again) and first is not again
+    assert first != _ringsafe.ShardInfo(spec=first.spec, size=size + 1, data_start=data_start)
+    assert first != (first.spec, size, data_start)
+    assert pickle.loads(pickle.dumps(first)) == first
+
+
+def test_a_record_made_by_hand_is_checked():
+    s = _ringsafe.ShardInfo(spec="hf://org/repo@abc/m.safetensors", size=100, data_start=40)
+    assert (s.spec, s.size, s.data_start) == ("hf://org/repo@abc/m.safetensors", 100, 40)
+    with pytest.raises(_ringsafe.SafetensorError, match="data_start 120 is not between 8 and its size 100"):
+        _ringsafe.ShardInfo(spec="m.safetensors", size=100, data_start=120)
+    with pytest.raises(_ringsafe.SafetensorError, match="data_start 4 is not between 8"):
+        _ringsafe.ShardInfo(spec="m.safetensors", size=100, data_start=4)
+    with pytest.raises(TypeError):
+        _ringsafe.ShardInfo("m.safetensors", 100, 40)  # keyword-only
+
+
+def test_a_path_that_is_not_utf8_keeps_its_bytes(tmp_path):
+    path = os.path.join(os.fsencode(tmp_path), b"m-\xff.safetensors")
+    try:
+        with open(path, "wb") as f:
+            f.write(spt.save({"a": torch.ones(2)}))
+    except (OSError, UnicodeError):
+        pytest.skip("the filesystem takes no file name that is not UTF-8")
+    s = _shards(path)[0][0]
+    assert s.spec == os.fsdecode(path) and os.fsencode(s.spec) == path
+    assert pickle.loads(pickle.dumps(s)) == s
