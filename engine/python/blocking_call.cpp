@@ -85,6 +85,7 @@ read_control pending_call::control() {
         std::uint64_t cur = done.load(std::memory_order_relaxed);
         while (d > cur && !done.compare_exchange_weak(cur, d, std::memory_order_relaxed)) {
         }
+        if (on_report) on_report();
     };
     return ctl;
 }
@@ -183,6 +184,41 @@ void run_blocking(std::function<void(pending_call&)> job, const py::object& prog
         py::gil_scoped_release nogil;
         job(pc);
     }
+    if (!progress.is_none()) progress(pc.done.load(), pc.total.load());
+}
+
+void run_on_caller(std::function<void(pending_call&)> job, const py::object& progress) {
+    pending_call pc;
+    std::optional<py::error_already_set> raised;
+    const auto caller = std::this_thread::get_id();
+    auto next_tick = std::chrono::steady_clock::time_point::min();
+    pc.on_report = [&] {
+        // Only the calling thread may take the GIL back here (it released it).
+        if (raised || std::this_thread::get_id() != caller) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_tick) return;
+        next_tick = now + poll_interval;
+        py::gil_scoped_acquire gil;
+        try {
+            if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            if (!progress.is_none()) progress(pc.done.load(), pc.total.load());
+        } catch (py::error_already_set& e) {
+            raised.emplace(std::move(e));
+            pc.cancel.store(true);
+        }
+    };
+    std::exception_ptr error;
+    {
+        py::gil_scoped_release nogil;
+        try {
+            job(pc);
+        } catch (...) {
+            error = std::current_exception();
+        }
+    }
+    if (raised) throw *raised;  // the job ended cancelled: the Python exception is what the caller sees
+    if (error) std::rethrow_exception(error);
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     if (!progress.is_none()) progress(pc.done.load(), pc.total.load());
 }
 

@@ -25,7 +25,10 @@ public:
     std::atomic<bool> cancel{false};
     std::atomic<std::uint64_t> done{0};
     std::atomic<std::uint64_t> total{0};
-    // A read_control wired to `cancel` and `done`/`total`.
+    // Called after each progress report the job makes through control(), on the
+    // reporting thread (run_on_caller's hook into the job; empty otherwise).
+    std::function<void()> on_report;
+    // A read_control wired to `cancel`, `done`/`total` and on_report.
     read_control control();
     // Blocks (GIL released) until the job has ended. Every poll interval it
     // takes the GIL, runs Python's signal handlers and calls progress(done,
@@ -76,6 +79,16 @@ struct py_pending {
 // released (no thread hand-off; Ctrl-C is seen when it returns: callers pass
 // small only for work that cannot stall, e.g. local reads, never a URL's).
 void run_blocking(std::function<void(pending_call&)> job, const pybind11::object& progress, bool small);
+
+// `job` on the calling thread, the GIL released: for work that is fastest where
+// the caller runs (a buffered save: the kernel takes new page-cache pages from
+// the running CPU's free lists, where the caller's own freed memory is). The
+// job's progress reports (control()) take the GIL, on the first report and then
+// at most every poll interval, to run Python's signal handlers and
+// progress(done, total): if either raises (KeyboardInterrupt), the job is
+// cancelled and that exception raised once it returned. The job must report
+// progress as it goes, or Ctrl-C waits for its end.
+void run_on_caller(std::function<void(pending_call&)> job, const pybind11::object& progress);
 
 // Jobs below this many bytes run inline.
 inline constexpr std::uint64_t inline_job_bytes = 4u << 20;

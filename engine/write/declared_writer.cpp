@@ -173,7 +173,7 @@ void declared_writer::write(std::size_t tensor, std::uint64_t offset, std::span<
 
 namespace {
 
-constexpr std::uint64_t piece_bytes = 8u << 20;   // buffered: bytes per pwrite
+constexpr std::uint64_t piece_bytes = 64u << 20;  // buffered: bytes per pwrite
 constexpr std::uint64_t block_bytes = 8u << 20;   // O_DIRECT: bytes per aligned write
 constexpr unsigned direct_in_flight = 4;          // O_DIRECT: writes in flight at least
 constexpr std::uint64_t direct_align = 4096;

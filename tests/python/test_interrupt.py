@@ -172,6 +172,42 @@ def test_interrupt_save_file(tmp_path):
     assert os.listdir(out) == []
 
 
+def test_interrupt_buffered_save_file(tmp_path):
+    """save_file(sync=False) writes on the calling thread; Ctrl-C still cuts it
+    short. The SIGINT comes from the first progress report (so it always lands
+    mid-save, whatever the machine's speed): KeyboardInterrupt, nothing at the
+    path, the process usable afterwards."""
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _run("""
+        import time
+        folder, numel, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        tensors = {f"t{i}": torch.full((numel,), float(i + 1)) for i in range(count)}
+        reports = []
+        def progress(done, total):
+            reports.append(done)
+            if len(reports) == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)  # the handler raises KeyboardInterrupt in here
+        target = os.path.join(folder, "new.safetensors")
+        try:
+            rpt.save_file(tensors, target, sync=False, progress=progress)
+            outcome = "completed"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        left = sorted(os.listdir(folder))
+        small = os.path.join(folder, "small.safetensors")
+        rpt.save_file({"x": torch.arange(5)}, small)
+        ok = bool(torch.equal(rpt.load_file(small)["x"], torch.arange(5)))
+        os.unlink(small)
+        result(outcome=outcome, left=left, first=reports[0], total=numel * 4 * count, ok=ok)
+    """, out, NUMEL, COUNT)
+    assert r["outcome"] == "interrupted", r
+    assert r["left"] == [], r
+    assert 0 < r["first"] < r["total"], r
+    assert r["ok"], r
+
+
 STALLING_SERVER = textwrap.dedent("""
     import http.server, os, socket, sys, threading, time
 

@@ -56,6 +56,28 @@ def _tensors():
 
 # --- Writer ---------------------------------------------------------------------
 
+def _thread_wchar():
+    """Bytes the calling thread has passed to write(2) and kin so far."""
+    with open("/proc/thread-self/io") as f:
+        return int(dict(line.split(": ") for line in f.read().splitlines())["wchar"])
+
+
+def test_buffered_save_writes_on_the_calling_thread(tmp_path):
+    """save_file(sync=False) writes the data through the page cache on the thread
+    that called it (on another thread the new pages come from another CPU's
+    free lists: bench/README.md, saves), in one file the reference reads back."""
+    tensors = {f"t{i}": torch.full((3 * MiB + i,), float(i), dtype=torch.float32) for i in range(4)}
+    path = tmp_path / "calling.safetensors"
+    before = _thread_wchar()
+    rpt.save_file(tensors, path, sync=False)
+    written = _thread_wchar() - before
+    data = sum(t.numel() * t.element_size() for t in tensors.values())
+    assert written >= data, (written, data)
+    back, _ = _ref_read(path)
+    for k, v in tensors.items():
+        assert torch.equal(back[k], v), k
+
+
 def test_writer_read_back_by_reference(tmp_path):
     path = tmp_path / "w.safetensors"
     tensors = _tensors()

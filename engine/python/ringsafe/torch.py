@@ -87,10 +87,12 @@ def save(tensors: dict[str, torch.Tensor], metadata: Metadata | None = None) -> 
 def save_file(tensors: dict[str, torch.Tensor], filename: StrPath, metadata: Metadata | None = None, *,
               sync: bool = False, progress: Progress = None) -> None:
     """Writes {name: tensor} to ``filename``, byte-identical to the reference's
-    save_file, straight from the tensors' memory with parallel writes. The file
-    appears whole or not at all (temporary + rename); sync=True writes it with
-    O_DIRECT (through 32 MiB of staging: the bytes go to the disk, not to the
-    page cache) and fsyncs it before it appears. Conjugate and negative views
+    save_file, straight from the tensors' memory. The file appears whole or not
+    at all (temporary + rename). sync=False writes through the page cache on the
+    calling thread (the kernel takes one file's buffered writes one at a time);
+    sync=True writes with O_DIRECT, several writes in flight (through 32 MiB of
+    staging: the bytes go to the disk, not to the page cache) and fsyncs the
+    file before it appears. Conjugate and negative views
     (``t.conj()``, ``t._neg_view()``) are saved with the values they show (the
     reference saves the bytes under them). A failure of the system (a
     directory as the target, a missing parent, no permission) raises the
