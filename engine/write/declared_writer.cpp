@@ -264,7 +264,7 @@ bool declared_writer::write_all(std::span<const std::span<const std::byte>> data
     std::optional<direct_mode> dm;
     if (direct && s.tmp && s.sink < 0) dm.emplace(s.tmp->fd());
     if (!dm || !dm->on()) {
-        // Buffered: 8 MiB pieces of the tensors, in file order, through write(),
+        // Buffered: 64 MiB pieces of the tensors, in file order, through write(),
         // into a file given its size first (as the reference does): no write
         // extends it.
         if (s.tmp && s.sink < 0 && ::ftruncate(s.tmp->fd(), static_cast<off_t>(s.data_start + total)) != 0) {
