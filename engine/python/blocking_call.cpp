@@ -175,10 +175,16 @@ std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job)
 }
 
 void run_blocking(std::function<void(pending_call&)> job, const py::object& progress, bool small) {
-    if (small)
-        run_on_caller(std::move(job), progress);
-    else
+    if (!small) {
         start_call(std::move(job))->wait(progress);
+        return;
+    }
+    pending_call pc;
+    {
+        py::gil_scoped_release nogil;
+        job(pc);
+    }
+    if (!progress.is_none()) progress(pc.done.load(), pc.total.load());
 }
 
 void run_on_caller(std::function<void(pending_call&)> job, const py::object& progress) {

@@ -75,9 +75,9 @@ struct py_pending {
     ~py_pending();
 };
 
-// start_call + wait, or for small jobs (`small`) run_on_caller (no thread
-// hand-off; callers pass small only for work that cannot stall, e.g. local
-// reads, never a URL's).
+// start_call + wait, or for small jobs (`small`) the job inline with the GIL
+// released (no thread hand-off; Ctrl-C is seen when it returns: callers pass
+// small only for work that cannot stall, e.g. local reads, never a URL's).
 void run_blocking(std::function<void(pending_call&)> job, const pybind11::object& progress, bool small);
 
 // `job` on the calling thread, the GIL released: for work that is fastest where

@@ -32,18 +32,6 @@ parse_options limited_to(std::uint64_t max_header_size) {
     return o;
 }
 
-// __eq__ and __hash__ of a read-only record class, both from `state`, the tuple
-// its pickle saves: records are equal when their states are.
-template <class T>
-void def_compared_by_state(py::class_<T>& cls, py::tuple (*state)(const T&)) {
-    cls.def("__eq__",
-            [state](const T& a, const py::object& b) -> py::object {
-                if (!py::isinstance<T>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-                return py::bool_(state(a).equal(state(b.cast<const T&>())));
-            })
-        .def("__hash__", [state](const T& t) { return py::hash(state(t)); });
-}
-
 py::tuple record_state(const tensor_record& t) {
     return py::make_tuple(t.name, t.dtype, t.shape, t.begin, t.end, t.shard);
 }
@@ -56,11 +44,11 @@ std::string record_repr(const tensor_record& t) {
 }
 
 void bind_tensor_info(py::module_& m) {
-    py::class_<tensor_record> cls(m, "TensorInfo",
-                                  "One tensor of a checkpoint's header (read-only): name, dtype (the safetensors "
-                                  "code, e.g. 'F32'), shape (a tuple), begin and end (offsets in its shard's data "
-                                  "section), nbytes (end - begin) and shard (its shard's index, 0 unsharded).");
-    cls.def(py::init([](std::string name, std::string dtype, const py::iterable& shape, std::uint64_t begin,
+    py::class_<tensor_record>(m, "TensorInfo",
+                              "One tensor of a checkpoint's header (read-only): name, dtype (the safetensors "
+                              "code, e.g. 'F32'), shape (a tuple), begin and end (offsets in its shard's data "
+                              "section), nbytes (end - begin) and shard (its shard's index, 0 unsharded).")
+        .def(py::init([](std::string name, std::string dtype, const py::iterable& shape, std::uint64_t begin,
                          std::uint64_t end, std::uint32_t shard) {
                  if (end < begin)
                      raise(errc::InvalidArgument, "TensorInfo '" + name + "': end " + std::to_string(end) +
@@ -78,9 +66,14 @@ void bind_tensor_info(py::module_& m) {
         .def_readonly("end", &tensor_record::end)
         .def_property_readonly("nbytes", [](const tensor_record& t) { return t.end - t.begin; })
         .def_readonly("shard", &tensor_record::shard)
-        .def("__repr__", &record_repr);
-    def_compared_by_state(cls, &record_state);
-    cls.def(py::pickle(&record_state, [](const py::tuple& s) {
+        .def("__repr__", &record_repr)
+        .def("__eq__",
+             [](const tensor_record& a, const py::object& b) -> py::object {
+                 if (!py::isinstance<tensor_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                 return py::bool_(record_state(a).equal(record_state(b.cast<const tensor_record&>())));
+             })
+        .def("__hash__", [](const tensor_record& t) { return py::hash(record_state(t)); })
+        .def(py::pickle(&record_state, [](const py::tuple& s) {
             if (s.size() != 6) throw py::value_error("TensorInfo state is (name, dtype, shape, begin, end, shard)");
             return tensor_record{s[0].cast<std::string>(), s[1].cast<std::string>(), py::tuple(s[2]),
                                  s[3].cast<std::uint64_t>(), s[4].cast<std::uint64_t>(), s[5].cast<std::uint32_t>()};
@@ -103,18 +96,23 @@ shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_
 }
 
 void bind_shard_info(py::module_& m) {
-    py::class_<shard_record> cls(m, "ShardInfo",
-                                 "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
-                                 "hf:// one names the commit read), size (its bytes) and data_start (where its "
-                                 "data section begins: 8 + the header's length).");
-    cls.def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
+    py::class_<shard_record>(m, "ShardInfo",
+                             "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
+                             "hf:// one names the commit read), size (its bytes) and data_start (where its "
+                             "data section begins: 8 + the header's length).")
+        .def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
              "A record made by hand (tests, planners); the engine's come from Reader.shards().")
         .def_readonly("spec", &shard_record::spec)
         .def_readonly("size", &shard_record::size)
         .def_readonly("data_start", &shard_record::data_start)
-        .def("__repr__", &shard_repr);
-    def_compared_by_state(cls, &shard_state);
-    cls.def(py::pickle(&shard_state, [](const py::tuple& s) {
+        .def("__repr__", &shard_repr)
+        .def("__eq__",
+             [](const shard_record& a, const py::object& b) -> py::object {
+                 if (!py::isinstance<shard_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                 return py::bool_(shard_state(a).equal(shard_state(b.cast<const shard_record&>())));
+             })
+        .def("__hash__", [](const shard_record& s) { return py::hash(shard_state(s)); })
+        .def(py::pickle(&shard_state, [](const py::tuple& s) {
             if (s.size() != 3) throw py::value_error("ShardInfo state is (spec, size, data_start)");
             return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>());
         }));
