@@ -9,6 +9,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "dispatch/prepare_source.hpp"
 #include "read/load_header.hpp"
 #include "source/async_source.hpp"
 #include "source/deferred_open.hpp"

@@ -84,5 +84,8 @@ void stat_opened(const std::string& path, opened_file& f);
 // A file source over a file opened either way (takes the descriptors), named
 // `name` in messages (empty: the path).
 std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f, std::string name = {});
+// open_file(path, opts), the source named `name` (its messages about the file
+// itself still name `path`): a store's cache file named by the URL it holds.
+std::unique_ptr<source> open_file_named(const std::string& path, const std::string& name, const file_options& opts);
 
 }  // namespace ringsafe::uring

@@ -9,9 +9,10 @@
 #include <cctype>
 
 #include "ringsafe/error.hpp"
-#include "source/deferred_open.hpp"
-#include "source/kinds.hpp"
+#include "dispatch/prepare_source.hpp"
+#include "http/http_source.hpp"
 #include "stores/locate.hpp"
+#include "uring/file_open.hpp"
 
 namespace ringsafe {
 namespace {
@@ -81,8 +82,6 @@ prepared_source prepare_source(const std::string& spec, const source_options& op
     stores::store_answer a = s->open(spec, opts.http, true);
     return {std::move(a.src), std::move(a.local_file), std::move(a.name)};
 }
-
-deferred_open& deferred_side(source& src) { return dynamic_cast<deferred_open&>(src); }
 
 }  // namespace detail
 }  // namespace ringsafe
