@@ -11,7 +11,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <string_view>
 
 #include "ringsafe/error.hpp"
 
@@ -69,8 +68,5 @@ public:
     // Chunking/alignment preferences for the planner.
     virtual source_hints hints() const noexcept { return {}; }
 };
-
-// True when `spec` names a remote object (http://, https://, s3://, hf://).
-bool is_url(std::string_view spec) noexcept;
 
 }  // namespace ringsafe
