@@ -106,7 +106,7 @@ net::awaitable<std::unique_ptr<source>> open_deferred(open_context& c, std::uniq
 }  // namespace
 
 net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec) {
-    auto p = ringsafe::detail::prepare_source(spec, c.ropts.source);
+    auto p = ringsafe::dispatch::prepare_source(spec, c.ropts.source);
     if (p.deferred) co_return co_await open_deferred(c, std::move(p.deferred));
     co_return co_await open_local(c, p.local_file, p.name);  // a path, or a store's cache file (hf://)
 }

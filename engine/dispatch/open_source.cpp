@@ -1,4 +1,4 @@
-// The one source dispatcher: open_source, prepare_source, open_url and is_url
+// The one source dispatcher: open_source, open_url, is_url and prepare_source
 // pick the source kind from the spec. A URL's scheme picks the store that
 // locates its object (engine/stores) or, for a store that opens its own
 // sources (the Hub), answers with a source or a local file (its cache); a new
@@ -73,7 +73,7 @@ std::unique_ptr<source> open_source(const std::string& spec, const source_option
     return open_file(spec, opts.file);
 }
 
-namespace detail {
+namespace dispatch {
 
 prepared_source prepare_source(const std::string& spec, const source_options& opts) {
     const url_scheme* s = scheme_of(spec);
@@ -83,5 +83,5 @@ prepared_source prepare_source(const std::string& spec, const source_options& op
     return {std::move(a.src), std::move(a.local_file), std::move(a.name)};
 }
 
-}  // namespace detail
+}  // namespace dispatch
 }  // namespace ringsafe

@@ -7,7 +7,7 @@
 
 #include "ringsafe/open_source.hpp"
 
-namespace ringsafe::detail {
+namespace ringsafe::dispatch {
 
 // What open_source() would open for a spec, before any request: a source
 // that opens in two steps (remote objects: `deferred`, a deferred_open not
@@ -23,4 +23,4 @@ struct prepared_source {
 // (an hf:// file missing offline: ENOENT) and the TLS setup can fail here.
 prepared_source prepare_source(const std::string& spec, const source_options& opts);
 
-}  // namespace ringsafe::detail
+}  // namespace ringsafe::dispatch

@@ -12,7 +12,7 @@
 
 namespace ringsafe::detail {
 
-// What a source made by prepare_source() (engine/dispatch) is besides a source.
+// What a source made by dispatch::prepare_source() is besides a source.
 class deferred_open {
 public:
     virtual ~deferred_open() = default;
