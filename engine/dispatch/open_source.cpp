@@ -6,10 +6,10 @@
 #include "ringsafe/open_source.hpp"
 
 #include <array>
-#include <cctype>
 
 #include "ringsafe/error.hpp"
 #include "dispatch/prepare_source.hpp"
+#include "http/ascii_case.hpp"
 #include "http/http_source.hpp"
 #include "stores/locate.hpp"
 #include "uring/file_open.hpp"
@@ -35,13 +35,8 @@ constexpr std::array<url_scheme, 6> url_schemes{{
 
 // The scheme `spec` starts with (any case), or null for a local path.
 const url_scheme* scheme_of(std::string_view spec) noexcept {
-    for (const url_scheme& s : url_schemes) {
-        if (spec.size() < s.prefix.size()) continue;
-        bool same = true;
-        for (std::size_t i = 0; i < s.prefix.size() && same; ++i)
-            same = std::tolower(static_cast<unsigned char>(spec[i])) == s.prefix[i];
-        if (same) return &s;
-    }
+    for (const url_scheme& s : url_schemes)
+        if (http::starts_with_icase(spec, s.prefix)) return &s;
     return nullptr;
 }
 

@@ -140,17 +140,9 @@ reader reader::open(const std::string& spec, const reader_options& opts) {
 
 std::optional<reader> reader::open(const std::string& spec, const reader_options& opts,
                                    status& st) noexcept {
-    st.clear();
-    try {
-        return open(spec, opts);
-    } catch (const std::system_error& e) {
-        st.code = e.code();
-        st.message = format::bare_message(e);
-    } catch (const std::exception& e) {
-        st.code = make_error_code(errc::IoError);
-        st.message = spec + ": " + e.what();
-    }
-    return std::nullopt;
+    std::optional<reader> r;
+    format::capture_status(st, spec, [&] { r.emplace(open(spec, opts)); });
+    return r;
 }
 
 reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {
