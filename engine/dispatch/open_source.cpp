@@ -7,12 +7,12 @@
 
 #include <array>
 
-#include "ringsafe/error.hpp"
 #include "dispatch/prepare_source.hpp"
 #include "http/ascii_case.hpp"
 #include "http/http_source.hpp"
+#include "ringsafe/error.hpp"
 #include "stores/locate.hpp"
-#include "uring/file_open.hpp"
+#include "uring/file_source.hpp"
 
 namespace ringsafe {
 namespace {

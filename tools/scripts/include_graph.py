@@ -25,7 +25,7 @@ LEVELS = [
     ["format"],              # dtypes, errors, the header and index formats
     ["source"],              # the source seam: async_source, deferred_open, abandon_list
     ["plan"],                # selections -> byte ranges (read_op is the seam's)
-    ["memory", "publish"],   # destination memory; publishing a file whole
+    ["memory", "file"],      # destination memory; a local file by plain system calls
     ["uring", "http"],       # the executors: io_uring rings, the HTTP transport
     ["stores"],              # what each URL scheme names, built on http
     ["dispatch"],            # the one dispatcher: picks the store and the source
@@ -46,7 +46,7 @@ HOMES = {
     "plan.hpp": "plan",
     "selection.hpp": "plan",
     "buffer.hpp": "memory",
-    "mapped_file.hpp": "memory",
+    "mapped_file.hpp": "file",
     "file_source.hpp": "uring",
     "http.hpp": "http",
     "stores.hpp": "stores",

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "memory/cachestat.hpp"
+#include "file/cachestat.hpp"
 #include "ringsafe/error.hpp"
 
 #if defined(__SSE2__)
@@ -142,7 +142,7 @@ long long cached_pages_of(const std::string& path, std::uint64_t device, std::ui
         out = 0;
         for (const auto& r : ranges) {
             if (r.length == 0) continue;
-            const long long n = memory::cached_pages(fd, r.offset, r.length);
+            const long long n = file::cached_pages(fd, r.offset, r.length);
             if (n < 0) {
                 out = -1;
                 break;
