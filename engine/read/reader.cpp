@@ -10,7 +10,6 @@
 #include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
-#include "uring/file_view.hpp"
 
 namespace ringsafe {
 
@@ -68,7 +67,7 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     si.device = hints.device;
     si.inode = hints.inode;
     si.mtime_ns = hints.mtime_ns;
-    if (auto view = uring::view_file(*src)) si.file = *view->path;
+    si.file = std::string(hints.file);
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());

@@ -112,6 +112,7 @@ public:
         h.device = device_;
         h.inode = inode_;
         h.mtime_ns = mtime_ns_;
+        h.file = path_;
         return h;
     }
 
