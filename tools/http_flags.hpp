@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 
 namespace ringsafe::cli {
 

@@ -17,7 +17,7 @@
 namespace ringsafe::asio::detail {
 namespace {
 
-using publish::temp_file;
+using file::temp_file;
 
 struct finish_op final : writer_op {
     enum class stage { check, drain, header, header_wait, publish, publish_wait, appended };

@@ -9,10 +9,12 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "dispatch/prepare_source.hpp"
+#include "file/file_open.hpp"
 #include "read/load_header.hpp"
 #include "source/async_source.hpp"
 #include "source/deferred_open.hpp"
-#include "uring/file_open.hpp"
+#include "uring/file_source.hpp"
 #include "uring/file_view.hpp"
 #include "uring/transient_result.hpp"
 
@@ -53,40 +55,40 @@ net::awaitable<void> read_on_ring(open_context& c, int fd, const std::string& pa
             return ring.submit_read(fd, to, len, at, std::move(done));
         });
         c.check_cancelled();
-        if (r < 0) uring::raise_read_failed(path, -r, at);
-        if (r == 0) uring::raise_read_truncated(path, at, offset, offset + dst.size());
+        if (r < 0) file::raise_read_failed(path, -r, at);
+        if (r == 0) file::raise_read_truncated(path, at, offset, offset + dst.size());
         done += static_cast<std::uint64_t>(r);
     }
 }
 
-// uring::open_blocking's steps: the opens and the prefix read as io_uring
+// file::open_blocking's steps: the opens and the prefix read as io_uring
 // operations, the fstat and the O_DIRECT alignment query inline.
 net::awaitable<std::unique_ptr<source>> open_local(open_context& c, const std::string& path, const std::string& named) {
     const file_options& fo = c.ropts.source.file;
     uring::check_file_options(path, fo);
-    uring::opened_file f;
+    file::opened_file f;
     auto name = std::make_shared<const std::string>(path);
     auto open_with = [&](int flags) {
         return ring_op(c, [name, flags](uring::event_ring& ring, std::function<void(int)> done) {
             return ring.submit_openat(name, flags, std::move(done));
         });
     };
-    int r = co_await open_with(uring::buffered_open_flags);
-    if (r >= 0) f.fd = uring::owned_fd(r);
+    int r = co_await open_with(file::buffered_open_flags);
+    if (r >= 0) f.fd = file::owned_fd(r);
     c.check_cancelled();
-    if (r < 0) uring::raise_open_failed(path, -r);
+    if (r < 0) file::raise_open_failed(path, -r);
 
     // fstat inline: it reads the opened file's in-memory inode. io_uring runs
     // every statx on an io-wq worker, which cost ~55 us more per file
     // (bench_asio_open: 240 vs 183 us for one file, 1400 vs 1100 for 8 shards).
-    uring::stat_opened(path, f);
+    file::stat_opened(path, f);
 
     if (fo.direct) {
-        r = co_await open_with(uring::direct_open_flags);
-        if (r >= 0) f.direct_fd = uring::owned_fd(r);
+        r = co_await open_with(file::direct_open_flags);
+        if (r >= 0) f.direct_fd = file::owned_fd(r);
         c.check_cancelled();
-        if (r < 0) uring::raise_direct_open_failed(path, -r);
-        f.align = uring::query_dio_alignment(f.direct_fd.get(), path);  // statx inline, as fstat above
+        if (r < 0) file::raise_direct_open_failed(path, -r);
+        f.align = file::query_dio_alignment(f.direct_fd.get(), path);  // statx inline, as fstat above
     }
     f.prefix.resize(static_cast<std::size_t>(std::min(fo.prefetch, f.size)));
     co_await read_on_ring(c, f.fd.get(), path, 0, f.prefix);
@@ -105,7 +107,7 @@ net::awaitable<std::unique_ptr<source>> open_deferred(open_context& c, std::uniq
 }  // namespace
 
 net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec) {
-    auto p = ringsafe::detail::prepare_source(spec, c.ropts.source);
+    auto p = ringsafe::dispatch::prepare_source(spec, c.ropts.source);
     if (p.deferred) co_return co_await open_deferred(c, std::move(p.deferred));
     co_return co_await open_local(c, p.local_file, p.name);  // a path, or a store's cache file (hf://)
 }

@@ -109,18 +109,7 @@ device_read_stats read_to_device(reader& r, const selection& sel, std::span<cons
 
 bool read_to_device(reader& r, const selection& sel, std::span<const device_span> dsts,
                     const device_options& opts, const read_control& ctl, status& st) noexcept {
-    st.clear();
-    try {
-        read_to_device(r, sel, dsts, opts, ctl);
-        return true;
-    } catch (const std::system_error& e) {
-        st.code = e.code();
-        st.message = format::bare_message(e);
-    } catch (const std::exception& e) {
-        st.code = make_error_code(errc::IoError);
-        st.message = e.what();
-    }
-    return false;
+    return format::capture_status(st, {}, [&] { read_to_device(r, sel, dsts, opts, ctl); });
 }
 
 bool cuda_runtime_available(std::string* why) noexcept {

@@ -1,4 +1,5 @@
-// Adding context (a path, a shard) in front of an error's message.
+// Adding context (a path, a shard) in front of an error's message, and
+// turning an exception into a status.
 #pragma once
 
 #include <string>
@@ -30,6 +31,26 @@ inline std::string path_of(const std::system_error& e) {
     std::string msg = bare_message(e);
     if (!name.empty() && msg.find(without_url_secrets(name)) != std::string::npos) throw error(e.code(), msg, path_of(e));
     throw error(e.code(), prefix + msg, path_of(e));
+}
+
+// The status& overloads' one body: runs `fn` and returns true, or reports in
+// `st` how it failed instead of throwing: a std::system_error's code and bare
+// message; any other exception as IoError, with `context` (the path or URL,
+// may be empty) in front of what(). `st` is cleared first.
+template <class F>
+bool capture_status(status& st, const std::string& context, F&& fn) noexcept {
+    st.clear();
+    try {
+        fn();
+        return true;
+    } catch (const std::system_error& e) {
+        st.code = e.code();
+        st.message = bare_message(e);
+    } catch (const std::exception& e) {
+        st.code = make_error_code(errc::IoError);
+        st.message = context.empty() ? std::string(e.what()) : context + ": " + e.what();
+    }
+    return false;
 }
 
 }  // namespace ringsafe::format

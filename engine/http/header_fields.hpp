@@ -8,12 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "http/ascii_case.hpp"
+
 namespace ringsafe::http {
 
 using header_fields = std::vector<std::pair<std::string, std::string>>;
-
-// Whether `a` and `b` are equal but for ASCII case.
-bool iequals(std::string_view a, std::string_view b) noexcept;
 
 // The value of the first field named `name` (any case); empty when none.
 std::string field_value(const header_fields& fields, std::string_view name);

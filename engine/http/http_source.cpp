@@ -13,10 +13,10 @@
 #include "http/event_loops.hpp"
 #include "http/fetch_pieces.hpp"
 #include "http/fetch_run.hpp"
+#include "http/http_source.hpp"
 #include "http/http_settings.hpp"
 #include "http/range_fetch.hpp"
 #include "source/deferred_open.hpp"
-#include "source/kinds.hpp"
 #include "ringsafe/http.hpp"
 #include "source/fork_generation.hpp"
 

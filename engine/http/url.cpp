@@ -4,6 +4,7 @@
 #include <cctype>
 #include <vector>
 
+#include "http/ascii_case.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::http {
@@ -49,12 +50,6 @@ std::string normalize_target(std::string_view t) {
             append_escape(out, c);
     }
     return out;
-}
-
-std::string lower(std::string_view s) {
-    std::string r(s);
-    std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return r;
 }
 
 // Removes "." and ".." segments of an absolute path (RFC 3986 5.2.4).

@@ -175,18 +175,7 @@ void reader::execute(const read_plan& plan, const read_control& ctl) {
 }
 
 bool reader::execute(const read_plan& plan, const read_control& ctl, status& st) noexcept {
-    st.clear();
-    try {
-        execute(plan, ctl);
-        return true;
-    } catch (const std::system_error& e) {
-        st.code = e.code();
-        st.message = format::bare_message(e);
-    } catch (const std::exception& e) {
-        st.code = make_error_code(errc::IoError);
-        st.message = p_->spec + ": " + e.what();
-    }
-    return false;
+    return format::capture_status(st, p_->spec, [&] { execute(plan, ctl); });
 }
 
 }  // namespace ringsafe

@@ -10,7 +10,6 @@
 #include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
-#include "uring/file_view.hpp"
 
 namespace ringsafe {
 
@@ -68,7 +67,7 @@ void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src
     si.device = hints.device;
     si.inode = hints.inode;
     si.mtime_ns = hints.mtime_ns;
-    if (auto view = uring::view_file(*src)) si.file = *view->path;
+    si.file = std::string(hints.file);
     si.metadata = std::move(h.metadata);
     si.first_tensor = static_cast<std::uint32_t>(tensors.size());
     si.tensor_count = static_cast<std::uint32_t>(h.tensors.size());
@@ -140,17 +139,9 @@ reader reader::open(const std::string& spec, const reader_options& opts) {
 
 std::optional<reader> reader::open(const std::string& spec, const reader_options& opts,
                                    status& st) noexcept {
-    st.clear();
-    try {
-        return open(spec, opts);
-    } catch (const std::system_error& e) {
-        st.code = e.code();
-        st.message = format::bare_message(e);
-    } catch (const std::exception& e) {
-        st.code = make_error_code(errc::IoError);
-        st.message = spec + ": " + e.what();
-    }
-    return std::nullopt;
+    std::optional<reader> r;
+    format::capture_status(st, spec, [&] { r.emplace(open(spec, opts)); });
+    return r;
 }
 
 reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {

@@ -17,18 +17,25 @@
 
 #include "ringsafe/source.hpp"
 
-namespace ringsafe::uring {
-class event_ring;
-}
-
 namespace ringsafe::detail {
+
+// The completion ring an executor drives for the sources that read on it:
+// engine/uring's event ring derives from it, and only file sources, which
+// know it as that, look inside. The seam names no source kind.
+class async_ring {
+public:
+    virtual ~async_ring() = default;
+
+protected:
+    async_ring() = default;
+};
 
 // Where a run executes: the executor its callbacks run on, which must run
 // handlers one at a time (a strand, or an io_context run by one thread), and
 // the event ring driven on that executor (file sources read on it).
 struct async_context {
     boost::asio::any_io_executor ex;
-    std::shared_ptr<uring::event_ring> ring;
+    std::shared_ptr<async_ring> ring;
 };
 
 // What a run reports. Every callback runs on the run's executor.

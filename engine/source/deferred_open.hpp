@@ -4,18 +4,15 @@
 // use. Remote objects open this way; local files open on the event ring.
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include "ringsafe/open_source.hpp"
+#include "ringsafe/source.hpp"
 #include "source/abandon_list.hpp"
 
 namespace ringsafe::detail {
 
-// What a source made by prepare_source() is besides a source.
+// What a source made by dispatch::prepare_source() is besides a source.
 class deferred_open {
 public:
     virtual ~deferred_open() = default;
@@ -27,20 +24,7 @@ public:
     virtual boost::asio::awaitable<void> first_request(boost::asio::any_io_executor ex, abandon_list* abandon) = 0;
 };
 
-// What open_source() would open for a spec, before any request: a source
-// that opens in two steps (remote objects: `deferred`, not usable as a source
-// until its first_request() has completed), or else a local file to open
-// (`local_file`, named `name` in messages: the spec itself for a path, the
-// cache's file of an hf:// URL named by its pinned URL).
-struct prepared_source {
-    std::unique_ptr<source> deferred;
-    std::string local_file;
-    std::string name;
-};
-// Only the checks of the spec and options (InvalidArgument), a cache lookup
-// (an hf:// file missing offline: ENOENT) and the TLS setup can fail here.
-prepared_source prepare_source(const std::string& spec, const source_options& opts);
 // The deferred_open side of a source made by prepare_source().
-deferred_open& deferred_side(source& src);
+inline deferred_open& deferred_side(source& src) { return dynamic_cast<deferred_open&>(src); }
 
 }  // namespace ringsafe::detail

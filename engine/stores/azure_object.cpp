@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "http/ascii_case.hpp"
 #include "http/environment.hpp"
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
@@ -15,17 +16,8 @@
 namespace ringsafe::stores {
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string r(s);
-    std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return r;
-}
-
-std::string trim(std::string_view s) {
-    const auto a = s.find_first_not_of(" \t");
-    if (a == std::string_view::npos) return "";
-    return std::string(s.substr(a, s.find_last_not_of(" \t") - a + 1));
-}
+using http::lower;
+using http::trim;
 
 // Fields of a connection string ("Name=value;..."), names lower-cased; a value keeps its '='.
 std::map<std::string, std::string> connection_fields(std::string_view text, const std::string& spec) {

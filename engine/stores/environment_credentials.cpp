@@ -1,7 +1,7 @@
 // ringsafe::apply_environment_credentials: the Hub's token for https:// URLs
 // at the Hub's origins (hf:// URLs find it themselves: hub_settings.cpp).
 #include "http/url.hpp"
-#include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 #include "stores/hub_settings.hpp"
 
 namespace ringsafe {

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "file/temp_file.hpp"
 #include "ringsafe/error.hpp"
-#include "publish/temp_file.hpp"
 
 namespace ringsafe::stores {
 namespace fs = std::filesystem;
@@ -92,19 +92,19 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
         for (std::size_t n = 2 + static_cast<std::size_t>(std::count(file.begin(), file.end(), '/')); n > 0; --n)
             target += "../";
         target += "blobs/" + blob;
-        publish::replace_with_symlink(pointer.string(), target);
+        file::replace_with_symlink(pointer.string(), target);
     }
     if (!revision.empty() && revision != commit) {
         const fs::path ref = repo / "refs" / revision;
         if (read_hub_ref(ref) != commit) {
             make_hub_dirs(ref.parent_path());
-            publish::replace_file(ref.string(), commit);
+            file::replace_file(ref.string(), commit);
         }
     }
     const fs::path tag = repo.parent_path() / "CACHEDIR.TAG";
     if (!fs::exists(tag, ec)) {
         try {
-            publish::replace_file(tag.string(), hub_cachedir_tag);
+            file::replace_file(tag.string(), hub_cachedir_tag);
         } catch (const error&) {  // best effort, as huggingface_hub's
         }
     }
@@ -138,7 +138,7 @@ hub_cache_entry::hub_cache_entry(std::string repo_dir, std::string file, std::st
       commit_(std::move(commit)), blob_name_(std::move(blob)), size_(size) {
     blob_ = (fs::path(repo_dir_) / "blobs" / blob_name_).string();
     make_hub_dirs(fs::path(blob_).parent_path());
-    tmp_ = std::make_unique<publish::temp_file>(blob_, false);
+    tmp_ = std::make_unique<file::temp_file>(blob_, false);
 }
 
 hub_cache_entry::~hub_cache_entry() {

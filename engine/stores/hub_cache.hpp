@@ -24,7 +24,7 @@
 #include "ringsafe/source.hpp"
 #include "stores/hub_path.hpp"
 
-namespace ringsafe::publish {
+namespace ringsafe::file {
 class temp_file;
 }
 
@@ -86,7 +86,7 @@ private:
     std::string repo_dir_, file_, revision_, commit_, blob_name_;
     std::string blob_;  // repo_dir_/blobs/blob_name_
     mutable std::shared_mutex mutex_;  // shared by the writes, exclusive for the ranges and the publish
-    std::unique_ptr<publish::temp_file> tmp_;
+    std::unique_ptr<file::temp_file> tmp_;
     std::map<std::uint64_t, std::uint64_t> have_;  // landed ranges [first, end), merged
     std::uint64_t size_ = 0;
     bool published_ = false;

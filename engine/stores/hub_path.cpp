@@ -6,6 +6,7 @@
 #include <cctype>
 #include <utility>
 
+#include "http/ascii_case.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 
@@ -95,11 +96,7 @@ const std::string& hub_path::revision_or_main() const {
 }
 
 hub_path parse_hub_url(std::string_view url) {
-    if (url.size() < hf_scheme.size() || [&] {
-            for (std::size_t i = 0; i < hf_scheme.size(); ++i)
-                if (std::tolower(static_cast<unsigned char>(url[i])) != hf_scheme[i]) return true;
-            return false;
-        }())
+    if (!http::starts_with_icase(url, hf_scheme))
         bad_hub_url(url, "not an hf:// URL");
     std::string_view body = url.substr(hf_scheme.size());
     // location.strip("/")

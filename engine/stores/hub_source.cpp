@@ -17,11 +17,11 @@
 #include <optional>
 #include <vector>
 
+#include "http/http_source.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "source/async_source.hpp"
 #include "source/deferred_open.hpp"
-#include "source/kinds.hpp"
 #include "stores/hub_cache.hpp"
 #include "stores/hub_path.hpp"
 #include "stores/hub_settings.hpp"

@@ -2,7 +2,7 @@
 // engine/http fetches: the endpoint URL, credentials (from the options, else
 // the store's own environment variables) and the signing of each request.
 // One locator per scheme (or, for a store that opens its own sources, one
-// opener); the dispatcher (source/open_source.cpp) picks it.
+// opener); the dispatcher (engine/dispatch/open_source.cpp) picks it.
 #pragma once
 
 #include <memory>

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "http/ascii_case.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::stores {
@@ -9,9 +10,7 @@ namespace ringsafe::stores {
 object_path split_object_url(std::string_view spec, std::string_view scheme) {
     const std::string prefix = std::string(scheme) + "://";
     auto bad = [&](const std::string& why) -> object_path { http::invalid_url(spec, why); };
-    if (spec.size() < prefix.size()) return bad("expected " + prefix + "BUCKET/OBJECT");
-    for (std::size_t i = 0; i < prefix.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(spec[i])) != prefix[i]) return bad("expected " + prefix + "BUCKET/OBJECT");
+    if (!http::starts_with_icase(spec, prefix)) return bad("expected " + prefix + "BUCKET/OBJECT");
     std::string_view rest = spec.substr(prefix.size());
     const auto slash = rest.find('/');
     object_path p;

@@ -3,6 +3,7 @@
 #include "http/environment.hpp"
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
+#include "ringsafe/stores.hpp"
 #include "stores/azure_object.hpp"
 #include "stores/locate.hpp"
 #include "stores/sigv4.hpp"

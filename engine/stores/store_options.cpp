@@ -1,6 +1,6 @@
 // Options that name every store at once (include/ringsafe/http.hpp):
 // set_store_endpoint and set_anonymous, for the CLI's flags and Python's keywords.
-#include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 
 namespace ringsafe {
 

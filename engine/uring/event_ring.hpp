@@ -20,6 +20,7 @@
 #include <system_error>
 #include <vector>
 
+#include "source/async_source.hpp"
 #include "uring/file_job.hpp"
 
 // liburing's types, kept out of this header: the async front end (engine/asio)
@@ -29,7 +30,7 @@ struct io_uring_sqe;
 
 namespace ringsafe::uring {
 
-class event_ring : public std::enable_shared_from_this<event_ring> {
+class event_ring : public detail::async_ring, public std::enable_shared_from_this<event_ring> {
 public:
     // What drives the ring: waits on its eventfd and serializes every call.
     class driver {

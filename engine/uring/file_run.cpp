@@ -50,8 +50,10 @@ std::shared_ptr<detail::async_run> start_file_run(const detail::async_context& c
         if (on_stopped && j.landed > *reported) on_stopped(j.landed - *reported);
         on_done(j.ec, j.message, j.cancelled);
     };
-    auto run = std::make_shared<file_run>(ctx.ring, job);
-    ctx.ring->start(std::move(job));
+    // The contexts' rings are event rings (engine/asio makes them): the only async_ring there is.
+    auto ring = std::static_pointer_cast<event_ring>(ctx.ring);
+    auto run = std::make_shared<file_run>(ring, job);
+    ring->start(std::move(job));
     return run;
 }
 

@@ -11,13 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "file/dio_alignment.hpp"
+#include "file/file_open.hpp"
+#include "file/page_cache_probe.hpp"
 #include "ringsafe/error.hpp"
-#include "uring/dio_alignment.hpp"
-#include "uring/file_open.hpp"
 #include "source/async_source.hpp"
 #include "uring/file_run.hpp"
+#include "uring/file_source.hpp"
 #include "uring/file_view.hpp"
-#include "uring/page_cache_probe.hpp"
 #include "uring/read_executor.hpp"
 #include "uring/ring_pool.hpp"
 #include "uring/worker_ring.hpp"
@@ -29,8 +30,8 @@ class file_source final : public source, public detail::async_source {
 public:
     // Takes over a file opened by open_blocking() or async_open; named `name`
     // (empty: the path).
-    file_source(std::string path, const file_options& opts, uring::opened_file f, std::string name)
-        : path_(std::move(path)), name_(name.empty() ? path_ : std::move(name)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : uring::dio_alignment{1, 1}),
+    file_source(std::string path, const file_options& opts, file::opened_file f, std::string name)
+        : path_(std::move(path)), name_(name.empty() ? path_ : std::move(name)), opts_(opts), size_(f.size), align_(opts.direct ? f.align : file::dio_alignment{1, 1}),
           prefix_(std::move(f.prefix)), device_(f.device), inode_(f.inode), mtime_ns_(f.mtime_ns) {
         fd_ = f.fd.release();
         dfd_ = f.direct_fd.release();
@@ -58,7 +59,7 @@ public:
     }
 
     void read_exact(std::uint64_t offset, std::span<std::byte> dst) override {
-        uring::pread_exact(fd_, path_, offset, dst);
+        file::pread_exact(fd_, path_, offset, dst);
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
@@ -87,7 +88,7 @@ public:
             // automatic mode skips the page-cache probe for it.
             const bool small = uring::plan_bytes(ops) < uring::inline_plan_bytes;
             t.streams = opts_.mode == mode::cold ||
-                        (opts_.mode == mode::automatic && !small && uring::cached_fraction(fd_, ops) < hot_fraction);
+                        (opts_.mode == mode::automatic && !small && file::cached_fraction(fd_, ops) < hot_fraction);
             t.async_punt = opts_.async_punt && !t.streams;
         }
         uring::ring_set set;
@@ -111,6 +112,7 @@ public:
         h.device = device_;
         h.inode = inode_;
         h.mtime_ns = mtime_ns_;
+        h.file = path_;
         return h;
     }
 
@@ -180,7 +182,7 @@ private:
     int fd_ = -1;   // buffered: prefix, read_exact, and execute unless direct
     int dfd_ = -1;  // O_DIRECT: execute when opts_.direct
     std::uint64_t size_ = 0;
-    uring::dio_alignment align_{1, 1};
+    file::dio_alignment align_{1, 1};
     unsigned threads_ = 1;
     std::vector<std::byte> prefix_;
     std::uint64_t device_ = 0, inode_ = 0;
@@ -206,18 +208,28 @@ std::optional<file_view> view_file(const source& src) noexcept {
 }  // namespace uring
 
 namespace uring {
-std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f, std::string name) {
+void check_file_options(const std::string& path, const file_options& o) {
+    auto bad = [&](const std::string& what) { raise(errc::InvalidArgument, path + ": file_options: " + what); };
+    if (o.queue_depth == 0 || o.queue_depth > 4096) bad("queue_depth must be 1..4096");
+    if (o.chunk_size < 4096 || o.chunk_size > (1u << 30)) bad("chunk_size must be 4 KiB..1 GiB");
+    if (o.threads > 256) bad("threads must be 0..256");
+    if (o.prefetch > (1u << 30)) bad("prefetch must be at most 1 GiB");
+}
+
+std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, file::opened_file f, std::string name) {
     check_file_options(path, opts);
     return std::make_unique<file_source>(std::move(path), opts, std::move(f), std::move(name));
 }
 
 std::unique_ptr<source> open_file_named(const std::string& path, const std::string& name, const file_options& opts) {
-    return adopt_file(path, opts, open_blocking(path, opts), name);
+    check_file_options(path, opts);
+    return adopt_file(path, opts, file::open_blocking(path, opts.direct, opts.prefetch), name);
 }
 }  // namespace uring
 
 std::unique_ptr<source> open_file(const std::string& path, const file_options& opts) {
-    return uring::adopt_file(path, opts, uring::open_blocking(path, opts));
+    uring::check_file_options(path, opts);
+    return uring::adopt_file(path, opts, file::open_blocking(path, opts.direct, opts.prefetch));
 }
 
 }  // namespace ringsafe

@@ -84,8 +84,8 @@ void execute_reads(const ring_set& set, const read_target& given, std::span<cons
 
     // Hot reads punted to io-wq need only the calling thread's ring: its io-wq
     // spreads the copies over the cores, while a second thread brings a fresh
-    // io-wq whose workers start cold (measured on the 2-core VM after 0.3 s
-    // idle: 110 MB at 16 vs 7-8 GB/s, 538 MB at 21 vs 15-21 GB/s).
+    // io-wq whose workers start cold, slower by half after an idle moment
+    // (bench/README.md, "Rings and io-wq").
     const std::size_t useful =
         inline_plan || (!target.direct && !target.streams && target.async_punt) ? 1 : job.chunks.size();
     std::vector<worker_ring*> rings;

@@ -45,8 +45,9 @@ struct ring_set {
 
 // Plans of fewer bytes than this run inline: on the calling thread's ring
 // alone (no worker thread started) and without IOSQE_ASYNC (an io-wq hop
-// measured ~10 vs ~4.7 us per 4 KiB read, and the first punted read of a new
-// process waits ms for an io-wq worker to start).
+// doubles the cost of a 4 KiB read, and the first punted read of a new
+// process waits milliseconds for an io-wq worker to start; bench/README.md,
+// "Rings and io-wq").
 constexpr std::uint64_t inline_plan_bytes = 1u << 20;
 // Total bytes of the ops (saturating).
 std::uint64_t plan_bytes(std::span<const read_op> ops) noexcept;

@@ -26,7 +26,7 @@
 namespace ringsafe {
 
 using namespace write;
-using publish::temp_file;
+using file::temp_file;
 
 struct declared_writer::impl {
     std::vector<tensor_entry> entries;

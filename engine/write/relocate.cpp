@@ -12,7 +12,7 @@
 namespace ringsafe {
 
 using namespace write;
-using publish::temp_file;
+using file::temp_file;
 
 void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
     constexpr std::uint64_t page = 4096;

@@ -9,9 +9,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "file/temp_file.hpp"
 #include "ringsafe/writer.hpp"
 #include "write/data_stream.hpp"
-#include "publish/temp_file.hpp"
 
 namespace ringsafe {
 
@@ -19,7 +19,7 @@ struct writer::impl {
     std::string path;
     writer_options opts;
     writer_stats stats;
-    std::unique_ptr<publish::temp_file> tmp;      // new files
+    std::unique_ptr<file::temp_file> tmp;         // new files
     int append_fd = -1;                            // append mode: the file itself
     std::unique_ptr<write::data_stream> stream;
     std::vector<tensor_entry> entries;  // tensors written by this writer, in data order

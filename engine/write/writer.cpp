@@ -14,7 +14,7 @@
 namespace ringsafe {
 
 using namespace write;
-using publish::temp_file;
+using file::temp_file;
 
 namespace {
 constexpr std::uint64_t page = 4096;

@@ -1,5 +1,7 @@
 // HTTP(S), S3, GCS, Azure Blob and Hugging Face Hub objects as byte sources, read with
-// parallel Range requests.
+// parallel Range requests: the options of every remote source. open_url
+// (open_source.hpp) opens one; stores.hpp fills these options from a store's
+// environment and presigns S3 URLs.
 //
 //   auto src = ringsafe::open_url("https://host/model.safetensors");  // one request: size, ETag, header
 //   src->execute(ops, ctl);   // ranges split into chunk_size requests over keep-alive connections
@@ -157,44 +159,5 @@ struct http_options {
 // Throws InvalidArgument naming the option or variable and its value when out
 // of range or malformed.
 http_options resolved_http_options(const http_options& o);
-
-// Opens an http://, https://, s3://bucket/key, gs://bucket/object,
-// az://container/blob or hf://ORG/NAME[@REV][/PATH] URL with one Range request of
-// `prefetch` bytes, which gives the size, the validator (ETag/Last-Modified)
-// and prefix(). Throws ringsafe::error naming the URL: InvalidArgument (bad
-// URL or options, a header name or value, token or S3 credential holding CR,
-// LF or NUL), HttpError (status such as 401/403/404, TLS or connection
-// failure after retries, a token endpoint's refusal), RangeNotSupported (the
-// server ignores Range). A gs:// object that needs an OAuth token fetches it
-// inside its first request (and again before it expires), never before it.
-// The source's execute() runs its own event loop on the calling thread, and
-// threads-1 more on threads it starts and joins before returning. An hf://
-// URL is resolved at the Hub (opts.hub) and named by its pinned commit
-// (hf://ORG/NAME@COMMIT/PATH); one found in the Hub cache opens as that
-// local file with no request (engine/stores/README.md).
-std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
-
-// Fills credentials the environment provides for an http(s) `url` into `opts`
-// when the caller gave none: the Hub's token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN,
-// the token file, unless HF_HUB_DISABLE_IMPLICIT_TOKEN; see hub_options::token)
-// as the bearer token when the URL is at the Hub's origin (https://huggingface.co,
-// hf.co and their subdomains on port 443, or HF_ENDPOINT's origin). The CLI
-// calls it. hf:// URLs find their token themselves.
-void apply_environment_credentials(const std::string& url, http_options& opts);
-
-// Sets `endpoint` as the endpoint of every store that takes one (s3, gcs,
-// azure, hub), so that it serves whichever the URL's scheme picks (the CLI's
-// --endpoint-url, Python's endpoint_url=).
-void set_store_endpoint(http_options& opts, const std::string& endpoint);
-
-// Sends no credentials to gs:// and az:// objects (public buckets; the CLI's
-// --anonymous, Python's anonymous=True).
-void set_anonymous(http_options& opts);
-
-// A presigned GET URL (SigV4 query signing) for `s3_url` (s3://bucket/key) that any
-// HTTP client can fetch without credentials for `expires` (1 s to 7 days); `opts`
-// is resolved as open_url resolves it (the AWS_* environment fills what is empty).
-// Throws InvalidArgument naming the URL: not s3://, no access key, expiry out of range.
-std::string presign_s3_url(const std::string& s3_url, const s3_options& opts, std::chrono::seconds expires);
 
 }  // namespace ringsafe

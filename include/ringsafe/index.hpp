@@ -1,11 +1,11 @@
 // Sharded checkpoints: `model.safetensors.index.json`, whose `weight_map` maps
 // each tensor name to the shard file holding it, e.g.
 //   {"metadata": {"total_size": 1234}, "weight_map": {"w": "model-00001-of-00002.safetensors"}}
-// reader::open() uses these to present the shards as one checkpoint.
+// reader::open() uses these to present the shards as one checkpoint (how it
+// names the shards and recognises an index: reader.hpp).
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,17 +35,5 @@ struct shard_index {
 // a shard name is empty, absolute, contains a `..` component or a backslash.
 // Unknown top-level keys are ignored.
 shard_index parse_index(std::string_view json, const std::string& name);
-
-// The path or URL of `shard` next to the index `index_spec`: the index's
-// directory (or, for a URL, its path without query or fragment) joined with
-// the shard's relative name.
-std::string resolve_shard(const std::string& index_spec, const std::string& shard);
-
-// True when an object looks like an index rather than a safetensors file:
-// its name ends in ".json", or it starts with optional JSON whitespace and '{'
-// while its first 8 bytes, read as a safetensors length prefix, point past
-// `size` (a real file's prefix never does).
-bool looks_like_index(std::string_view spec, std::span<const std::byte> prefix,
-                      std::uint64_t size) noexcept;
 
 }  // namespace ringsafe

@@ -67,7 +67,7 @@ struct shard_info {
 // made them.
 class reader {
 public:
-    // Opens `spec`: a path, an http(s)://, s3:// or hf:// URL, or a sharded index
+    // Opens `spec`: a path, a URL (see is_url), or a sharded index
     // (see looks_like_index()). Reads each header with the source's first read
     // (a second read only when the header is larger than that prefix), and
     // validates it like parse_header(). For an index, opens the shards in
@@ -165,5 +165,17 @@ private:
     explicit reader(std::unique_ptr<impl> p);
     std::unique_ptr<impl> p_;
 };
+
+// The path or URL of `shard` next to the index `index_spec`: the index's
+// directory (or, for a URL, its path without query or fragment) joined with
+// the shard's relative name.
+std::string resolve_shard(const std::string& index_spec, const std::string& shard);
+
+// True when an object looks like an index rather than a safetensors file:
+// its name ends in ".json", or it starts with optional JSON whitespace and '{'
+// while its first 8 bytes, read as a safetensors length prefix, point past
+// `size` (a real file's prefix never does).
+bool looks_like_index(std::string_view spec, std::span<const std::byte> prefix,
+                      std::uint64_t size) noexcept;
 
 }  // namespace ringsafe

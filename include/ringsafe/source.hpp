@@ -44,6 +44,8 @@ struct source_hints {
     std::uint64_t device = 0, inode = 0;
     // A local file's last modification (st_mtim, in ns) as opened; 0 for other sources.
     std::int64_t mtime_ns = 0;
+    // A local file's path as opened (valid while the source lives); empty for other sources.
+    std::string_view file;
 };
 
 // A random-access, read-only byte source. Thread-compatible: one execute()
@@ -69,8 +71,5 @@ public:
     // Chunking/alignment preferences for the planner.
     virtual source_hints hints() const noexcept { return {}; }
 };
-
-// True when `spec` names a remote object (http://, https://, s3://, hf://).
-bool is_url(std::string_view spec) noexcept;
 
 }  // namespace ringsafe

@@ -21,6 +21,7 @@
 
 #include "checkpoint_bytes.hpp"
 #include "ringsafe/asio.hpp"
+#include "skip.hpp"
 #include "uring/fault_injection.hpp"
 
 using namespace ringsafe;
@@ -33,14 +34,15 @@ namespace {
 constexpr std::size_t page = 4096;
 constexpr std::byte guard_byte{0x5A};
 
-// The reader over `path` with O_DIRECT, or nullopt where the filesystem refuses it.
-std::optional<reader> open_direct(const std::string& path, reader_options ro = {}) {
+// The reader over `path` with O_DIRECT, or nullopt where the filesystem
+// refuses it (`refused` then says why).
+std::optional<reader> open_direct(const std::string& path, std::string& refused, reader_options ro = {}) {
     ro.source.file.direct = true;
     try {
         return reader::open(path, ro);
     } catch (const error& e) {
         if (e.code() != make_error_code(errc::InvalidArgument)) throw;
-        WARN("no O_DIRECT here: " << e.what());
+        refused = e.what();
         return std::nullopt;
     }
 }
@@ -137,8 +139,9 @@ TEST_CASE("asio direct: unaligned tensors land in unaligned and aligned buffers,
     const bool shorten = GENERATE(false, true);
     reader_options ro;
     ro.plan.chunk_size = 256u << 10;
-    auto rd = open_direct((dir / "m.safetensors").string(), ro);
-    if (!rd) return;
+    std::string refused;
+    auto rd = open_direct((dir / "m.safetensors").string(), refused, ro);
+    if (!rd) SKIP("no O_DIRECT here: " << refused);
     net::io_context io;
     ra::async_reader r(io.get_executor(), std::move(*rd));
     auto sel = r.get().all();
@@ -189,8 +192,9 @@ TEST_CASE("asio direct: a read ending at an EOF that is not block aligned", "[as
     write_file(dir / "m.safetensors", f.bytes);
     const auto how = GENERATE(dst_placement::congruent, dst_placement::off_by_one, dst_placement::page_aligned);
     const bool only_last = GENERATE(true, false);
-    auto rd = open_direct((dir / "m.safetensors").string());
-    if (!rd) return;
+    std::string refused;
+    auto rd = open_direct((dir / "m.safetensors").string(), refused);
+    if (!rd) SKIP("no O_DIRECT here: " << refused);
     net::io_context io;
     ra::async_reader r(io.get_executor(), std::move(*rd));
     auto sel = only_last ? r.get().select({"last"}) : r.get().all();
@@ -225,8 +229,9 @@ TEST_CASE("asio direct: cancellation mid-read completes with operation_aborted a
     const auto how = GENERATE(dst_placement::congruent, dst_placement::off_by_one);
     reader_options ro;
     ro.plan.chunk_size = 64u << 10;
-    auto rd = open_direct((dir / "big.safetensors").string(), ro);
-    if (!rd) return;
+    std::string refused;
+    auto rd = open_direct((dir / "big.safetensors").string(), refused, ro);
+    if (!rd) SKIP("no O_DIRECT here: " << refused);
     net::io_context io;
     ra::async_options ao;
     ao.queue_depth = 4;

@@ -11,6 +11,7 @@
 
 #include "fuzz_check.hpp"
 #include "ringsafe/index.hpp"
+#include "ringsafe/reader.hpp"
 
 namespace {
 

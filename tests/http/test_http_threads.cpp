@@ -16,6 +16,7 @@
 #include "http_harness.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;

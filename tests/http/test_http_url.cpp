@@ -9,6 +9,7 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;

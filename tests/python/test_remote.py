@@ -554,3 +554,17 @@ def test_s3_missing_key_is_a_404_naming_it(aws_env):
         rpt.load_file(f"s3://{BUCKET}/dir/absent.safetensors")
     assert "404" in str(info.value)
     assert f"/{BUCKET}/dir/absent.safetensors" in str(info.value)
+
+
+def test_http_connections_resolves_like_the_engine(monkeypatch):
+    from ringsafe._ringsafe import http_connections
+    monkeypatch.delenv("RINGSAFE_CONNECTIONS", raising=False)
+    default = http_connections()
+    assert default >= 1 and http_connections(5) == 5
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "12")
+    assert http_connections() == 12 and http_connections(3) == 3
+    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "abc")
+    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_CONNECTIONS"):
+        http_connections()
+    with pytest.raises(ValueError, match="connections"):
+        http_connections(0)

@@ -12,6 +12,7 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "stores/azure_object.hpp"
 #include "store_servers.hpp"
 #include "test_support.hpp"

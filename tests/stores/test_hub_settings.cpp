@@ -12,6 +12,7 @@
 
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 #include "stores/hub_settings.hpp"
 #include "test_support.hpp"
 

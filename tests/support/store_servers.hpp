@@ -12,6 +12,7 @@
 
 #include "http_harness.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/open_source.hpp"
 
 namespace ringsafe::test {
 

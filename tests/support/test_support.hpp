@@ -16,6 +16,7 @@
 #include "ringsafe/error.hpp"
 #include "ringsafe/reader.hpp"
 #include "ringsafe/source.hpp"
+#include "skip.hpp"
 
 // Which sanitizer this test program is built with: GCC says so with macros,
 // clang with __has_feature.

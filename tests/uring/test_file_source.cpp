@@ -17,6 +17,7 @@
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/file_source.hpp"
 #include "ringsafe/open_source.hpp"
+#include "skip.hpp"
 #include "test_support.hpp"
 #include "uring/fault_injection.hpp"
 
@@ -108,13 +109,6 @@ bool direct_refused(const std::string& path) {
     return fd < 0 && errno == EINVAL;
 }
 
-// [direct] tests: skip the whole (direct-only) run when O_DIRECT is refused.
-void require_direct(const std::string& path) {
-    if (direct_refused(path)) {
-        WARN("the filesystem refuses O_DIRECT; skipping");
-        std::exit(77);
-    }
-}
 
 file_options opts(unsigned qd, std::uint64_t chunk, unsigned threads, bool direct) {
     file_options o;
@@ -127,7 +121,7 @@ file_options opts(unsigned qd, std::uint64_t chunk, unsigned threads, bool direc
 
 void random_ranges_across_options(bool direct) {
     pattern_file f((3u << 20) + 1234);
-    if (direct) require_direct(f.path);
+    if (direct && direct_refused(f.path)) SKIP("the filesystem refuses O_DIRECT");
     std::uint32_t round = 0;
     for (unsigned qd : {1u, 3u, 32u})
         for (std::uint64_t chunk : {std::uint64_t{4096}, std::uint64_t{65536}, std::uint64_t{1} << 20})
@@ -279,7 +273,7 @@ namespace {
 
 void injected_short_and_retried(bool direct) {
     pattern_file f((4u << 20) + 999);
-    if (direct) require_direct(f.path);
+    if (direct && direct_refused(f.path)) SKIP("the filesystem refuses O_DIRECT");
     std::atomic<unsigned> shortened{0}, retried{0}, seen{0};
     uring::scoped_completion_fault fault([&](const uring::completion_event& ev, int res) {
         const unsigned n = seen++;
@@ -318,7 +312,7 @@ void injected_short_and_retried(bool direct) {
 
 void injected_eio_names_tensor_and_offset(bool direct) {
     pattern_file f(2u << 20);
-    if (direct) require_direct(f.path);
+    if (direct && direct_refused(f.path)) SKIP("the filesystem refuses O_DIRECT");
     std::atomic<std::uint64_t> failed_at{~0ull};
     std::atomic<bool> once{false};
     uring::scoped_completion_fault fault([&](const uring::completion_event& ev, int res) {
@@ -347,7 +341,7 @@ void injected_eio_names_tensor_and_offset(bool direct) {
 
 void truncated_after_open(bool direct, file_options::buffered_mode mode = file_options::buffered_mode::automatic) {
     pattern_file f(4u << 20);
-    if (direct) require_direct(f.path);
+    if (direct && direct_refused(f.path)) SKIP("the filesystem refuses O_DIRECT");
     file_options o = opts(8, 65536, 2, direct);
     o.mode = mode;
     auto src = open_file(f.path, o);

@@ -18,12 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "file/page_cache_probe.hpp"
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/file_source.hpp"
+#include "skip.hpp"
 #include "test_support.hpp"
 #include "uring/chunk_queue.hpp"
 #include "uring/fault_injection.hpp"
-#include "uring/page_cache_probe.hpp"
 #include "uring/read_worker.hpp"
 
 using namespace ringsafe;
@@ -166,23 +167,21 @@ TEST_CASE("cached_fraction tells a cached file from an evicted one") {
     REQUIRE(fd >= 0);
     std::vector<read_op> ops;
     for (std::uint64_t off = 0; off < f.bytes.size(); off += 1u << 20) ops.push_back({off + 100, 500000, nullptr, 0});
-    CHECK(uring::cached_fraction(fd, ops) > 0.99);
+    CHECK(file::cached_fraction(fd, ops) > 0.99);
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (f.resident_pages() > 16) {
         ::close(fd);
-        WARN("POSIX_FADV_DONTNEED does not evict on this filesystem; skipping the cold half");
-        return;
+        SKIP("POSIX_FADV_DONTNEED does not evict on this filesystem: the cold half is not checked");
     }
-    CHECK(uring::cached_fraction(fd, ops) < 0.01);
-    CHECK(uring::cached_fraction(fd, {}) == 1.0);  // nothing to read counts as hot
+    CHECK(file::cached_fraction(fd, ops) < 0.01);
+    CHECK(file::cached_fraction(fd, {}) == 1.0);  // nothing to read counts as hot
     ::close(fd);
 }
 
 TEST_CASE("automatic mode reads an evicted file as cold streams and a cached one hot") {
     data_file f(6u << 20, true);
     if (f.resident_pages() > 16) {
-        WARN("POSIX_FADV_DONTNEED does not evict on this filesystem; skipping");
-        return;
+        SKIP("POSIX_FADV_DONTNEED does not evict on this filesystem");
     }
     auto src = open_file(f.path, with(mode::automatic, 2, 256u << 10));
     host_buffer buf(f.bytes.size());

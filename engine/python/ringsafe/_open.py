@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 class safe_open:
     """Opens a checkpoint for reading tensors one at a time, as
     ``safetensors.safe_open`` does: ``with safe_open(path, framework="pt") as f:
-    f.get_tensor(name)``. ``filename`` may be a path, an http(s)://, s3:// or hf://
-    URL, a sharded ``*.index.json`` or an open binary file object.
+    f.get_tensor(name)``. ``filename`` may be a path, an http(s)://, s3://, gs://, az://
+    or hf:// URL, a sharded ``*.index.json`` or an open binary file object.
     ``device="cuda:N"``: get_tensor and get_tensors read straight into device
     memory through one ring of pinned staging buffers kept until close().
     ``backend="mmap"`` (default): a local file's tensors are zero-copy views of

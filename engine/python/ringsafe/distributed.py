@@ -79,7 +79,7 @@ def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: s
     byte fetched from the source by one rank only. Returns {name: tensor} on
     every rank, as ``ringsafe.torch.load_file`` would alone.
 
-    ``filename``: a path, http(s)://, s3:// or hf:// URL, or ``*.index.json`` (each rank
+    ``filename``: a path, http(s)://, s3://, gs://, az:// or hf:// URL, or ``*.index.json`` (each rank
     may spell it differently, e.g. a local mirror; the headers must be equal).
     ``select``: names/globs this rank wants (rank-dependent; [] for nothing).
     ``shard``: what part of each tensor this rank wants (tensor parallelism):

@@ -1,10 +1,10 @@
 // cached_pages: the cachestat(2) system call, which libc does not wrap.
-#include "memory/cachestat.hpp"
+#include "file/cachestat.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace ringsafe::memory {
+namespace ringsafe::file {
 namespace {
 
 // cachestat(2) arrived in Linux 6.5 with the same number on every
@@ -34,4 +34,4 @@ long long cached_pages(int fd, std::uint64_t offset, std::uint64_t length) noexc
     return static_cast<long long>(c.nr_cache);
 }
 
-}  // namespace ringsafe::memory
+}  // namespace ringsafe::file

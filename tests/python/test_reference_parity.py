@@ -1,6 +1,7 @@
-"""The package's core promises in one place: every conformance file read like
-the reference reads it, save_file byte-identical to the reference's, slicing
-equal to NumPy's, errors as the reference raises them."""
+"""Where ringsafe must agree with the reference safetensors, in one place:
+every conformance file read as the reference reads it, save_file
+byte-identical to the reference's, load_model as the reference's, slicing
+equal to the framework's indexing, errors as the reference raises them."""
 
 import hashlib
 import json
@@ -228,16 +229,3 @@ def test_get_slice_takes_boolean_masks_as_the_framework_does_and_huge_steps(tmp_
                 got = s[index]
                 assert np.array_equal(got.numpy() if framework == "pt" else got, full[index]), index
 
-
-def test_http_connections_resolves_like_the_engine(monkeypatch):
-    from ringsafe._ringsafe import http_connections
-    monkeypatch.delenv("RINGSAFE_CONNECTIONS", raising=False)
-    default = http_connections()
-    assert default >= 1 and http_connections(5) == 5
-    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "12")
-    assert http_connections() == 12 and http_connections(3) == 3
-    monkeypatch.setenv("RINGSAFE_CONNECTIONS", "abc")
-    with pytest.raises(ringsafe.SafetensorError, match="RINGSAFE_CONNECTIONS"):
-        http_connections()
-    with pytest.raises(ValueError, match="connections"):
-        http_connections(0)

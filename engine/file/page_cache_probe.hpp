@@ -5,7 +5,7 @@
 
 #include "ringsafe/source.hpp"
 
-namespace ringsafe::uring {
+namespace ringsafe::file {
 
 // Fraction (0..1) of the bytes of `ops` that the page cache of the file open
 // at `fd` holds, judged from at most 32 evenly spaced ops: cachestat(2) where
@@ -14,4 +14,4 @@ namespace ringsafe::uring {
 // fails with EAGAIN when that page is not cached). 1 for an empty plan.
 double cached_fraction(int fd, std::span<const read_op> ops) noexcept;
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

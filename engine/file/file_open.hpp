@@ -1,7 +1,7 @@
-// Opening a local file for a file source (engine-internal): the option and
-// file-type checks and the error messages, shared by open_file() (blocking
-// syscalls) and async_open (the same steps as io_uring operations), and the
-// file source made from a file opened either way.
+// Opening a local file for a file source (engine-internal): the file-type
+// checks and the error messages, shared by open_file() (blocking syscalls)
+// and async_open (the same steps as io_uring operations). The file source's
+// options, and the source made from a file opened either way: uring/file_source.hpp.
 #pragma once
 
 #include <fcntl.h>
@@ -14,19 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "ringsafe/file_source.hpp"
-#include "uring/dio_alignment.hpp"
+#include "file/dio_alignment.hpp"
 
-namespace ringsafe::uring {
+namespace ringsafe::file {
 
 // The buffered descriptor (O_NONBLOCK: open(2) of a FIFO without a writer
 // would block forever; cleared once the file is known to be regular).
 inline constexpr int buffered_open_flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
-// The O_DIRECT descriptor of file_options::direct.
+// The O_DIRECT descriptor (file_options::direct).
 inline constexpr int direct_open_flags = O_RDONLY | O_CLOEXEC | O_DIRECT;
 
-// InvalidArgument naming `path` for options out of range.
-void check_file_options(const std::string& path, const file_options& o);
 // After a successful open: EISDIR for a directory, InvalidArgument for
 // anything but a regular file (st_mode / stx_mode).
 void check_file_type(const std::string& path, unsigned mode);
@@ -75,14 +72,12 @@ struct opened_file {
     std::vector<std::byte> prefix;
 };
 
-// The blocking open: open, fstat, type check, O_DIRECT open and alignment,
-// the prefix read. Throws ringsafe::error naming `path`.
-opened_file open_blocking(const std::string& path, const file_options& opts);
+// The blocking open: open, fstat, type check, the O_DIRECT open and its
+// alignment when `direct`, the read of the first min(prefetch, size) bytes.
+// Throws ringsafe::error naming `path`.
+opened_file open_blocking(const std::string& path, bool direct, std::uint64_t prefetch);
 // The step after opening f.fd, for both paths: fstat (inline: it reads the
 // in-memory inode), check_file_type, clear_nonblock, f.size.
 void stat_opened(const std::string& path, opened_file& f);
-// A file source over a file opened either way (takes the descriptors), named
-// `name` in messages (empty: the path).
-std::unique_ptr<source> adopt_file(std::string path, const file_options& opts, opened_file f, std::string name = {});
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

@@ -1,5 +1,5 @@
 // cached_fraction: cachestat(2), or RWF_NOWAIT probes where it is unavailable.
-#include "uring/page_cache_probe.hpp"
+#include "file/page_cache_probe.hpp"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "memory/cachestat.hpp"
+#include "file/cachestat.hpp"
 
-namespace ringsafe::uring {
+namespace ringsafe::file {
 namespace {
 
 constexpr std::size_t max_samples = 32;
@@ -46,7 +46,7 @@ double cached_fraction(int fd, std::span<const read_op> ops) noexcept {
     double have = 0, want = 0;
     for_samples(ops, step, [&](const read_op& op) {
         if (!exact) return;
-        const long long n = memory::cached_pages(fd, op.offset, op.length);
+        const long long n = file::cached_pages(fd, op.offset, op.length);
         if (n < 0) {
             exact = false;
             return;
@@ -66,4 +66,4 @@ double cached_fraction(int fd, std::span<const read_op> ops) noexcept {
     return probes ? static_cast<double>(hits) / probes : 1;
 }
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace ringsafe::memory {
+namespace ringsafe::file {
 
 // Pages of [offset, +length) of the file open at `fd` that the page cache
 // holds, by cachestat(2) (Linux 6.5; its cost grows with the cache's folios,
@@ -12,4 +12,4 @@ namespace ringsafe::memory {
 // (the kernel allows it only to whoever may write the file).
 long long cached_pages(int fd, std::uint64_t offset, std::uint64_t length) noexcept;
 
-}  // namespace ringsafe::memory
+}  // namespace ringsafe::file

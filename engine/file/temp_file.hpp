@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace ringsafe::publish {
+namespace ringsafe::file {
 
 class temp_file {
 public:
@@ -87,4 +87,4 @@ void replace_file(const std::string& target, std::string_view text);
 // Throws naming the paths.
 void replace_with_symlink(const std::string& target, const std::string& link);
 
-}  // namespace ringsafe::publish
+}  // namespace ringsafe::file

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace ringsafe::uring {
+namespace ringsafe::file {
 
 // What O_DIRECT requires of reads on one file.
 struct dio_alignment {
@@ -27,4 +27,4 @@ dio_alignment query_dio_alignment(int fd, const std::string& path);
 std::optional<dio_alignment> dio_alignment_from(const struct statx& sx, const std::string& path);
 dio_alignment dio_alignment_without_statx(int fd);
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

@@ -10,6 +10,7 @@
 
 #include "ringsafe/buffer.hpp"
 #include "ringsafe/error.hpp"
+#include "skip.hpp"
 
 using namespace ringsafe;
 
@@ -77,8 +78,7 @@ TEST_CASE("prefault makes pages resident; without it they stay untouched") {
 
 TEST_CASE("huge-page buffers are backed by transparent huge pages when THP allows") {
     if (!thp_available()) {
-        WARN("transparent huge pages are disabled; not checked");
-        return;
+        SKIP("transparent huge pages are disabled");
     }
     host_buffer b(16u << 20);  // page_kind::huge, prefaulted
     page_report r = b.pages();

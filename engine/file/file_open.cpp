@@ -1,5 +1,5 @@
 // Opening a local file: checks, errors and the blocking open shared with async_open.
-#include "uring/file_open.hpp"
+#include "file/file_open.hpp"
 
 #include <unistd.h>
 
@@ -8,15 +8,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::uring {
-
-void check_file_options(const std::string& path, const file_options& o) {
-    auto bad = [&](const std::string& what) { raise(errc::InvalidArgument, path + ": file_options: " + what); };
-    if (o.queue_depth == 0 || o.queue_depth > 4096) bad("queue_depth must be 1..4096");
-    if (o.chunk_size < 4096 || o.chunk_size > (1u << 30)) bad("chunk_size must be 4 KiB..1 GiB");
-    if (o.threads > 256) bad("threads must be 0..256");
-    if (o.prefetch > (1u << 30)) bad("prefetch must be at most 1 GiB");
-}
+namespace ringsafe::file {
 
 void check_file_type(const std::string& path, unsigned mode) {
     if (S_ISDIR(mode)) raise_errno(EISDIR, path, path);  // an unreadable source: IoError
@@ -78,20 +70,19 @@ void stat_opened(const std::string& path, opened_file& f) {
     f.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
-opened_file open_blocking(const std::string& path, const file_options& opts) {
-    check_file_options(path, opts);
+opened_file open_blocking(const std::string& path, bool direct, std::uint64_t prefetch) {
     opened_file f;
     f.fd = owned_fd(::open(path.c_str(), buffered_open_flags));
     if (f.fd.get() < 0) raise_open_failed(path, errno);
     stat_opened(path, f);
-    if (opts.direct) {
+    if (direct) {
         f.direct_fd = owned_fd(::open(path.c_str(), direct_open_flags));
         if (f.direct_fd.get() < 0) raise_direct_open_failed(path, errno);
         f.align = query_dio_alignment(f.direct_fd.get(), path);
     }
-    f.prefix.resize(static_cast<std::size_t>(std::min(opts.prefetch, f.size)));
+    f.prefix.resize(static_cast<std::size_t>(std::min(prefetch, f.size)));
     pread_exact(f.fd.get(), path, 0, f.prefix);
     return f;
 }
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

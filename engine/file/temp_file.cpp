@@ -1,5 +1,5 @@
 // Temporary files beside the target, published by link/rename (temp_file.hpp).
-#include "publish/temp_file.hpp"
+#include "file/temp_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::publish {
+namespace ringsafe::file {
 namespace {
 
 std::string parent_of(const std::string& path) {
@@ -254,4 +254,4 @@ void temp_file::publish(bool sync_file, bool sync_dir) {
     }
 }
 
-}  // namespace ringsafe::publish
+}  // namespace ringsafe::file

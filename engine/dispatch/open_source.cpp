@@ -1,4 +1,4 @@
-// The one source dispatcher: open_source, prepare_source, open_url and is_url
+// The one source dispatcher: open_source, open_url, is_url and prepare_source
 // pick the source kind from the spec. A URL's scheme picks the store that
 // locates its object (engine/stores) or, for a store that opens its own
 // sources (the Hub), answers with a source or a local file (its cache); a new
@@ -6,12 +6,13 @@
 #include "ringsafe/open_source.hpp"
 
 #include <array>
-#include <cctype>
 
+#include "dispatch/prepare_source.hpp"
+#include "http/ascii_case.hpp"
+#include "http/http_source.hpp"
 #include "ringsafe/error.hpp"
-#include "source/deferred_open.hpp"
-#include "source/kinds.hpp"
 #include "stores/locate.hpp"
+#include "uring/file_source.hpp"
 
 namespace ringsafe {
 namespace {
@@ -34,13 +35,8 @@ constexpr std::array<url_scheme, 6> url_schemes{{
 
 // The scheme `spec` starts with (any case), or null for a local path.
 const url_scheme* scheme_of(std::string_view spec) noexcept {
-    for (const url_scheme& s : url_schemes) {
-        if (spec.size() < s.prefix.size()) continue;
-        bool same = true;
-        for (std::size_t i = 0; i < s.prefix.size() && same; ++i)
-            same = std::tolower(static_cast<unsigned char>(spec[i])) == s.prefix[i];
-        if (same) return &s;
-    }
+    for (const url_scheme& s : url_schemes)
+        if (http::starts_with_icase(spec, s.prefix)) return &s;
     return nullptr;
 }
 
@@ -72,7 +68,7 @@ std::unique_ptr<source> open_source(const std::string& spec, const source_option
     return open_file(spec, opts.file);
 }
 
-namespace detail {
+namespace dispatch {
 
 prepared_source prepare_source(const std::string& spec, const source_options& opts) {
     const url_scheme* s = scheme_of(spec);
@@ -82,7 +78,5 @@ prepared_source prepare_source(const std::string& spec, const source_options& op
     return {std::move(a.src), std::move(a.local_file), std::move(a.name)};
 }
 
-deferred_open& deferred_side(source& src) { return dynamic_cast<deferred_open&>(src); }
-
-}  // namespace detail
+}  // namespace dispatch
 }  // namespace ringsafe

@@ -1,5 +1,5 @@
 // O_DIRECT alignment query: statx STATX_DIOALIGN, BLKSSZGET, or 4096.
-#include "uring/dio_alignment.hpp"
+#include "file/dio_alignment.hpp"
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -8,7 +8,7 @@
 
 #include "ringsafe/error.hpp"
 
-namespace ringsafe::uring {
+namespace ringsafe::file {
 
 std::optional<dio_alignment> dio_alignment_from([[maybe_unused]] const struct statx& sx,
                                                 [[maybe_unused]] const std::string& path) {
@@ -41,4 +41,4 @@ dio_alignment query_dio_alignment(int fd, const std::string& path) {
     return dio_alignment_without_statx(fd);
 }
 
-}  // namespace ringsafe::uring
+}  // namespace ringsafe::file

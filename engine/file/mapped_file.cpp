@@ -1,14 +1,15 @@
-// mapped_file: one private mapping of a local file, populated in parallel.
+// mapped_file: one private mapping of a local file, populated in parallel:
+// the mapped read backend (the Python package's backend="mmap", and its
+// copies of hot checkpoints into caller memory).
 //
 // Why populate at all: a lazy mapping pays a page fault per 64 KiB (fault
 // around; less where the page cache holds large folios) the first time each
 // part is touched, on whichever thread touches it, and on a cold file each of
 // those faults waits for the disk. Cached chunks are mapped by one read per
-// 64 KiB on every core (measured 1.85x the reference's lazy load + touch with
-// 4 KiB folios, even with huge folios); chunks not cached are populated by up
-// to 8 threads at once (MADV_POPULATE_READ, whose faults drive the kernel's
-// readahead), so several requests keep the disk busy. Measured against
-// MADV_WILLNEED of each chunk first: no better on the VM's disk.
+// 64 KiB on every core; chunks not cached are populated by up to 8 threads at
+// once (MADV_POPULATE_READ, whose faults drive the kernel's readahead), so
+// several requests keep the disk busy. MADV_WILLNEED of each chunk first does
+// no better. The figures: bench/README.md, "Mapped files".
 #include "ringsafe/mapped_file.hpp"
 
 #include <fcntl.h>
@@ -27,22 +28,22 @@
 #include <utility>
 #include <vector>
 
-#include "memory/cachestat.hpp"
+#include "file/page_residency.hpp"
+#include "file/stream_copy.hpp"
 #include "ringsafe/error.hpp"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
 
 namespace ringsafe {
 
 namespace {
 
-constexpr std::uint64_t page = 4096;
+using file::all_cached;
+using file::cached_pages_of;
+using file::looks_resident;
+using file::populate_read;
+using file::stream_copy;
+using file::touch_pages;
+
+constexpr std::uint64_t page = file::page_bytes;
 // A chunk: the unit of work one thread populates at a time.
 constexpr std::uint64_t chunk_bytes = 8u << 20;
 // Below this many bytes the calling thread does it all (no thread start-up),
@@ -77,135 +78,37 @@ std::vector<chunk> chunks_of(std::span<const mapped_range> ranges, std::uint64_t
     return out;
 }
 
-// Whether [p, p + n) looks cached: mincore of five sampled pages (first,
-// quarters, last). A full mincore costs about as much as the faults it would
-// save; a page the samples missed is still read, by its own fault.
-bool looks_resident(std::byte* p, std::uint64_t n) {
-    const std::uint64_t pages = (n + page - 1) / page;
-    for (std::uint64_t k = 0; k < 5; ++k) {
-        const std::uint64_t i = pages <= 1 ? 0 : (pages - 1) * k / 4;
-        unsigned char v = 0;
-        if (::mincore(p + i * page, page, &v) != 0 || !(v & 1)) return false;
-    }
-    return true;
-}
-
-// Page tables for [p, p + n) of cached pages: one read per 64 KiB, each fault
-// mapping the 16 pages around it (the kernel's fault-around), several times
-// faster than MADV_POPULATE_READ's page-by-page walk, and it scales with threads.
-void touch_pages(const std::byte* p, std::uint64_t n, std::uint64_t stride) {
-    unsigned char sum = 0;
-    for (std::uint64_t off = 0; off < n; off += stride) sum ^= *reinterpret_cast<const volatile unsigned char*>(p + off);
-    static_cast<void>(sum);
-}
-
-// The first read of each page of a chunk just made resident. Where the
-// hypervisor hands back guest memory the guest freed (virtio-balloon free page
-// reporting, as on the 2-core VM), the first access to each 4 KiB page the
-// disk filled costs a host fault (~2 us; no guest fault: ru_minflt stays 0),
-// after MADV_POPULATE_READ has returned. Paying it on the populating threads,
-// beside their reads, instead of on the caller's single thread: a cold 2 GiB
-// load_file + first read took 1.33 s against 1.51 s (medians of 6 interleaved
-// pairs; the caller's first pass 0.06-0.12 s against 0.19-0.62 s). Elsewhere
-// it is one cached load per page.
+// The first read of each page of a chunk just made resident, on the
+// populating threads beside their reads instead of on the caller's one thread:
+// where the hypervisor hands back guest memory the guest freed (virtio-balloon
+// free page reporting), the first access to each page the disk filled costs a
+// host fault after MADV_POPULATE_READ has returned (bench/README.md, "Mapped
+// files"). Elsewhere it is one cached load per page.
 void first_access(const std::byte* p, std::uint64_t n) { touch_pages(p, n, page); }
 
-// MADV_POPULATE_READ of [p, p + n): false when the kernel lacks it (EINVAL);
-// Truncated when the file no longer covers the range (EFAULT).
-bool populate_read(std::byte* p, std::uint64_t n, const std::string& path, std::uint64_t offset) {
-    for (;;) {
-        if (::madvise(p, n, MADV_POPULATE_READ) == 0) return true;
-        if (errno == EINTR || errno == EAGAIN) continue;
-        if (errno == EINVAL) return false;
-        if (errno == EFAULT)
-            raise(errc::Truncated, "cannot read " + path + " at offset " + std::to_string(offset) +
-                                       ": the file is shorter than when it was mapped, or unreadable");
-        raise_errno(errno, "cannot read " + path + " at offset " + std::to_string(offset), path);
-    }
+// InvalidArgument unless [offset, +length) lies inside a file of `size` bytes at `path`.
+void check_range(std::uint64_t offset, std::uint64_t length, std::uint64_t size, const std::string& path) {
+    if (offset > size || length > size - offset)
+        raise(errc::InvalidArgument, "range " + std::to_string(offset) + "+" + std::to_string(length) +
+                                         " is past the end of " + path + " (" + std::to_string(size) + " bytes)");
 }
 
-constexpr std::uint64_t fault_around = 64u << 10;
+// The first exception of the threads working on one call; the others stop at their next step.
+struct first_failure {
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;
+    std::mutex m;
 
-// Pages of [offset, +length) of the file at `path` that the page cache holds,
-// by cachestat(2) (its cost grows with the page cache's folios, not the
-// pages: a cached 2 GiB file in 0.2 ms where mincore of its mapping takes
-// 50 ms), or -1 when it cannot tell: no cachestat, not permitted (the kernel
-// allows it only to whoever may write the file), or another file at the path now.
-long long cached_pages_of(const std::string& path, std::uint64_t device, std::uint64_t inode,
-                          std::span<const mapped_range> ranges) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat st {};
-    long long out = -1;
-    if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == device &&
-        static_cast<std::uint64_t>(st.st_ino) == inode) {
-        out = 0;
-        for (const auto& r : ranges) {
-            if (r.length == 0) continue;
-            const long long n = memory::cached_pages(fd, r.offset, r.length);
-            if (n < 0) {
-                out = -1;
-                break;
-            }
-            out += n;
-        }
+    void record(std::exception_ptr e) {
+        std::lock_guard lk(m);
+        if (!error) error = std::move(e);
+        failed.store(true);
     }
-    ::close(fd);
-    return out;
-}
-
-// Whether every page of `ranges` is cached, by cachestat (one call per range:
-// a populate or copy of a cached file then skips sampling each chunk); false
-// when it cannot tell.
-bool all_cached(const std::string& path, std::uint64_t device, std::uint64_t inode,
-                std::span<const mapped_range> ranges) {
-    std::vector<mapped_range> pages;
-    std::uint64_t want = 0;
-    for (const auto& r : ranges) {
-        if (r.length == 0) continue;
-        const std::uint64_t b = r.offset / page * page, e = (r.offset + r.length + page - 1) / page * page;
-        pages.push_back({b, e - b});
-        want += (e - b) / page;
+    bool stopped() const noexcept { return failed.load(std::memory_order_relaxed); }
+    void rethrow() const {
+        if (error) std::rethrow_exception(error);
     }
-    if (want == 0) return true;
-    const long long have = cached_pages_of(path, device, inode, pages);
-    return have >= 0 && static_cast<std::uint64_t>(have) >= want;
-}
-
-// Copies n bytes from src (a mapping of the page cache) to dst. From
-// stream_min_bytes up with non-temporal stores where the CPU has them (SSE2,
-// every x86-64): they skip reading each destination line into the cache
-// before overwriting it and leave the cache to the caller's other data.
-// Measured on the 2-core VM (a cached 256 MiB file, 4 MiB pieces): 12.1-12.8
-// GB/s on one thread and 19.3-19.8 on two, against glibc memcpy's 7.4-8.0 and
-// 11.3-12.2 and pread's 7.6-8.9 and 12.8-13.8 (whose threshold for such
-// stores is above these sizes).
-constexpr std::uint64_t stream_min_bytes = 256u << 10;
-
-void stream_copy(std::byte* dst, const std::byte* src, std::uint64_t n) {
-#if defined(__SSE2__)
-    if (n >= stream_min_bytes) {
-        const std::uint64_t head = (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64;
-        std::memcpy(dst, src, head);
-        dst += head, src += head, n -= head;
-        auto* d = reinterpret_cast<__m128i*>(dst);
-        const auto* s = reinterpret_cast<const __m128i*>(src);
-        for (std::uint64_t i = 0; i < n / 64; ++i, d += 4, s += 4) {
-            const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-            const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d + 1, b);
-            _mm_stream_si128(d + 2, c);
-            _mm_stream_si128(d + 3, e);
-        }
-        _mm_sfence();  // the stores are weakly ordered: visible before the piece counts as done
-        const std::uint64_t done = n / 64 * 64;
-        std::memcpy(dst + done, src + done, n - done);
-        return;
-    }
-#endif
-    std::memcpy(dst, src, n);
-}
+};
 
 // Runs `work` on the calling thread and threads - 1 others, and joins them.
 template <class F>
@@ -285,9 +188,7 @@ mapped_file& mapped_file::operator=(mapped_file&& other) noexcept {
 }
 
 std::uint64_t mapped_file::resident_bytes(mapped_range r) const {
-    if (r.offset > size_ || r.length > size_ - r.offset)
-        raise(errc::InvalidArgument, "range " + std::to_string(r.offset) + "+" + std::to_string(r.length) +
-                                         " is past the end of " + path_ + " (" + std::to_string(size_) + " bytes)");
+    check_range(r.offset, r.length, size_, path_);
     if (r.length == 0) return 0;
     const std::uint64_t b = r.offset / page * page;
     const std::uint64_t e = (r.offset + r.length + page - 1) / page * page;
@@ -312,10 +213,7 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
                                      const read_control& ctl) const {
     populate_stats stats;
     for (const auto& r : ranges) {
-        if (r.offset > size_ || r.length > size_ - r.offset)
-            raise(errc::InvalidArgument, "range " + std::to_string(r.offset) + "+" + std::to_string(r.length) +
-                                             " is past the end of " + path_ + " (" + std::to_string(size_) +
-                                             " bytes)");
+        check_range(r.offset, r.length, size_, path_);
         stats.bytes += r.length;
     }
     const std::vector<chunk> chunks = chunks_of(ranges, (size_ + page - 1) / page * page);
@@ -326,8 +224,8 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
     const bool hot = chunks.size() >= 4 && all_cached(path_, device_, inode_, ranges);
     if (threads == 0) {
         // Hot chunks are CPU work (page tables): one thread per core. Cold ones
-        // wait on the disk: more requests in flight pay off (measured on the
-        // 2-core VM: 1.6 GB/s with 2 threads, 2.0 with 8).
+        // wait on the disk: more requests in flight pay off (bench/README.md,
+        // "Mapped files").
         bool cold = false;
         for (std::size_t i = 0; i < chunks.size() && !cold && !hot; i += std::max<std::size_t>(1, chunks.size() / 8))
             cold = !looks_resident(data_ + chunks[i].begin, chunks[i].end - chunks[i].begin);
@@ -341,18 +239,11 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
 
     std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> done{0}, cold{0};
-    std::atomic<bool> failed{false};
-    std::exception_ptr first_error;
-    std::mutex error_m;
-    auto fail = [&](std::exception_ptr e) {
-        std::lock_guard lk(error_m);
-        if (!first_error) first_error = std::move(e);
-        failed.store(true);
-    };
+    first_failure failure;
     auto work = [&] {
         try {
             for (;;) {
-                if (failed.load(std::memory_order_relaxed)) return;
+                if (failure.stopped()) return;
                 if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "loading " + path_ + " was cancelled");
                 const std::size_t i = next.fetch_add(1);
                 if (i >= chunks.size()) return;
@@ -366,7 +257,7 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
                     if (!populate_read(p + last, page, path_, c.begin + last)) {
                         touch_pages(p, n, page);  // a kernel without MADV_POPULATE_READ
                     } else {
-                        touch_pages(p, n, fault_around);
+                        touch_pages(p, n, file::fault_around_bytes);
                     }
                 } else {
                     cold.fetch_add(n, std::memory_order_relaxed);
@@ -379,11 +270,11 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
                 if (ctl.on_progress) ctl.on_progress(d, total);
             }
         } catch (...) {
-            fail(std::current_exception());
+            failure.record(std::current_exception());
         }
     };
     run_on_threads(threads, work);
-    if (first_error) std::rethrow_exception(first_error);
+    failure.rethrow();
     stats.cold_bytes = std::min(cold.load(), stats.bytes);
     return stats;
 }
@@ -392,10 +283,7 @@ populate_stats mapped_file::copy_to(std::span<const mapped_copy> copies, unsigne
                                     const read_control& ctl) const {
     populate_stats stats;
     for (const auto& c : copies) {
-        if (c.offset > size_ || c.length > size_ - c.offset)
-            raise(errc::InvalidArgument, "range " + std::to_string(c.offset) + "+" + std::to_string(c.length) +
-                                             " is past the end of " + path_ + " (" + std::to_string(size_) +
-                                             " bytes)");
+        check_range(c.offset, c.length, size_, path_);
         if (c.length != 0 && c.dst == nullptr)
             raise(errc::InvalidArgument, "copying " + std::to_string(c.length) + " bytes of " + path_ +
                                              " at offset " + std::to_string(c.offset) + " to a null destination");
@@ -434,13 +322,11 @@ populate_stats mapped_file::copy_to(std::span<const mapped_copy> copies, unsigne
     const std::uint64_t mapped_end = (size_ + page - 1) / page * page;
     std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> done{0}, cold{0};
-    std::atomic<bool> failed{false};
-    std::exception_ptr first_error;
-    std::mutex error_m;
+    first_failure failure;
     auto work = [&] {
         try {
             for (;;) {
-                if (failed.load(std::memory_order_relaxed)) return;
+                if (failure.stopped()) return;
                 if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "copying from " + path_ + " was cancelled");
                 const std::size_t i = next.fetch_add(1);
                 if (i >= pieces.size()) return;
@@ -461,13 +347,11 @@ populate_stats mapped_file::copy_to(std::span<const mapped_copy> copies, unsigne
                 if (ctl.on_progress) ctl.on_progress(d, stats.bytes);
             }
         } catch (...) {
-            std::lock_guard lk(error_m);
-            if (!first_error) first_error = std::current_exception();
-            failed.store(true);
+            failure.record(std::current_exception());
         }
     };
     run_on_threads(threads, work);
-    if (first_error) std::rethrow_exception(first_error);
+    failure.rethrow();
     stats.cold_bytes = std::min(cold.load(), stats.bytes);
     return stats;
 }

@@ -1,4 +1,5 @@
-"""ringsafe's Python-side behaviours beyond format conformance: errors for
+"""The calls (safe_open, load_file, read_into, iter_tensors, save_file) beyond
+format conformance: errors for
 closed handles, bad frameworks and devices, missing files and tensors,
 select=, read_into in place (and its refusals before any I/O), the streaming
 iterator, progress reporting, view lifetimes, the GIL released during reads
