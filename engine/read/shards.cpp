@@ -35,15 +35,21 @@ std::optional<metadata_map> common_metadata(const std::vector<opened_shard>& sha
 
 }  // namespace
 
-void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
-    const std::size_t n = idx.shards.size();
+std::size_t parallel_opens(const reader::impl& r, const std::string& spec) noexcept {
+    return is_url(spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
+}
+
+std::vector<opened_shard> open_all(const reader::impl& r, std::size_t n,
+                                   const std::function<std::string(std::size_t)>& spec_of, std::size_t limit,
+                                   std::size_t skip) {
     std::vector<opened_shard> out(n);
     std::atomic<std::size_t> next{0};
     auto worker = [&] {
         for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+            if (i == skip) continue;
             auto& o = out[i];
             try {
-                o.spec = resolve_shard(index_spec, idx.shards[i]);
+                o.spec = spec_of(i);
                 o.src = r.open_source_for(o.spec);
                 o.hdr = load_header(*o.src, r.opts.parse);
             } catch (...) {
@@ -51,14 +57,17 @@ void open_shards(reader::impl& r, const std::string& index_spec, const shard_ind
             }
         }
     };
-    // A remote index: up to 64 shard headers in flight at once (an open is one
-    // round trip, nearly all of it waiting); local shards: parallel_shards.
-    const std::size_t limit = is_url(index_spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
     const std::size_t workers = std::min<std::size_t>(n, limit);
     std::vector<std::thread> pool;
     for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
+    return out;
+}
+
+void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
+    auto out = open_all(r, idx.shards.size(), [&](std::size_t i) { return resolve_shard(index_spec, idx.shards[i]); },
+                        parallel_opens(r, index_spec));
     adopt_shards(r, index_spec, idx, std::move(out));
 }
 
