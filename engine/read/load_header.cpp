@@ -3,6 +3,7 @@
 #include "read/load_header.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "format/error_context.hpp"
 
@@ -32,13 +33,34 @@ shard_header from_gguf(gguf::header h) {
     return s;
 }
 
+namespace {
+
+// Whether a source is read as GGUF: its magic says so; or it is named *.gguf
+// and does not start like a safetensors file (a length within the file, then
+// '{'), so that a damaged GGUF file gets GGUF's verdict (BadMagic, Truncated).
+bool read_as_gguf(const source& src) {
+    const std::span<const std::byte> prefix = src.prefix();
+    if (gguf::is_gguf(prefix)) return true;
+    std::string name = src.name().substr(0, is_url(src.name()) ? src.name().find_first_of("?#") : std::string::npos);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!name.ends_with(".gguf")) return false;
+    if (prefix.size() < 9) return true;
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(prefix[static_cast<std::size_t>(i)]);
+    std::size_t i = 8;
+    while (i < prefix.size() && std::isspace(std::to_integer<unsigned char>(prefix[i]))) ++i;
+    return n > src.size() - 8 || i == prefix.size() || prefix[i] != std::byte{'{'};
+}
+
+}  // namespace
+
 header_stream::header_stream(const source& src, const parse_options& opts) : src_(src) {
     try {
-        std::span<const std::byte> prefix = src.prefix();
-        if (gguf::is_gguf(prefix)) {
+        if (read_as_gguf(src)) {
             gguf_.emplace(src, opts);
             return;
         }
+        const std::span<const std::byte> prefix = src.prefix();
         n_ = parse_length_prefix(prefix, src.size(), opts);
         parser_.emplace(n_, src.size(), opts);
         const std::size_t in_prefix =

@@ -1,6 +1,8 @@
 // Reading a shard's header through a source, whichever its format: the
 // format is told by the magic bytes of the source's prefix (GGUF), else it is
-// safetensors. Both become a shard_header, the records the reader keeps.
+// safetensors (the name matters only for a file that starts as neither: named
+// *.gguf, it gets GGUF's verdict). Both become a shard_header, the records
+// the reader keeps.
 #pragma once
 
 #include <cstdint>
