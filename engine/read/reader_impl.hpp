@@ -84,6 +84,8 @@ struct opened_shard {
 std::vector<opened_shard> open_all(const reader::impl& r, std::size_t n,
                                    const std::function<std::string(std::size_t)>& spec_of, std::size_t limit,
                                    std::size_t skip = std::size_t(-1));
+// Throws the error that o.err holds with `context` in front (keeping its code and path).
+[[noreturn]] void rethrow_failed(const opened_shard& o, const std::string& context);
 // How many shard headers may be opened at once for a checkpoint named `spec`:
 // a remote one 64 (an open is one round trip, nearly all of it waiting),
 // local ones parallel_shards.

@@ -35,6 +35,16 @@ std::optional<metadata_map> common_metadata(const std::vector<opened_shard>& sha
 
 }  // namespace
 
+void rethrow_failed(const opened_shard& o, const std::string& context) {
+    try {
+        std::rethrow_exception(o.err);
+    } catch (const std::system_error& e) {
+        format::rethrow_with(e, "", context);
+    } catch (const std::exception& e) {
+        raise(errc::IoError, context + e.what());
+    }
+}
+
 std::size_t parallel_opens(const reader::impl& r, const std::string& spec) noexcept {
     return is_url(spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
 }
@@ -75,17 +85,8 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
                   std::vector<opened_shard> out) {
     const std::size_t n = idx.shards.size();
     r.sharded = true;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (!out[i].err) continue;
-        const std::string ctx = "index " + index_spec + ", shard '" + idx.shards[i] + "': ";
-        try {
-            std::rethrow_exception(out[i].err);
-        } catch (const std::system_error& e) {
-            format::rethrow_with(e, "", ctx);
-        } catch (const std::exception& e) {
-            raise(errc::IoError, ctx + e.what());
-        }
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (out[i].err) rethrow_failed(out[i], "index " + index_spec + ", shard '" + idx.shards[i] + "': ");
 
     // Every tensor in exactly one shard, the one the weight_map names.
     std::vector<std::pair<std::string_view, std::uint32_t>> found;

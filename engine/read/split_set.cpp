@@ -2,7 +2,6 @@
 // name and split keys, and llama.cpp's loader's checks of the parts opened.
 #include <cstdio>
 
-#include "format/error_context.hpp"
 #include "read/reader_impl.hpp"
 
 namespace ringsafe::read {
@@ -59,18 +58,10 @@ split_set split_parts(const reader::impl& r, const std::string& spec, const sour
 
 void adopt_split(reader::impl& r, const std::string& opened, std::vector<opened_shard> parts) {
     const std::size_t n = parts.size();
-    for (std::size_t i = 0; i < n; ++i) {
-        if (!parts[i].err) continue;
-        const std::string ctx = "split GGUF set of " + opened + ", part " + std::to_string(i + 1) + " of " +
-                                std::to_string(n) + " (" + parts[i].spec + "): ";
-        try {
-            std::rethrow_exception(parts[i].err);
-        } catch (const std::system_error& e) {
-            format::rethrow_with(e, "", ctx);
-        } catch (const std::exception& e) {
-            raise(errc::IoError, ctx + e.what());
-        }
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (parts[i].err)
+            rethrow_failed(parts[i], "split GGUF set of " + opened + ", part " + std::to_string(i + 1) + " of " +
+                                         std::to_string(n) + " (" + parts[i].spec + "): ");
     std::uint64_t tensors = 0, expected = 0;
     for (std::size_t i = 0; i < n; ++i) {
         const opened_shard& o = parts[i];
