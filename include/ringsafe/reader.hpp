@@ -107,7 +107,7 @@ public:
     ~reader();
 
     const std::string& spec() const noexcept;  // what was opened
-    bool sharded() const noexcept;             // opened from an index
+    bool sharded() const noexcept;             // opened from an index, or a split GGUF set
 
     // Every tensor: shard by shard (shards() order), in data order within a shard.
     // tensor_info offsets are relative to the tensor's shard's data section.
@@ -125,7 +125,8 @@ public:
     const tensor_info& at(std::string_view name) const;
     // The single file's __metadata__; for an index, the __metadata__ entries
     // equal in every shard (the rest dropped; the index's own "metadata" never
-    // appears). nullopt when absent or, for an index, when no entry is common.
+    // appears). nullopt when absent or, for an index, when no entry is common;
+    // always for GGUF, whose metadata is gguf()->metadata.
     const std::optional<metadata_map>& metadata() const noexcept;
     std::uint64_t total_bytes() const noexcept;  // sum of all tensor sizes
 
