@@ -87,6 +87,9 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
     r.sharded = true;
     for (std::size_t i = 0; i < n; ++i)
         if (out[i].err) rethrow_failed(out[i], "index " + index_spec + ", shard '" + idx.shards[i] + "': ");
+    for (std::size_t i = 0; i < n; ++i)
+        if (out[i].hdr->format != file_format::safetensors)
+            bad(index_spec, "shard '" + idx.shards[i] + "' is a GGUF file, not safetensors");
 
     // Every tensor in exactly one shard, the one the weight_map names.
     std::vector<std::pair<std::string_view, std::uint32_t>> found;

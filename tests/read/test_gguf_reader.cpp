@@ -289,3 +289,11 @@ TEST_CASE("reader: a GGUF header far larger than the first read (a 150k-token vo
     small.parse.max_header_size = 1u << 20;
     CHECK_THAT(open_kind((t / "big.gguf").string(), small), Catch::StartsWith("HeaderTooLarge: "));
 }
+
+TEST_CASE("reader: a safetensors index naming a GGUF file is InvalidIndex") {
+    temp_dir t;
+    fs::copy_file(valid_dir() / "type_F32.gguf", t / "x.gguf");
+    write_file(t / "model.safetensors.index.json", std::string(R"({"weight_map":{"w":"x.gguf"}})"));
+    CHECK_THAT(open_kind((t / "model.safetensors.index.json").string()),
+               Catch::StartsWith("InvalidIndex: ") && Catch::Contains("'x.gguf' is a GGUF file"));
+}
