@@ -14,6 +14,8 @@ constexpr std::string_view help =
     "GGUF block type's: of its raw blocks, as stored).\n"
     "SOURCE is a path, an http(s)://, s3://, gs://, az:// or hf:// URL, a sharded\n"
     "*.index.json, or a part of a split GGUF set (the whole set is verified).\n"
+    "Without --json the output is `ringsafe ls`'s with a SHA256 column (GGUF: the\n"
+    "model's architecture, name, parameters, quantization and context length first).\n"
     "\n"
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
     "                          with \"sha256\" (lowercase hex) added to each tensor\n"

@@ -251,3 +251,54 @@ TEST_CASE("get: plain GGUF tensors as .npy, block types as their raw blocks") {
     auto help = run_command(quoted(cli_path()) + " get --help");
     CHECK_THAT(help.out, Catch::Contains("raw blocks"));
 }
+
+TEST_CASE("load: a GGUF file, a split set as one model, a selection; --max-header-size caps a GGUF header") {
+    const auto valid = gguf_conformance_dir() / "valid";
+    const auto cases = load_gguf_cases(valid);
+    auto bytes_of = [&](const std::string& file, std::string_view prefix = "") {
+        std::uint64_t n = 0;
+        for (auto& c : cases)
+            if (c.file == file)
+                for (auto& t : c.tensors)
+                    if (t.name.starts_with(prefix)) n += t.nbytes;
+        return n;
+    };
+    auto load = [](const std::string& args) {
+        auto r = run_command(quoted(cli_path()) + " load --json " + args);
+        INFO(r.out);
+        CHECK(r.status == 0);
+        return json::value_to<std::uint64_t>(parse_line(r).at("bytes"));
+    };
+    const std::string many = quoted((valid / "shape_many.gguf").string());
+    CHECK(load(many) == bytes_of("shape_many.gguf"));  // block types as their raw blocks
+    CHECK(load("--select 'blk.2*' " + many) == bytes_of("shape_many.gguf", "blk.2"));
+    std::uint64_t set = 0;
+    for (int no = 1; no <= 3; ++no) set += bytes_of("split_model-0000" + std::to_string(no) + "-of-00003.gguf");
+    CHECK(load(quoted((valid / "split_model-00002-of-00003.gguf").string())) == set);
+
+    // meta_llama.gguf's tensor infos end past 1984 (its data section, at 2016, is their padded end).
+    const std::string llama = quoted((valid / "meta_llama.gguf").string());
+    for (const char* cmd : {"ls", "verify", "load"}) {
+        INFO(cmd);
+        auto low = run_command(quoted(cli_path()) + " " + cmd + " --json --max-header-size 1984 " + llama);
+        CHECK(low.status == 1);
+        CHECK(parse_line(low).at("error_kind") == "HeaderTooLarge");
+        CHECK(run_command(quoted(cli_path()) + " " + cmd + " --json --max-header-size 2016 " + llama).status == 0);
+    }
+}
+
+TEST_CASE("--help of ls, verify and load says what they do with GGUF") {
+    for (const char* cmd : {"ls", "verify", "load"}) {
+        INFO(cmd);
+        auto help = run_command(quoted(cli_path()) + " " + cmd + " --help");
+        CHECK(help.status == 0);
+        CHECK_THAT(help.out, Catch::Contains("GGUF file") && Catch::Contains("split GGUF set") &&
+                                 Catch::Contains("GGUF's\n"));  // --max-header-size's meaning for GGUF
+    }
+    for (const char* cmd : {"ls", "verify"})
+        CHECK_THAT(run_command(quoted(cli_path()) + " " + cmd + " --help").out,
+                   Catch::Contains("\"format\":\"gguf\"") || Catch::Contains("as `ringsafe ls --json`"));
+    CHECK_THAT(run_command(quoted(cli_path()) + " verify --help").out, Catch::Contains("--one-file"));
+    CHECK_THAT(run_command(quoted(cli_path()) + " load --help").out, Catch::Contains("raw blocks"));
+    CHECK_THAT(run_command(quoted(cli_path()) + " --help").out, Catch::Contains("safetensors and GGUF"));
+}
