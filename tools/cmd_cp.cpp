@@ -49,7 +49,8 @@ constexpr std::string_view help =
     "usage: ringsafe cp SOURCE OUT.safetensors [--select PATTERN]... [options]\n"
     "Copies the selected tensors (all by default) and the metadata of SOURCE (a\n"
     "path, an http(s)://, s3://, gs://, az:// or hf:// URL, or a sharded *.index.json)\n"
-    "into a new file.\n"
+    "into a new file. From a GGUF file, plain tensors (F32, F16, BF16, F64, I8..I64)\n"
+    "are copied (GGUF's metadata is not); block types (Q4_K, ...) are refused.\n"
     "Reading and writing run as a pipeline: the next batches are read into free\n"
     "buffers while earlier ones are written from theirs (no copy in between).\n"
     "Memory stays at about BUFFERS x SIZE (+ < 64 MiB) whatever the file size.\n"
@@ -287,6 +288,10 @@ cp_result copy(const cp_options& o) {
     std::uint64_t total = 0;
     for (auto i : sel.indices()) {
         const auto& t = tensors[i];
+        if (t.quantized())
+            raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + o.src + " is of GGUF block type " +
+                                             std::string(ggml_type_name(t.ggml)) +
+                                             ", which safetensors has no dtype for (select plain tensors only)");
         entries.push_back({t.name, t.dtype, t.shape, total, total + t.size()});
         total += t.size();
     }

@@ -17,6 +17,7 @@
 #include "npy_output.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/reader.hpp"
+#include "tensor_listing.hpp"
 #include "terminal_text.hpp"
 
 namespace {
@@ -27,10 +28,13 @@ using namespace ringsafe::cli;
 constexpr std::string_view help =
     "usage: ringsafe get SOURCE NAME... -o DIR [--max-header-size BYTES] [--connections N]\n"
     "                     [--http-threads N] [--chunk SIZE]\n"
-    "Reads the named tensors of SOURCE (a path, a URL or a sharded *.index.json)\n"
-    "and writes each to DIR (created if missing) as NAME.npy when numpy has the\n"
-    "dtype (BOOL U8 I8 I16 U16 F16 I32 U32 F32 F64 I64 U64, C64 as complex64), or\n"
+    "Reads the named tensors of SOURCE (a safetensors or GGUF file by path or URL,\n"
+    "a sharded *.index.json, a part of a split GGUF set) and writes each to DIR\n"
+    "(created if missing) as NAME.npy when numpy has the dtype (BOOL U8 I8 I16 U16\n"
+    "F16 I32 U32 F32 F64 I64 U64, C64 as complex64; GGUF's F32 F16 F64 I8..I64), or\n"
     "as NAME.bin holding the raw little-endian bytes otherwise (BF16, F8_*, F6_*, F4).\n"
+    "A tensor of a GGUF block type (Q4_0, Q4_K, IQ4_XS, MXFP4, ...) is written as\n"
+    "NAME.bin holding its raw blocks, as the file stores them (not dequantized).\n"
     "File names are the tensor names with every byte other than A-Z a-z 0-9 . _ -\n"
     "replaced by '_' (and a '_' before a leading '.'); two tensors that map to the\n"
     "same file name are refused. Each file is written under a temporary name and\n"
@@ -118,7 +122,7 @@ int run(const std::vector<std::string_view>& args) {
         std::vector<std::string> targets;
         for (auto i : sel.indices()) {
             const tensor_info& t = r.tensors()[i];
-            std::string f = file_name_for(t.name) + (npy_descr(t.dtype) ? ".npy" : ".bin");
+            std::string f = file_name_for(t.name) + (!t.quantized() && npy_descr(t.dtype) ? ".npy" : ".bin");
             auto [it, fresh] = files.emplace(f, t.name);
             if (!fresh)
                 raise(errc::InvalidArgument, "tensors '" + it->second + "' and '" + t.name +
@@ -131,13 +135,13 @@ int run(const std::vector<std::string_view>& args) {
             std::vector<std::byte> data(t.size());
             std::vector<std::span<std::byte>> dst{data};
             r.read(r.select({t.name}), dst);
-            auto descr = npy_descr(t.dtype);
+            auto descr = t.quantized() ? std::nullopt : npy_descr(t.dtype);
             std::string head = descr ? npy_header(*descr, t.shape) : std::string();
             auto path = std::filesystem::path(out) / targets[k];
             write_atomically(path, head, data);
-            std::printf("%s: %s %s, %llu bytes\n", terminal_text(path.string()).c_str(),
-                        std::string(dtype_name(t.dtype)).c_str(), terminal_text(t.name).c_str(),
-                        static_cast<unsigned long long>(t.size()));
+            std::printf("%s: %s %s, %llu bytes%s\n", terminal_text(path.string()).c_str(), type_text(t).c_str(),
+                        terminal_text(t.name).c_str(), static_cast<unsigned long long>(t.size()),
+                        t.quantized() ? " of raw blocks" : "");
         }
         return exit_ok;
     } catch (...) {

@@ -7,6 +7,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
+#include "gguf_listing.hpp"
 #include "header_limit_flag.hpp"
 #include "http_flags.hpp"
 #include "ringsafe/http.hpp"
@@ -20,6 +21,7 @@ namespace ringsafe::cli {
 int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::string_view help) {
     arg_parser p(args);
     p.flag("--json");
+    p.flag("--one-file");
     p.flag("--help");
     p.flag("-h");
     declare_header_limit(p);
@@ -46,14 +48,16 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
     try {
         // Through the reader, so URLs and sharded *.index.json work too.
         ro.parse = opts;
+        ro.gguf_split_set = !p.has("--one-file");
         apply_environment_credentials(source, ro.source.http);  // HF_TOKEN for the Hub
         reader file = reader::open(source, ro);
         const listing l = listing_of(file);
         std::optional<digest_store> sums;
         if (hash_data) sha256_per_tensor(file, sums.emplace(l.tensors.size()));
         digest_store* digests = sums ? &*sums : nullptr;
-        if (as_json) print_listing_json(stdout, l, digests);
-        else print_listing_table(stdout, l, digests);
+        const bool gguf = file.format() == file_format::gguf;
+        if (as_json) gguf ? print_gguf_json(stdout, file, digests) : print_listing_json(stdout, l, digests);
+        else gguf ? print_gguf_table(stdout, file, digests) : print_listing_table(stdout, l, digests);
         return std::fflush(stdout) == 0 ? exit_ok : exit_invalid;
     } catch (...) {
         report_failure("ringsafe", current_failure(), source, as_json);

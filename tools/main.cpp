@@ -29,7 +29,7 @@ const std::vector<command>& commands() { return registry(); }
 static void print_help(std::FILE* out) {
     std::fprintf(out,
                  "usage: ringsafe COMMAND [ARGS]...\n"
-                 "Moves safetensors checkpoints between storage and memory.\n\ncommands:\n");
+                 "Moves safetensors and GGUF checkpoints between storage and memory.\n\ncommands:\n");
     for (auto& c : ringsafe::cli::commands())
         std::fprintf(out, "  %-8.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                      static_cast<int>(c.summary.size()), c.summary.data());

@@ -57,11 +57,21 @@ private:
 
 }  // namespace
 
+std::string hex_digest(const sha256_digest& md) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(2 * md.size(), '0');
+    for (std::size_t i = 0; i < md.size(); ++i) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    return out;
+}
+
 listing listing_of(const reader& r) {
     listing l;
     l.tensors = r.tensors();
     l.metadata = &r.metadata();
-    for (auto& s : r.shards()) l.header_size += s.data_start - 8;
+    for (auto& s : r.shards()) l.header_size += s.format == file_format::gguf ? s.data_start : s.data_start - 8;
     l.data_size = r.total_bytes();
     return l;
 }

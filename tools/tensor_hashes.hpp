@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ringsafe/header.hpp"
@@ -19,12 +20,14 @@ namespace ringsafe::cli {
 struct listing {
     std::span<const tensor_info> tensors;
     const std::optional<metadata_map>* metadata = nullptr;
-    std::uint64_t header_size = 0;  // the sum of the shards' N
+    std::uint64_t header_size = 0;  // the shards' header bytes (safetensors: N each; GGUF: up to the data section)
     std::uint64_t data_size = 0;    // the sum of tensor sizes
 };
 listing listing_of(const reader& r);
 
 using sha256_digest = std::array<unsigned char, 32>;
+// Lowercase hex.
+std::string hex_digest(const sha256_digest& d);
 
 // Digests kept in tensor order until they are printed: in memory for up to
 // `in_memory` tensors, beyond that in an unnamed temporary file in $TMPDIR

@@ -7,43 +7,11 @@
 #include <algorithm>
 
 #include "args.hpp"
+#include "json_text.hpp"
 #include "terminal_text.hpp"
 
 namespace ringsafe::cli {
-namespace {
-
 namespace json = boost::json;
-
-std::string hex(const sha256_digest& md) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out(2 * md.size(), '0');
-    for (std::size_t i = 0; i < md.size(); ++i) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    return out;
-}
-
-// Output gathered into blocks of about 64 KiB.
-class block_writer {
-public:
-    explicit block_writer(std::FILE* out) : out_(out) {}
-    ~block_writer() { flush(); }
-    std::string& text() noexcept { return buf_; }
-    void maybe_flush() {
-        if (buf_.size() >= (64u << 10)) flush();
-    }
-    void flush() {
-        if (!buf_.empty()) std::fwrite(buf_.data(), 1, buf_.size(), out_);
-        buf_.clear();
-    }
-
-private:
-    std::FILE* out_;
-    std::string buf_;
-};
-
-}  // namespace
 
 std::string shape_text(std::span<const std::uint64_t> shape) {
     std::string s = "[";
@@ -57,7 +25,7 @@ std::string shape_text(std::span<const std::uint64_t> shape) {
 void print_listing_json(std::FILE* out, const listing& l, digest_store* sha256) {
     if (sha256) sha256->rewind();
     block_writer w(out);
-    w.text() = "{\"ok\":true,\"tensors\":[";
+    w.text() = "{\"ok\":true,\"format\":\"safetensors\",\"tensors\":[";
     for (std::size_t i = 0; i < l.tensors.size(); ++i) {
         const tensor_info& t = l.tensors[i];
         std::string& s = w.text();
@@ -69,7 +37,7 @@ void print_listing_json(std::FILE* out, const listing& l, digest_store* sha256) 
         s += "\",\"shape\":";
         s += shape_text(t.shape);
         s += ",\"data_offsets\":[" + std::to_string(t.begin) + ',' + std::to_string(t.end) + ']';
-        if (sha256) s += ",\"sha256\":\"" + hex(sha256->next()) + '"';
+        if (sha256) s += ",\"sha256\":\"" + hex_digest(sha256->next()) + '"';
         s += '}';
         w.maybe_flush();
     }
@@ -84,11 +52,15 @@ void print_listing_json(std::FILE* out, const listing& l, digest_store* sha256) 
     w.text() += "}\n";
 }
 
-void print_listing_table(std::FILE* out, const listing& l, digest_store* sha256) {
+std::string type_text(const tensor_info& t) {
+    return std::string(t.ggml == ggml_type::none ? dtype_name(t.dtype) : ggml_type_name(t.ggml));
+}
+
+void print_tensor_rows(std::FILE* out, std::span<const tensor_info> tensors, digest_store* sha256) {
     if (sha256) sha256->rewind();
     // Column widths first, then each row formatted as it is printed.
     std::size_t name_w = 4, shape_w = 5;
-    for (auto& t : l.tensors) {
+    for (auto& t : tensors) {
         name_w = std::max(name_w, terminal_text(t.name).size());
         shape_w = std::max(shape_w, shape_text(t.shape).size());
     }
@@ -101,12 +73,15 @@ void print_listing_table(std::FILE* out, const listing& l, digest_store* sha256)
                      static_cast<int>(size.size()), size.data(), digest.empty() ? "" : "  ",
                      static_cast<int>(digest.size()), digest.data());
     };
-    row("NAME", "DTYPE", "SHAPE", "SIZE", sha256 ? "SHA256" : "");
-    for (std::size_t i = 0; i < l.tensors.size(); ++i) {
-        const tensor_info& t = l.tensors[i];
-        row(terminal_text(t.name), dtype_name(t.dtype), shape_text(t.shape), human_bytes(t.size()),
-            sha256 ? hex(sha256->next()) : std::string());
-    }
+    const bool gguf = !tensors.empty() && tensors.front().ggml != ggml_type::none;
+    row("NAME", gguf ? "TYPE" : "DTYPE", "SHAPE", "SIZE", sha256 ? "SHA256" : "");
+    for (const tensor_info& t : tensors)
+        row(terminal_text(t.name), type_text(t), shape_text(t.shape), human_bytes(t.size()),
+            sha256 ? hex_digest(sha256->next()) : std::string());
+}
+
+void print_listing_table(std::FILE* out, const listing& l, digest_store* sha256) {
+    print_tensor_rows(out, l.tensors, sha256);
     const auto& meta = *l.metadata;
     if (meta)
         for (auto& [k, v] : *meta)

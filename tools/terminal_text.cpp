@@ -13,9 +13,22 @@ void hex_byte(std::string& out, unsigned char b) {
     out += digits[b & 15];
 }
 
-// Length of the strict UTF-8 sequence at s[i] and its code point; 0 when invalid
-// (overlong, surrogate, above U+10FFFF, truncated, a stray continuation byte).
-std::size_t decode(std::string_view s, std::size_t i, char32_t& cp) {
+// C1 controls and the bidirectional formatting characters (embeddings,
+// overrides, isolates, marks), which reorder or hide what follows them.
+bool invisible_control(char32_t cp) {
+    return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
+           cp == 0x200E || cp == 0x200F || cp == 0x061C;
+}
+
+void code_point_escape(std::string& out, char32_t cp) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += digits[(cp >> shift) & 15];
+}
+
+}  // namespace
+
+std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t& cp) {
     const auto b0 = static_cast<unsigned char>(s[i]);
     std::size_t n;
     char32_t min;
@@ -32,21 +45,6 @@ std::size_t decode(std::string_view s, std::size_t i, char32_t& cp) {
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     return n;
 }
-
-// C1 controls and the bidirectional formatting characters (embeddings,
-// overrides, isolates, marks), which reorder or hide what follows them.
-bool invisible_control(char32_t cp) {
-    return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
-           cp == 0x200E || cp == 0x200F || cp == 0x061C;
-}
-
-void code_point_escape(std::string& out, char32_t cp) {
-    static const char* digits = "0123456789abcdef";
-    out += "\\u";
-    for (int shift = 12; shift >= 0; shift -= 4) out += digits[(cp >> shift) & 15];
-}
-
-}  // namespace
 
 std::string terminal_text(std::string_view text) {
     std::string out;
@@ -70,7 +68,7 @@ std::string terminal_text(std::string_view text) {
             continue;
         }
         char32_t cp = 0;
-        const std::size_t n = decode(text, i, cp);
+        const std::size_t n = utf8_sequence(text, i, cp);
         if (n == 0) {
             hex_byte(out, b);
             ++i;

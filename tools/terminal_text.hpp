@@ -16,4 +16,9 @@ namespace ringsafe::cli {
 // so the result is safe to print with %s.
 std::string terminal_text(std::string_view text);
 
+// Length of the strict UTF-8 sequence at text[i] (1 to 4) and its code point
+// in `cp`; 0 when it is not one (overlong, surrogate, above U+10FFFF,
+// truncated, a stray continuation byte). text[i] must be >= 0x80.
+std::size_t utf8_sequence(std::string_view text, std::size_t i, char32_t& cp);
+
 }  // namespace ringsafe::cli

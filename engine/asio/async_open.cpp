@@ -25,13 +25,13 @@ namespace ringsafe::asio::detail {
 namespace net = boost::asio;
 namespace {
 
-// The shards of an index, opened by up to parallel_shards coroutines at once.
+// The shards of an index or the parts of a split GGUF set, opened by up to
+// `parallel` coroutines at once (all but `skip`, which the caller holds).
 struct shard_batch {
-    shard_batch(const engine_strand& s, std::string spec, shard_index i)
-        : index_spec(std::move(spec)), idx(std::move(i)), out(idx.shards.size()),
-          all_done(s, net::steady_timer::time_point::max()) {}
-    std::string index_spec;
-    shard_index idx;
+    shard_batch(const engine_strand& s, std::vector<std::string> v, std::size_t skip_)
+        : specs(std::move(v)), skip(skip_), out(specs.size()), all_done(s, net::steady_timer::time_point::max()) {}
+    std::vector<std::string> specs;
+    std::size_t skip;
     std::vector<ringsafe::read::opened_shard> out;
     std::size_t next = 0;
     std::size_t workers_left = 0;
@@ -40,9 +40,10 @@ struct shard_batch {
 
 net::awaitable<void> shard_worker(std::shared_ptr<open_context> c, std::shared_ptr<shard_batch> b) {
     for (std::size_t i; !c->abandon.abandoned() && (i = b->next++) < b->out.size();) {
+        if (i == b->skip) continue;
         auto& o = b->out[i];
         try {
-            o.spec = resolve_shard(b->index_spec, b->idx.shards[i]);
+            o.spec = b->specs[i];
             o.src = co_await open_one(*c, o.spec);
             o.hdr = co_await load_header_async(*c, *o.src);
         } catch (...) {
@@ -52,9 +53,10 @@ net::awaitable<void> shard_worker(std::shared_ptr<open_context> c, std::shared_p
 }
 
 net::awaitable<std::vector<ringsafe::read::opened_shard>> open_shards_async(std::shared_ptr<open_context> c,
-                                                                              const std::string& index_spec,
-                                                                              shard_index idx, unsigned parallel) {
-    auto b = std::make_shared<shard_batch>(c->strand, index_spec, std::move(idx));
+                                                                              std::vector<std::string> specs,
+                                                                              std::size_t parallel,
+                                                                              std::size_t skip = std::size_t(-1)) {
+    auto b = std::make_shared<shard_batch>(c->strand, std::move(specs), skip);
     const std::size_t workers = std::min<std::size_t>(b->out.size(), parallel);
     b->workers_left = workers;
     for (std::size_t w = 0; w < workers; ++w)
@@ -79,13 +81,21 @@ net::awaitable<void> open_reader(std::shared_ptr<open_context> c, std::string sp
         if (!t.rest().empty()) co_await read_exact_async(*c, *src, t.rest_offset(), t.rest());
         src.reset();
         shard_index idx = parse_index(t.text, opened);
-        // A remote index: up to 64 shard headers in flight at once (as reader::open).
-        const unsigned opens = is_url(spec) ? std::max(p->opts.parallel_shards, 64u) : p->opts.parallel_shards;
-        auto out = co_await open_shards_async(c, opened, idx, opens);
+        std::vector<std::string> specs;
+        for (auto& s : idx.shards) specs.push_back(resolve_shard(opened, s));
+        auto out = co_await open_shards_async(c, std::move(specs), ringsafe::read::parallel_opens(*p, spec));
         ringsafe::read::adopt_shards(*p, opened, idx, std::move(out));
     } else {
-        header h = co_await load_header_async(*c, *src);
-        ringsafe::read::set_single_file(*p, std::move(src), std::move(h));
+        ringsafe::read::shard_header h = co_await load_header_async(*c, *src);
+        auto set = ringsafe::read::split_parts(*p, opened, *src, h);
+        if (set.parts.empty()) {
+            ringsafe::read::set_single_file(*p, std::move(src), std::move(h));
+        } else {
+            // A part of a split GGUF set: the other parts as an index's shards (as reader::open).
+            auto out = co_await open_shards_async(c, set.parts, ringsafe::read::parallel_opens(*p, spec), set.self);
+            out[set.self] = ringsafe::read::opened_shard{opened, std::move(src), std::move(h), nullptr};
+            ringsafe::read::adopt_split(*p, opened, std::move(out));
+        }
     }
     result.emplace(ringsafe::detail::reader_access::make(std::move(p)));
 }

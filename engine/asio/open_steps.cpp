@@ -11,7 +11,6 @@
 
 #include "dispatch/prepare_source.hpp"
 #include "file/file_open.hpp"
-#include "read/load_header.hpp"
 #include "source/async_source.hpp"
 #include "source/deferred_open.hpp"
 #include "uring/file_source.hpp"
@@ -112,7 +111,8 @@ net::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::str
     co_return co_await open_local(c, p.local_file, p.name);  // a path, or a store's cache file (hf://)
 }
 
-net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset, std::span<std::byte> dst) {
+net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset, std::span<std::byte> dst,
+                                      bool one_request) {
     if (auto view = uring::view_file(src)) {
         co_await read_on_ring(c, view->fd, *view->path, offset, dst);
         co_return;
@@ -120,7 +120,8 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
     auto* async = dynamic_cast<ringsafe::detail::async_source*>(&src);
     if (!async) raise(errc::InvalidArgument, src.name() + ": no asynchronous reads for this source");
     c.check_cancelled();
-    const read_op op{offset, dst.size(), dst.data(), 0};
+    read_op op{offset, dst.size(), dst.data(), 0};
+    op.one_request = one_request;
     std::shared_ptr<ringsafe::detail::async_run> run;
     bool pending = true;
     const ringsafe::detail::abandon_list::entry cancelling(&c.abandon, [&] {
@@ -140,11 +141,12 @@ net::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_
     if (ec) throw error(ec, message);
 }
 
-net::awaitable<header> load_header_async(open_context& c, source& src) {
+net::awaitable<ringsafe::read::shard_header> load_header_async(open_context& c, source& src) {
     ringsafe::read::header_stream s(src, c.ropts.parse);
     while (s.more()) {
+        const read_op op = s.op();
         try {
-            co_await read_exact_async(c, src, s.offset(), s.piece());
+            co_await read_exact_async(c, src, op.offset, {op.dst, op.length}, op.one_request);
         } catch (const error& e) {
             ringsafe::read::header_read_failed(src, e);
         }

@@ -15,6 +15,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "asio/ring_driver.hpp"
+#include "read/load_header.hpp"
 #include "source/abandon_list.hpp"
 #include "ringsafe/reader.hpp"
 
@@ -46,10 +47,11 @@ boost::asio::awaitable<int> ring_op(open_context& c, single_submit submit);
 // Opens `spec` (a path or URL) as open_source() does, without blocking.
 boost::asio::awaitable<std::unique_ptr<source>> open_one(open_context& c, const std::string& spec);
 // src.read_exact(offset, dst) without blocking (file sources on the ring,
-// remote ones as an async run); the same errors.
+// remote ones as an async run; `one_request`: as one request, read_op's
+// flag); the same errors.
 boost::asio::awaitable<void> read_exact_async(open_context& c, source& src, std::uint64_t offset,
-                                              std::span<std::byte> dst);
+                                              std::span<std::byte> dst, bool one_request = false);
 // read::load_header without blocking.
-boost::asio::awaitable<header> load_header_async(open_context& c, source& src);
+boost::asio::awaitable<ringsafe::read::shard_header> load_header_async(open_context& c, source& src);
 
 }  // namespace ringsafe::asio::detail

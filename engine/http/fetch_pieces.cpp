@@ -30,8 +30,9 @@ std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t 
             raise(errc::Truncated, op_label(describe, op) + "bytes " + std::to_string(op.offset) + "+" +
                                        std::to_string(op.length) + " lie beyond the end of " + name + " (" +
                                        std::to_string(size) + " bytes)");
-        for (std::uint64_t at = 0; at < op.length; at += chunk)
-            work.push_back({i, op.offset + at, std::min(chunk, op.length - at), op.dst + at});
+        const std::uint64_t each = op.one_request ? std::max<std::uint64_t>(op.length, 1) : chunk;
+        for (std::uint64_t at = 0; at < op.length; at += each)
+            work.push_back({i, op.offset + at, std::min(each, op.length - at), op.dst + at});
     }
     return work;
 }

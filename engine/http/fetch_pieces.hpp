@@ -25,7 +25,7 @@ std::string op_label(const std::function<std::string(std::uint32_t)>& describe, 
 
 // Splits `ops` into requests of at most o.chunk_size, of equal size across the
 // connections (smaller when that would leave connections idle, or the last
-// round of requests to a few of them). Throws ringsafe::error(Truncated) naming the op, range and
+// round of requests to a few of them); an op marked one_request stays one piece. Throws ringsafe::error(Truncated) naming the op, range and
 // `name` when an op lies beyond `size` (before any request is made).
 std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
                                     const http_options& o, const std::function<std::string(std::uint32_t)>& describe);

@@ -273,6 +273,10 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
         .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })
         .def_property_readonly("total_bytes", [](const py_reader& self) { return self.get().total_bytes(); })
+        .def_property_readonly(
+            "format",
+            [](const py_reader& self) { return self.get().format() == file_format::gguf ? "gguf" : "safetensors"; },
+            "The file format, told by the first bytes: \"safetensors\" or \"gguf\".")
         .def("metadata", [](const py_reader& self) { return metadata_object(self.get().metadata()); },
              "__metadata__ as a dict of str, or None.")
         .def("tensors", [](const py_reader& self) {

@@ -33,11 +33,21 @@ std::string read::opened_spec(const reader::impl& r, const std::string& spec, co
     return !r.opts.open && is_url(spec) ? src.name() : spec;
 }
 
-void read::set_single_file(reader::impl& r, std::unique_ptr<source> src, header h) {
+void read::set_single_file(reader::impl& r, std::unique_ptr<source> src, shard_header h) {
     r.metadata = h.metadata;
     std::string spec = opened_spec(r, r.spec, *src);
     r.add_shard(std::move(spec), std::move(src), std::move(h));
     r.finish();
+}
+
+void read::open_file(reader::impl& r, std::unique_ptr<source> src, shard_header h) {
+    const std::string spec = opened_spec(r, r.spec, *src);
+    split_set set = split_parts(r, spec, *src, h);
+    if (set.parts.empty()) return set_single_file(r, std::move(src), std::move(h));
+    auto out = open_all(r, set.parts.size(), [&](std::size_t i) { return set.parts[i]; }, parallel_opens(r, spec),
+                        set.self);
+    out[set.self] = opened_shard{spec, std::move(src), std::move(h), nullptr};
+    adopt_split(r, spec, std::move(out));
 }
 
 read::index_text read::begin_index_text(const source& src, std::uint64_t limit) {
@@ -58,11 +68,13 @@ std::unique_ptr<source> reader::impl::open_source_for(const std::string& s) cons
     return src;
 }
 
-void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src, header h) {
+void reader::impl::add_shard(std::string shard_spec, std::unique_ptr<source> src, read::shard_header h) {
     shard_info si;
     si.spec = std::move(shard_spec);
     si.size = src->size();
-    si.data_start = h.data_start();
+    si.format = h.format;
+    si.data_start = h.data_start;
+    si.gguf = std::move(h.gguf);
     const source_hints hints = src->hints();
     si.device = hints.device;
     si.inode = hints.inode;
@@ -132,8 +144,8 @@ reader reader::open(const std::string& spec, const reader_options& opts) {
         read::open_shards(*p, opened, idx);
         return reader(std::move(p));
     }
-    header h = read::load_header(*src, opts.parse);
-    read::set_single_file(*p, std::move(src), std::move(h));
+    read::shard_header h = read::load_header(*src, opts.parse);
+    read::open_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
 
@@ -147,7 +159,7 @@ std::optional<reader> reader::open(const std::string& spec, const reader_options
 reader reader::from_source(std::unique_ptr<source> src, const reader_options& opts) {
     if (!src) raise(errc::InvalidArgument, "reader::from_source: no source");
     auto p = read::new_reader_state(src->name(), opts);
-    header h = read::load_header(*src, opts.parse);
+    read::shard_header h = read::load_header(*src, opts.parse);
     read::set_single_file(*p, std::move(src), std::move(h));
     return reader(std::move(p));
 }
@@ -158,6 +170,12 @@ std::span<const tensor_info> reader::tensors() const noexcept { return p_->tenso
 std::span<const shard_info> reader::shards() const noexcept { return p_->shards; }
 std::uint32_t reader::shard_of(std::uint32_t tensor) const noexcept { return p_->shard_of(tensor); }
 const std::optional<metadata_map>& reader::metadata() const noexcept { return p_->metadata; }
+file_format reader::format() const noexcept {
+    return p_->shards.empty() ? file_format::safetensors : p_->shards.front().format;
+}
+const gguf::header* reader::gguf() const noexcept {
+    return p_->shards.empty() ? nullptr : p_->shards.front().gguf.get();
+}
 std::uint64_t reader::total_bytes() const noexcept { return p_->total_bytes; }
 
 std::optional<std::uint32_t> reader::index_of(std::string_view name) const noexcept {

@@ -43,6 +43,16 @@ read_plan finish_plan(const reader::impl& r, std::vector<piece>& pieces,
     return read_plan(std::move(d));
 }
 
+// Rows and boxes address elements; a GGUF block type's bytes hold blocks of them.
+void check_boxable(const tensor_info& t) {
+    if (t.quantized())
+        raise(errc::InvalidArgument, "tensor '" + t.name + "' is of GGUF block type " +
+                                         std::string(ggml_type_name(t.ggml)) + " (" +
+                                         std::to_string(ggml_traits(t.ggml).block_size) +
+                                         " elements a block): rows and boxes of it cannot be read, only the whole "
+                                         "tensor (its raw blocks)");
+}
+
 piece whole_piece(const reader::impl& r, std::uint32_t tensor, std::byte* dst, std::uint32_t target) {
     const tensor_info& t = r.tensors[tensor];
     const std::uint32_t s = r.shard_of(tensor);
@@ -52,8 +62,10 @@ piece whole_piece(const reader::impl& r, std::uint32_t tensor, std::byte* dst, s
 }  // namespace
 
 std::uint64_t reader::box_bytes(std::string_view tensor, std::span<const dim_range> box) const {
+    const tensor_info& t = at(tensor);
+    check_boxable(t);
     std::uint64_t n = 0;
-    for (auto& run : plan::box_runs(at(tensor), box)) n += run.length;
+    for (auto& run : plan::box_runs(t, box)) n += run.length;
     return n;
 }
 
@@ -132,6 +144,7 @@ read_plan reader::plan(std::span<const read_request> requests) const {
                           " bytes" + (rq.box.empty() ? "" : " or is combined with a box"));
             if (w.stop > w.start) runs.push_back({w.start, w.stop - w.start});
         } else {
+            if (!rq.box.empty()) check_boxable(t);
             runs = plan::box_runs(t, rq.box);
         }
         std::uint64_t bytes = 0;
@@ -168,6 +181,7 @@ std::vector<placement> reader::read_packed(const selection& sel, std::span<std::
 void reader::read_rows(std::string_view tensor, std::uint64_t begin, std::uint64_t end,
                        std::span<std::byte> dst, const read_control& ctl) {
     read_request rq{std::string(tensor), {dim_range{begin, end}}, dst};
+    check_boxable(at(tensor));
     if (at(tensor).shape.empty())
         raise(errc::InvalidArgument, "tensor '" + std::string(tensor) + "' is a scalar: it has no rows");
     execute(plan(std::span(&rq, 1)), ctl);

@@ -35,15 +35,31 @@ std::optional<metadata_map> common_metadata(const std::vector<opened_shard>& sha
 
 }  // namespace
 
-void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
-    const std::size_t n = idx.shards.size();
+void rethrow_failed(const opened_shard& o, const std::string& context) {
+    try {
+        std::rethrow_exception(o.err);
+    } catch (const std::system_error& e) {
+        format::rethrow_with(e, "", context);
+    } catch (const std::exception& e) {
+        raise(errc::IoError, context + e.what());
+    }
+}
+
+std::size_t parallel_opens(const reader::impl& r, const std::string& spec) noexcept {
+    return is_url(spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
+}
+
+std::vector<opened_shard> open_all(const reader::impl& r, std::size_t n,
+                                   const std::function<std::string(std::size_t)>& spec_of, std::size_t limit,
+                                   std::size_t skip) {
     std::vector<opened_shard> out(n);
     std::atomic<std::size_t> next{0};
     auto worker = [&] {
         for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+            if (i == skip) continue;
             auto& o = out[i];
             try {
-                o.spec = resolve_shard(index_spec, idx.shards[i]);
+                o.spec = spec_of(i);
                 o.src = r.open_source_for(o.spec);
                 o.hdr = load_header(*o.src, r.opts.parse);
             } catch (...) {
@@ -51,14 +67,17 @@ void open_shards(reader::impl& r, const std::string& index_spec, const shard_ind
             }
         }
     };
-    // A remote index: up to 64 shard headers in flight at once (an open is one
-    // round trip, nearly all of it waiting); local shards: parallel_shards.
-    const std::size_t limit = is_url(index_spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
     const std::size_t workers = std::min<std::size_t>(n, limit);
     std::vector<std::thread> pool;
     for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
+    return out;
+}
+
+void open_shards(reader::impl& r, const std::string& index_spec, const shard_index& idx) {
+    auto out = open_all(r, idx.shards.size(), [&](std::size_t i) { return resolve_shard(index_spec, idx.shards[i]); },
+                        parallel_opens(r, index_spec));
     adopt_shards(r, index_spec, idx, std::move(out));
 }
 
@@ -66,17 +85,11 @@ void adopt_shards(reader::impl& r, const std::string& index_spec, const shard_in
                   std::vector<opened_shard> out) {
     const std::size_t n = idx.shards.size();
     r.sharded = true;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (!out[i].err) continue;
-        const std::string ctx = "index " + index_spec + ", shard '" + idx.shards[i] + "': ";
-        try {
-            std::rethrow_exception(out[i].err);
-        } catch (const std::system_error& e) {
-            format::rethrow_with(e, "", ctx);
-        } catch (const std::exception& e) {
-            raise(errc::IoError, ctx + e.what());
-        }
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (out[i].err) rethrow_failed(out[i], "index " + index_spec + ", shard '" + idx.shards[i] + "': ");
+    for (std::size_t i = 0; i < n; ++i)
+        if (out[i].hdr->format != file_format::safetensors)
+            bad(index_spec, "shard '" + idx.shards[i] + "' is a GGUF file, not safetensors");
 
     // Every tensor in exactly one shard, the one the weight_map names.
     std::vector<std::pair<std::string_view, std::uint32_t>> found;

@@ -50,7 +50,9 @@ using metadata_map = std::map<std::string, std::string>;
 
 // Options for parsing a header.
 struct parse_options {
-    std::uint64_t max_header_size = default_max_header_size;  // cap on N (HeaderTooLarge above it)
+    // Cap on a header's bytes, HeaderTooLarge above it: safetensors' length N;
+    // GGUF's bytes from offset 0 to the end of the tensor infos.
+    std::uint64_t max_header_size = default_max_header_size;
 };
 
 // A parsed and validated header.

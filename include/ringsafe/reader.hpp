@@ -1,6 +1,7 @@
-// The reader: opens a safetensors checkpoint (a local file, a URL, or a sharded
-// `*.index.json`), lists its tensors, and reads a selection of them, whole or
-// sliced, into caller memory through the source's executor (io_uring or HTTP).
+// The reader: opens a checkpoint (a safetensors or GGUF file, by path or URL; a
+// sharded `*.index.json`; a split GGUF set), lists its tensors, and reads a
+// selection of them, whole or sliced, into caller memory through the source's
+// executor (io_uring or HTTP). A file's format is told by its first bytes.
 //
 //   auto r = ringsafe::reader::open("model.safetensors");
 //   auto sel = r.select_glob("model.layers.*.mlp.*");
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "ringsafe/error.hpp"
+#include "ringsafe/gguf.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/open_source.hpp"
 #include "ringsafe/plan.hpp"
@@ -44,14 +46,25 @@ struct reader_options {
     // Empty (the default) = open_source(spec, source). Lets callers plug in
     // their own source kinds.
     std::function<std::unique_ptr<ringsafe::source>(const std::string& spec)> open;
+    // A part of a split GGUF set (`NAME-00002-of-00003.gguf` with split.* keys)
+    // opens the whole set; false: only the file named.
+    bool gguf_split_set = true;
 };
+
+// The format of a shard, told by its first bytes ("GGUF": GGUF, else safetensors).
+enum class file_format : std::uint8_t { safetensors, gguf };
 
 // One shard of the checkpoint (a single file is one shard).
 struct shard_info {
     std::string spec;                       // resolved path or URL (hf://: pinned to the commit read)
     std::uint64_t size = 0;                 // object size in bytes
-    std::uint64_t data_start = 0;           // 8 + N: source offset of the data section
-    std::optional<metadata_map> metadata;   // the shard header's __metadata__
+    ringsafe::file_format format = file_format::safetensors;
+    std::uint64_t data_start = 0;           // source offset of the data section (safetensors: 8 + N; GGUF: data_offset)
+    std::optional<metadata_map> metadata;   // the shard header's __metadata__ (safetensors)
+    // A GGUF shard's header: version, alignment, data_offset, metadata entries
+    // and split keys; its tensors are in the reader's table (tensors() of this
+    // shard), not here. Null for safetensors.
+    std::shared_ptr<const gguf::header> gguf;
     std::uint32_t first_tensor = 0;         // its tensors are tensors()[first_tensor, +tensor_count)
     std::uint32_t tensor_count = 0;
     std::uint64_t device = 0, inode = 0;    // a local shard's identity as opened (st_dev, st_ino); else 0
@@ -67,10 +80,17 @@ struct shard_info {
 // made them.
 class reader {
 public:
-    // Opens `spec`: a path, a URL (see is_url), or a sharded index
-    // (see looks_like_index()). Reads each header with the source's first read
-    // (a second read only when the header is larger than that prefix), and
-    // validates it like parse_header(). For an index, opens the shards in
+    // Opens `spec`: a path, a URL (see is_url), or a
+    // sharded index (see looks_like_index()). Reads each header with the
+    // source's first read (safetensors: a second read only when the header is
+    // larger than that prefix; GGUF: the rest in as few reads as its parser's
+    // estimate allows, each one request), and validates it like parse_header()
+    // or gguf::parse(). A part of a split GGUF set opens every part, in
+    // parallel, as one reader (shards in split order), with llama.cpp's checks:
+    // every part present (a missing one is the error of opening it, naming
+    // it), its split.no its place, split.count and split.tensors.count the
+    // same in each and the tensors adding up, no tensor name twice
+    // (InvalidIndex naming the part otherwise). For an index, opens the shards in
     // parallel and checks that the weight_map is exactly the set of tensors
     // found in the shards (InvalidIndex naming the tensor and shards
     // otherwise); an hf:// index's shards are read at the commit the index
@@ -79,7 +99,7 @@ public:
     // Non-throwing form: nullopt and `st` filled on failure.
     static std::optional<reader> open(const std::string& spec, const reader_options& opts,
                                       status& st) noexcept;
-    // Uses an already opened source as a single-file checkpoint.
+    // Uses an already opened source as a single-file checkpoint (a GGUF part alone).
     static reader from_source(std::unique_ptr<source> src, const reader_options& opts = {});
 
     reader(reader&&) noexcept;
@@ -87,12 +107,17 @@ public:
     ~reader();
 
     const std::string& spec() const noexcept;  // what was opened
-    bool sharded() const noexcept;             // opened from an index
+    bool sharded() const noexcept;             // opened from an index, or a split GGUF set
 
     // Every tensor: shard by shard (shards() order), in data order within a shard.
     // tensor_info offsets are relative to the tensor's shard's data section.
     std::span<const tensor_info> tensors() const noexcept;
     std::span<const shard_info> shards() const noexcept;
+    // The checkpoint's format (that of its shards).
+    file_format format() const noexcept;
+    // A GGUF checkpoint's header (its first part's, which holds a split
+    // model's metadata; tensors are in tensors()); nullptr for safetensors.
+    const gguf::header* gguf() const noexcept;
     std::uint32_t shard_of(std::uint32_t tensor) const noexcept;  // index into shards()
     // Lookup by exact name; nullopt/nullptr when absent. at() throws TensorNotFound naming it.
     std::optional<std::uint32_t> index_of(std::string_view name) const noexcept;
@@ -100,7 +125,8 @@ public:
     const tensor_info& at(std::string_view name) const;
     // The single file's __metadata__; for an index, the __metadata__ entries
     // equal in every shard (the rest dropped; the index's own "metadata" never
-    // appears). nullopt when absent or, for an index, when no entry is common.
+    // appears). nullopt when absent or, for an index, when no entry is common;
+    // always for GGUF, whose metadata is gguf()->metadata.
     const std::optional<metadata_map>& metadata() const noexcept;
     std::uint64_t total_bytes() const noexcept;  // sum of all tensor sizes
 
@@ -135,7 +161,9 @@ public:
     // The selection packed into one caller arena (placements() says where).
     read_plan plan_packed(const selection& sel, std::span<std::byte> arena,
                           std::uint64_t alignment = 64) const;
-    // Any mix of whole tensors, row ranges and boxes (see read_request).
+    // Any mix of whole tensors, row ranges and boxes (see read_request). A
+    // tensor of a GGUF block type (tensor_info::quantized()) is read whole or
+    // by byte window only: a box of it is InvalidArgument naming it and its type.
     read_plan plan(std::span<const read_request> requests) const;
 
     // Runs a plan: every op of every shard, shards concurrently (at most

@@ -23,6 +23,9 @@ struct read_op {
     std::uint64_t length = 0;  // bytes
     std::byte* dst = nullptr;  // caller memory of `length` bytes; must stay valid until execute() returns
     std::uint32_t tag = 0;     // caller's id for this op (the reader uses the tensor's index)
+    // True: a remote source moves it in one request, unsplit (a header read,
+    // whose next read depends on what it brings); local sources ignore it.
+    bool one_request = false;
 };
 
 // Callbacks and cancellation for one execute() call. Callbacks may run on

@@ -33,11 +33,15 @@ inline std::string describe_reader(reader& r) {
     for (auto& s : r.shards())
         out += "shard " + s.spec + " size " + std::to_string(s.size) + " data " + std::to_string(s.data_start) +
                " tensors " + std::to_string(s.first_tensor) + "+" + std::to_string(s.tensor_count) + " metadata " +
-               meta(s.metadata) + "\n";
+               meta(s.metadata) + (s.gguf ? " gguf v" + std::to_string(s.gguf->version) + " entries " +
+                                                 std::to_string(s.gguf->metadata.size())
+                                           : std::string()) +
+               "\n";
     const auto bytes = read_tensors(r);
     for (std::uint32_t i = 0; i < r.tensors().size(); ++i) {
         const tensor_info& t = r.tensors()[i];
-        out += "tensor " + t.name + " " + std::string(dtype_name(t.dtype)) + " [";
+        out += "tensor " + t.name + " " + std::string(dtype_name(t.dtype)) +
+               (t.ggml == ggml_type::none ? "" : "/" + std::string(ggml_type_name(t.ggml))) + " [";
         for (auto d : t.shape) out += std::to_string(d) + ",";
         out += "] " + std::to_string(t.begin) + ".." + std::to_string(t.end) + " shard " +
                std::to_string(r.shard_of(i)) + " " + sha256_hex(bytes.at(t.name)) + "\n";

@@ -18,6 +18,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "checkpoint_bytes.hpp"
+#include "gguf_cases.hpp"
+#include "gguf_files.hpp"
 #include "open_verdict.hpp"
 
 using namespace ringsafe;
@@ -54,6 +56,37 @@ TEST_CASE("asio open: every conformance file gets reader::open's verdict and mes
     }
     CHECK(files >= 150);
     CHECK(accepted >= 55);
+}
+
+TEST_CASE("asio open: every GGUF conformance file and a split set get reader::open's verdict",
+          "[asio][open][gguf]") {
+    reader_options ro;
+    if (GENERATE(0, 1)) ro.source.file.prefetch = 16;  // every header takes further reads
+    std::size_t files = 0, accepted = 0;
+    for (auto& e : fs::recursive_directory_iterator(gguf_conformance_dir())) {
+        if (e.path().extension() != ".gguf") continue;
+        const std::string spec = e.path().string();
+        INFO(spec);
+        const std::string sync = sync_verdict(spec, ro);
+        CHECK(async_verdict(spec, ro) == sync);
+        ++files;
+        accepted += sync.starts_with("spec ");
+    }
+    CHECK(files >= 120);
+    CHECK(accepted >= 70);
+    // A split set made here, opened from its middle part; and one part missing.
+    temp_dir dir;
+    std::vector<gguf::tensor_record> recs{{"w", ggml_type::Q8_0, {64, 3}}};
+    for (std::size_t p = 0; p < 3; ++p) {
+        recs[0].name = "w" + std::to_string(p);
+        write_file(dir / split_name("m", p + 1, 3), make_gguf(split_keys(p, 3, 3), recs, p));
+    }
+    const std::string middle = (dir / split_name("m", 2, 3)).string();
+    const std::string sync = sync_verdict(middle, ro);
+    CHECK(sync.find(" sharded\n") != std::string::npos);
+    CHECK(async_verdict(middle, ro) == sync);
+    fs::remove(dir / split_name("m", 3, 3));
+    check_same_failure(middle, ro);
 }
 
 TEST_CASE("asio open: a sharded index opens with the same tensors, shards and metadata", "[asio][open][sharded]") {

@@ -46,8 +46,9 @@ void check_failure(const cli_output& r, std::string_view kind) {
 void check_listing(const cli_output& r, const expected_case& c, bool with_sha) {
     INFO(r.out);
     CHECK(r.status == 0);
-    REQUIRE(r.doc.size() == 3);
+    REQUIRE(r.doc.size() == 4);
     CHECK(r.doc.at("ok") == true);
+    CHECK(r.doc.at("format") == "safetensors");
     auto& tensors = r.doc.at("tensors").as_array();
     REQUIRE(tensors.size() == c.tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -1,5 +1,5 @@
-// Resource bounds against malicious input: headers that claim millions of
-// tensors, huge shapes, deep nesting or a huge length cost memory in
+// Resource bounds against malicious input: headers (safetensors, GGUF) that
+// claim millions of tensors, huge shapes, deep nesting or a huge length cost memory in
 // proportion to the bytes actually given, never to the sizes claimed; a
 // server cannot make the reader allocate beyond a bound with an endless
 // response header or a huge claimed object. Memory is measured with a
@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "allocation_meter.hpp"
+#include "ringsafe/gguf.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/reader.hpp"
 #include "test_support.hpp"
@@ -256,4 +257,63 @@ TEST_CASE("a server claiming an exabyte object and a 99 MB header is held to max
     allocation_meter m;
     CHECK(refusal_kind([&] { (void)reader::open(srv.url("/huge.safetensors"), opts); }) == "HeaderTooLarge");
     CHECK(m.peak() < (8u << 20));
+}
+
+TEST_CASE("a GGUF header costs memory in proportion to its bytes, never to the counts it claims") {
+    auto le = [](std::string& s, std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
+    };
+    auto preamble = [&](std::uint64_t tensors, std::uint64_t kvs) {
+        std::string s = "GGUF";
+        le(s, 3, 4), le(s, tensors, 8), le(s, kvs, 8);
+        return s;
+    };
+    auto bytes_of = [](const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); };
+    {
+        // 2^40 tensors and 2^40 pairs claimed by a file of 24 bytes and one pair.
+        std::string f = preamble(1ull << 40, 1ull << 40);
+        le(f, 1, 8), f += "k", le(f, 4, 4), le(f, 7, 4);
+        allocation_meter m;
+        CHECK(refusal_kind([&] { gguf::parse(bytes_of(f)); }) == "Truncated");
+        CHECK(m.peak() < 4096);
+    }
+    {
+        // A string array of 2^29 elements (4 GiB of length prefixes) in a file said to be 1 TiB:
+        // refused at its count by the header limit, before any element is read.
+        std::string f = preamble(0, 1);
+        le(f, 6, 8), f += "tokens", le(f, 9, 4), le(f, 8, 4), le(f, 1ull << 29, 8);
+        allocation_meter m;
+        gguf::parser p(1ull << 40);
+        CHECK(refusal_kind([&] { p.feed(bytes_of(f)); }) == "HeaderTooLarge");
+        CHECK(m.peak() < 4096);
+    }
+    {
+        // A claimed 1 GiB UINT8 array of which 1 KiB has arrived: only what arrived is kept.
+        std::string f = preamble(0, 1);
+        le(f, 1, 8), f += "a", le(f, 9, 4), le(f, 0, 4), le(f, 1ull << 30, 8);
+        f.resize(f.size() + 1024, 'x');
+        parse_options o;
+        o.max_header_size = 2ull << 30;
+        allocation_meter m;
+        gguf::parser p(2ull << 30, o);
+        CHECK_FALSE(p.feed(bytes_of(f)).done);
+        CHECK(m.peak() < 16384);
+    }
+    {
+        // A real tokenizer: 150k tokens, 300k merges.
+        std::vector<gguf::metadata_entry> meta;
+        std::vector<std::string> tokens;
+        for (int i = 0; i < 150000; ++i) tokens.push_back("tok" + std::to_string(i));
+        std::vector<gguf::scalar> v(tokens.begin(), tokens.end());
+        meta.push_back(gguf::metadata_entry::make_array("tokenizer.ggml.tokens", gguf::value_type::STRING, v));
+        std::vector<gguf::scalar> merges;
+        for (int i = 0; i < 300000; ++i) merges.push_back(std::string_view(tokens[i % 150000]));
+        meta.push_back(gguf::metadata_entry::make_array("tokenizer.ggml.merges", gguf::value_type::STRING, merges));
+        const std::string f = gguf::serialize(meta, {});
+        allocation_meter m;
+        const gguf::header h = gguf::parse(bytes_of(f));
+        INFO("peak " << m.peak() << " bytes for a " << f.size() << "-byte header");
+        CHECK(h.metadata.size() == 2);
+        CHECK(m.peak() <= 2 * f.size() + fixed_slack);
+    }
 }

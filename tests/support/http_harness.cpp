@@ -165,7 +165,7 @@ nginx_server::nginx_server(const fs::path& prefix, nginx_config cfg) : prefix_(p
       << "  client_body_temp_path " << p << "/tmp/body;\n  proxy_temp_path " << p << "/tmp/proxy;\n"
       << "  fastcgi_temp_path " << p << "/tmp/fastcgi;\n  uwsgi_temp_path " << p << "/tmp/uwsgi;\n"
       << "  scgi_temp_path " << p << "/tmp/scgi;\n"
-      << "  log_format rs '$connection $connection_requests $status $request_uri';\n"
+      << "  log_format rs '$connection $connection_requests $status $request_uri $body_bytes_sent';\n"
       << "  access_log " << p << "/logs/access.log rs;\n"
       << "  default_type application/octet-stream;\n  sendfile on;\n  tcp_nopush on;\n"
       << "  keepalive_requests 100000;\n  keepalive_timeout 60s;\n"

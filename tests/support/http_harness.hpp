@@ -50,7 +50,7 @@ test_ca make_test_ca(const std::filesystem::path& dir);
 
 // One nginx on 127.0.0.1. `server_body` is placed inside `server { listen ...; root ...; }`;
 // `http_extra` inside `http { }` (e.g. further server blocks). The access log
-// records "$connection $connection_requests $status $request_uri".
+// records "$connection $connection_requests $status $request_uri $body_bytes_sent".
 struct nginx_config {
     std::filesystem::path root;        // document root (made world-readable)
     std::string server_body;
@@ -114,7 +114,7 @@ public:
     void control(const std::string& repo, const std::string& name, const std::string& text);
     // What the stand-in served so far: "GET /org/name/resolve/main/x" (+ " auth" when it carried Authorization).
     std::vector<std::string> requests() const;
-    // The CDN's access log ("$connection $connection_requests $status $request_uri").
+    // The CDN's access log ("$connection $connection_requests $status $request_uri $body_bytes_sent").
     std::vector<std::string> cdn_log() const { return cdn_->access_log(); }
     // CDN requests refused for carrying Authorization (each one a credential that crossed).
     std::size_t cdn_auth_refused() const;

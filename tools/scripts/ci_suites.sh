@@ -29,7 +29,7 @@ SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
 COUNTS=$(mktemp)
 trap 'rm -f "$COUNTS"' EXIT
-FUZZ_TARGETS=(header index http_response url sigv4 hub_url)
+FUZZ_TARGETS=(header gguf index http_response url sigv4 hub_url)
 have_clang() { command -v clang++-14 >/dev/null; }
 # Sanitizer builds use clang when it is there (faster to build, and its TSan models fences).
 SAN_CXX=c++
@@ -79,6 +79,7 @@ fuzz_one() {
     rm -rf "$corpus" && mkdir -p "$corpus" build-asan/crashes
     case $t in
     header) cp "$SHARED"/conformance/*/*.safetensors "$corpus"/ 2>/dev/null ;;
+    gguf) cp "$SHARED"/conformance-gguf/*/*.gguf "$corpus"/ 2>/dev/null ;;
     http_response) cp tests/fuzz/seeds/http/* "$corpus"/ ;;
     *) cp tests/fuzz/seeds/"$t"/* "$corpus"/ ;;
     esac

@@ -83,8 +83,14 @@ def check_backend(backend):
 
 
 def open_reader(filename, options):
-    """A Reader for a path, URL or index, with the caller's Reader options."""
-    return Reader(spec_of(filename), **options)
+    """A Reader for a path, URL or index, with the caller's Reader options; a
+    GGUF file (told by its first bytes) is refused: this API reads safetensors."""
+    reader = Reader(spec_of(filename), **options)
+    if reader.format != "safetensors":
+        spec = reader.spec
+        reader.close()
+        raise error("InvalidArgument", f"{spec} is a GGUF file, not safetensors")
+    return reader
 
 
 def _compare_checkpoints(a, b):

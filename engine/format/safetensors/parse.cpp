@@ -3,7 +3,7 @@
 #include <new>
 #include <string>
 
-#include "format/length_prefix.hpp"
+#include "format/safetensors/length_prefix.hpp"
 #include "ringsafe/header.hpp"
 
 namespace ringsafe {

@@ -1,5 +1,5 @@
 // Data order, duplicate names, and the reference's per-tensor layout checks.
-#include "format/validate.hpp"
+#include "format/safetensors/validate.hpp"
 
 #include <algorithm>
 

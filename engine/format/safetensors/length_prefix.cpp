@@ -1,5 +1,5 @@
 // The 8-byte little-endian length prefix: decoding with the reference's checks, encoding.
-#include "format/length_prefix.hpp"
+#include "format/safetensors/length_prefix.hpp"
 
 #include <string>
 

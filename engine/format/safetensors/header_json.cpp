@@ -7,7 +7,7 @@
 // with dtype/shape/data_offsets (each exactly once, unknown fields ignored)
 // or the array [dtype, shape, data_offsets]; a dtype is a name or {"NAME": null};
 // numbers must be plain non-negative integers that fit in 64 bits.
-#include "format/header_json.hpp"
+#include "format/safetensors/header_json.hpp"
 
 #include <boost/json/basic_parser_impl.hpp>
 
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "format/header_schema.hpp"
+#include "format/safetensors/header_schema.hpp"
 
 namespace ringsafe::format {
 namespace {

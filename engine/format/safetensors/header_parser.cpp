@@ -3,10 +3,10 @@
 #include <new>
 #include <string>
 
-#include "format/header_json.hpp"
-#include "format/length_prefix.hpp"
+#include "format/safetensors/header_json.hpp"
+#include "format/safetensors/length_prefix.hpp"
 #include "format/utf8.hpp"
-#include "format/validate.hpp"
+#include "format/safetensors/validate.hpp"
 #include "ringsafe/header.hpp"
 
 namespace ringsafe {
