@@ -1,0 +1,80 @@
+// What every kernel reads blocks with (engine-internal): little-endian loads
+// from unaligned bytes, and ggml's small float formats (fp16, bf16, E8M0,
+// UE4M3) widened exactly to float32. Inside the build's ISA namespace, as the
+// kernels are (kernels.hpp).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "dequant/kernels.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "GGUF blocks are little-endian; the kernels read them as they are");
+
+namespace ringsafe::dequant::RINGSAFE_DEQUANT_ISA {
+
+inline std::uint16_t load_u16(const std::uint8_t* p) noexcept {
+    std::uint16_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+inline std::uint32_t load_u32(const std::uint8_t* p) noexcept {
+    std::uint32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+inline float float_from_bits(std::uint32_t u) noexcept {
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline std::uint32_t bits_of(float f) noexcept {
+    std::uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+// IEEE binary16 -> float32, exact for every input (subnormals, infinities; a
+// NaN keeps its sign and payload).
+inline float half_to_float(std::uint16_t h) noexcept {
+    const std::uint32_t exp_mask = 0x7c00u << 13;
+    std::uint32_t u = (h & 0x7fffu) << 13;
+    const std::uint32_t exp = u & exp_mask;
+    u += (127 - 15) << 23;  // rebias the exponent
+    float f;
+    if (exp == exp_mask) {
+        f = float_from_bits(u + ((128 - 16) << 23));  // infinity or NaN: exponent 255
+    } else if (exp == 0) {
+        // Subnormal or zero: a normal of exponent -14 minus 2^-14, exactly.
+        f = float_from_bits(u + (1u << 23)) - float_from_bits(113u << 23);
+    } else {
+        f = float_from_bits(u);
+    }
+    return float_from_bits(bits_of(f) | ((h & 0x8000u) << 16));
+}
+inline float load_half(const std::uint8_t* p) noexcept { return half_to_float(load_u16(p)); }
+
+// bfloat16 -> float32: the top half of the float32's bits.
+inline float bf16_to_float(std::uint16_t b) noexcept { return float_from_bits(std::uint32_t{b} << 16); }
+
+// An E8M0 exponent byte as ggml's MXFP4 scale: 2^(e - 128), half the power
+// the byte encodes, since the E2M1 values are stored doubled.
+inline float e8m0_half(std::uint8_t e) noexcept {
+    return float_from_bits(e < 2 ? 0x00200000u << e : std::uint32_t(e - 1) << 23);
+}
+
+// An unsigned E4M3 scale byte (bias 7) as NVFP4 uses it: halved like E8M0
+// above, 0x00 and 0x7f give 0; the top bit is ignored, as gguf-py does.
+inline float ue4m3_half(std::uint8_t x) noexcept {
+    if (x == 0 || x == 0x7f) return 0.0f;
+    const unsigned exp = (x >> 3) & 0xfu;
+    const unsigned man = x & 0x7u;
+    // Both forms are exact in float32: man x 2^-9, or (8 + man) x 2^(exp - 10).
+    const float raw = exp == 0 ? float(man) * float_from_bits((127u - 9) << 23)
+                               : float(8 + man) * float_from_bits((127u + exp - 10) << 23);
+    return raw * 0.5f;
+}
+
+}  // namespace ringsafe::dequant::RINGSAFE_DEQUANT_ISA

@@ -1,0 +1,29 @@
+// Which build of the kernels this process runs: the AVX2 build where the CPU
+// has AVX2 and F16C (x86-64 only), else the portable one.
+#include "dequant/kernels.hpp"
+
+namespace ringsafe::dequant {
+namespace portable {
+isa_kernels make_kernels() noexcept;
+}
+#if RINGSAFE_DEQUANT_HAVE_AVX2
+namespace avx2 {
+isa_kernels make_kernels() noexcept;
+}
+#endif
+
+namespace {
+isa_kernels choose() noexcept {
+#if RINGSAFE_DEQUANT_HAVE_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return avx2::make_kernels();
+#endif
+    return portable::make_kernels();
+}
+}  // namespace
+
+const isa_kernels& cpu_kernels() noexcept {
+    static const isa_kernels k = choose();
+    return k;
+}
+
+}  // namespace ringsafe::dequant
