@@ -1,7 +1,8 @@
-// What every kernel reads blocks with (engine-internal): little-endian loads
-// from unaligned bytes, and ggml's small float formats (fp16, bf16, E8M0,
-// UE4M3) widened exactly to float32. Inside the build's ISA namespace, as the
-// kernels are (kernels.hpp).
+// What every kernel reads blocks with and writes values with (engine-internal):
+// little-endian loads from unaligned bytes, ggml's small float formats (fp16,
+// bf16, E8M0, UE4M3) widened exactly to float32, and the three outputs'
+// stores (float32 as it is; float16 and bfloat16 rounded to nearest even).
+// Inside the build's ISA namespace, as the kernels are (kernels.hpp).
 #pragma once
 
 #include <bit>
@@ -76,5 +77,50 @@ inline float ue4m3_half(std::uint8_t x) noexcept {
                                : float(8 + man) * float_from_bits((127u + exp - 10) << 23);
     return raw * 0.5f;
 }
+
+// float32 -> float16, rounding to nearest even; a NaN becomes sign | 0x7e00.
+// Written as selects of three candidates, so that loops of it vectorize:
+// values too large for float16 (>= 65536 before rounding), infinities and
+// NaNs; values below 2^-14, rounded to a subnormal by a float32 addition of
+// 0.5 (whose ulp is float16's subnormal step); normals, rounded on the 13
+// dropped bits.
+inline std::uint16_t float_to_half(float f) noexcept {
+    const std::uint32_t u = bits_of(f);
+    const std::uint32_t a = u & 0x7fffffffu;
+    const std::uint32_t sign = (u >> 16) & 0x8000u;
+    const std::uint32_t big = 0x7c00u | (std::uint32_t(a > 0x7f800000u) << 9);
+    const std::uint32_t sub = bits_of(float_from_bits(a) + 0.5f) - (126u << 23);
+    const std::uint32_t normal = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    // Masks, not branches: all ones where a case holds.
+    const std::uint32_t is_big = 0u - std::uint32_t(a >= (143u << 23));
+    const std::uint32_t is_sub = 0u - std::uint32_t(a < (113u << 23));
+    const std::uint32_t h = (big & is_big) | (sub & is_sub) | (normal & ~(is_big | is_sub));
+    return std::uint16_t(h | sign);
+}
+
+// float32 -> bfloat16, rounding to nearest even on the low 16 bits; a NaN
+// becomes 0x7fc0 (as torch makes it).
+inline std::uint16_t float_to_bf16(float f) noexcept {
+    const std::uint32_t u = bits_of(f);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return std::uint16_t((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
+}
+
+// How a kernel stores a value: every kernel is a template over one of these.
+struct store_f32 {
+    using type = float;
+    static float from(float v) noexcept { return v; }
+};
+struct store_f16 {
+    using type = std::uint16_t;
+    static std::uint16_t from(float v) noexcept { return float_to_half(v); }
+};
+struct store_bf16 {
+    using type = std::uint16_t;
+    static std::uint16_t from(float v) noexcept { return float_to_bf16(v); }
+};
+
+// The kernel template `k` for each output, into table `t`.
+#define RINGSAFE_DEQUANT_SET(t, type, k) t.set(ggml_type::type, k<store_f32>, k<store_f16>, k<store_bf16>)
 
 }  // namespace ringsafe::dequant::RINGSAFE_DEQUANT_ISA

@@ -1,5 +1,5 @@
 // Checking a dequantization and running a range of its blocks, through a
-// float32 tile when the output is narrower or the destination unaligned.
+// small tile when the destination is not aligned to the output's size.
 #include "dequant/conversion.hpp"
 
 #include <algorithm>
@@ -24,8 +24,8 @@ bool fail(status& st, errc e, std::string message) noexcept {
     return false;
 }
 
-// Elements of float32 the tile holds: 16 KiB, a whole number of any block.
-constexpr std::size_t tile_elements = 4096;
+// Bytes of the tile for unaligned destinations: whole blocks of every type and output.
+constexpr std::size_t tile_bytes = 16 << 10;
 
 }  // namespace
 
@@ -33,9 +33,9 @@ bool check_conversion(ggml_type t, std::size_t src_bytes, dtype out, std::size_t
                       std::string_view name, conversion& c, status& st) noexcept {
     try {
         const auto id = static_cast<std::uint32_t>(t);
-        const isa_kernels& k = cpu_kernels();
+        const kernel_table& k = cpu_kernels();
         const ggml_type_traits tr = ggml_traits(t);
-        if (id >= ggml_type_count || k.table.to_f32[id] == nullptr)
+        if (k.get(id, output::f32) == nullptr)
             return fail(st, errc::InvalidArgument,
                         subject(name, t) + ": ringsafe cannot dequantize this type (it dequantizes F32, F16, "
                                            "BF16 and the block types but Q8_1)");
@@ -49,13 +49,12 @@ bool check_conversion(ggml_type t, std::size_t src_bytes, dtype out, std::size_t
                             std::to_string(tr.type_size) + " bytes (" + std::to_string(tr.block_size) +
                             " elements each)");
         c = {};
-        c.kernel = k.table.to_f32[id];
+        c.kernel = k.get(id, out == dtype::F32 ? output::f32 : out == dtype::F16 ? output::f16 : output::bf16);
         c.block_size = tr.block_size;
         c.type_size = tr.type_size;
         c.out_size = out == dtype::F32 ? 4 : 2;
         c.blocks = src_bytes / tr.type_size;
         c.copy = ggml_plain_dtype(t) == out;
-        c.narrow = out == dtype::F16 ? k.to_f16 : out == dtype::BF16 ? k.to_bf16 : nullptr;
         // No overflow: the output is at most 4x the input's elements, which fit in memory.
         if (dst_bytes < c.out_bytes())
             return fail(st, errc::BufferTooSmall,
@@ -71,33 +70,20 @@ bool check_conversion(ggml_type t, std::size_t src_bytes, dtype out, std::size_t
 void run_blocks(const conversion& c, const std::byte* src, std::byte* dst, std::uint64_t first,
                 std::uint64_t count) noexcept {
     const auto* in = reinterpret_cast<const std::uint8_t*>(src) + first * c.type_size;
-    std::byte* outp = dst + first * c.block_size * c.out_size;
+    const std::uint64_t block_out = std::uint64_t{c.block_size} * c.out_size;
+    std::byte* out = dst + first * block_out;
     if (c.copy) {
-        std::memcpy(outp, in, count * c.type_size);
-        return;
-    }
-    if (c.narrow == nullptr && reinterpret_cast<std::uintptr_t>(outp) % alignof(float) == 0) {
-        c.kernel(in, count, reinterpret_cast<float*>(outp));
-        return;
-    }
-    alignas(64) float tile[tile_elements];
-    const std::uint64_t per_tile = tile_elements / c.block_size;
-    const bool aligned16 = reinterpret_cast<std::uintptr_t>(outp) % alignof(std::uint16_t) == 0;
-    alignas(64) std::uint16_t narrow_tile[tile_elements];  // for an odd destination address
-    for (std::uint64_t done = 0; done < count;) {
-        const std::uint64_t n = std::min(per_tile, count - done);
-        const std::size_t elements = n * c.block_size;
-        c.kernel(in + done * c.type_size, n, tile);
-        std::byte* o = outp + done * c.block_size * c.out_size;
-        if (c.narrow == nullptr) {
-            std::memcpy(o, tile, elements * sizeof(float));
-        } else if (aligned16) {
-            c.narrow(tile, elements, reinterpret_cast<std::uint16_t*>(o));
-        } else {
-            c.narrow(tile, elements, narrow_tile);
-            std::memcpy(o, narrow_tile, elements * sizeof(std::uint16_t));
+        std::memcpy(out, in, count * c.type_size);
+    } else if (reinterpret_cast<std::uintptr_t>(out) % c.out_size == 0) {
+        c.kernel(in, count, out);
+    } else {
+        alignas(64) std::byte tile[tile_bytes];
+        const std::uint64_t per_tile = tile_bytes / block_out;
+        for (std::uint64_t done = 0; done < count; done += per_tile) {
+            const std::uint64_t n = std::min(per_tile, count - done);
+            c.kernel(in + done * c.type_size, n, tile);
+            std::memcpy(out + done * block_out, tile, n * block_out);
         }
-        done += n;
     }
 }
 

@@ -16,8 +16,7 @@ namespace ringsafe::dequant {
 
 // A checked dequantization of `blocks` whole blocks.
 struct conversion {
-    kernel_fn kernel = nullptr;  // to float32
-    narrow_fn narrow = nullptr;  // float32 -> the output (null: the output is F32)
+    kernel_fn kernel = nullptr;  // to the output
     bool copy = false;           // input and output are the same type: the bytes as they are
     std::uint32_t block_size = 0, type_size = 0, out_size = 0;  // elements/block, bytes/block, bytes/element
     std::uint64_t blocks = 0;

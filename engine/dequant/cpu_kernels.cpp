@@ -9,16 +9,16 @@
 
 namespace ringsafe::dequant {
 namespace portable {
-isa_kernels make_kernels() noexcept;
+kernel_table make_kernels() noexcept;
 }
 #if RINGSAFE_DEQUANT_HAVE_AVX2
 namespace avx2 {
-isa_kernels make_kernels() noexcept;
+kernel_table make_kernels() noexcept;
 }
 #endif
 
 namespace {
-isa_kernels choose() noexcept {
+kernel_table choose() noexcept {
 #if RINGSAFE_DEQUANT_HAVE_AVX2
     const char* forced = std::getenv("RINGSAFE_DEQUANT_KERNELS");
     if (forced != nullptr && std::strcmp(forced, "portable") == 0) return portable::make_kernels();
@@ -28,8 +28,8 @@ isa_kernels choose() noexcept {
 }
 }  // namespace
 
-const isa_kernels& cpu_kernels() noexcept {
-    static const isa_kernels k = choose();
+const kernel_table& cpu_kernels() noexcept {
+    static const kernel_table k = choose();
     return k;
 }
 

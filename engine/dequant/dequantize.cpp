@@ -11,8 +11,7 @@
 namespace ringsafe {
 
 bool can_dequantize(ggml_type t) noexcept {
-    const auto id = static_cast<std::uint32_t>(t);
-    return id < ggml_type_count && dequant::cpu_kernels().table.to_f32[id] != nullptr;
+    return dequant::cpu_kernels().get(static_cast<std::uint32_t>(t), dequant::output::f32) != nullptr;
 }
 
 std::optional<std::uint64_t> dequantized_elements(ggml_type t, std::uint64_t block_bytes) noexcept {

@@ -21,11 +21,13 @@ inline float signed_grid(float db, unsigned g, unsigned sign_bits, int j) noexce
 }
 
 // Eight grid values of one row times `db`, signed by bits 0..7 of `signs`.
-inline void put_row8(float* y, std::uint64_t row, float db, unsigned signs) noexcept {
-    for (int j = 0; j < 8; ++j) y[j] = signed_grid(db, unsigned(row >> (8 * j)) & 0xff, signs, j);
+template <class S>
+inline void put_row8(typename S::type* __restrict y, std::uint64_t row, float db, unsigned signs) noexcept {
+    for (int j = 0; j < 8; ++j) y[j] = S::from(signed_grid(db, unsigned(row >> (8 * j)) & 0xff, signs, j));
 }
-inline void put_row4(float* y, std::uint32_t row, float db, unsigned signs) noexcept {
-    for (int j = 0; j < 4; ++j) y[j] = signed_grid(db, (row >> (8 * j)) & 0xff, signs, j);
+template <class S>
+inline void put_row4(typename S::type* __restrict y, std::uint32_t row, float db, unsigned signs) noexcept {
+    for (int j = 0; j < 4; ++j) y[j] = S::from(signed_grid(db, (row >> (8 * j)) & 0xff, signs, j));
 }
 
 // The scale of IQ2_XS/IQ2_S sub-block s: nibble s of the scales bytes.
@@ -35,7 +37,9 @@ inline float iq2_sub_scale(float d, const std::uint8_t* scales, int s) noexcept 
 
 // block_iq2_xxs: d, then per 32 elements two u32: four grid indices (bytes),
 // and four 7-bit sign indices with a 4-bit scale on top.
-void iq2_xxs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq2_xxs(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 66, y += 256) {
         const float d = load_half(b);
         for (int g = 0; g < 8; ++g) {
@@ -43,14 +47,16 @@ void iq2_xxs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const std::uint32_t aux = load_u32(b + 6 + 8 * g);
             const float db = d * (0.5f + float(aux >> 28)) * 0.25f;
             for (int k = 0; k < 4; ++k)
-                put_row8(y + 32 * g + 8 * k, iq2xxs_grid[(idx >> (8 * k)) & 0xff], db,
+                put_row8<S>(y + 32 * g + 8 * k, iq2xxs_grid[(idx >> (8 * k)) & 0xff], db,
                          even_signs((aux >> (7 * k)) & 0x7f));
         }
     }
 }
 
 // block_iq2_xs: d, 32 u16 (9-bit grid index, 7-bit sign index), 16 nibble scales.
-void iq2_xs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq2_xs(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 74, y += 256) {
         const float d = load_half(b);
         const std::uint8_t* scales = b + 66;
@@ -58,7 +64,7 @@ void iq2_xs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float db = iq2_sub_scale(d, scales, s);
             for (int r = 0; r < 2; ++r) {
                 const std::uint16_t q = load_u16(b + 2 + 2 * (2 * s + r));
-                put_row8(y + 16 * s + 8 * r, iq2xs_grid[q & 511], db, even_signs(q >> 9));
+                put_row8<S>(y + 16 * s + 8 * r, iq2xs_grid[q & 511], db, even_signs(q >> 9));
             }
         }
     }
@@ -66,7 +72,9 @@ void iq2_xs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_iq2_s: d, qs[32] (grid index low bits), signs[32], qh[8] (2 high bits
 // per index), 16 nibble scales.
-void iq2_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq2_s(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 82, y += 256) {
         const float d = load_half(b);
         const std::uint8_t* qs = b + 2;
@@ -78,7 +86,7 @@ void iq2_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             for (int r = 0; r < 2; ++r) {
                 const int k = 2 * s + r;
                 const unsigned idx = qs[k] | ((qh[k / 4] >> (2 * (k % 4))) & 3u) << 8;
-                put_row8(y + 8 * k, iq2s_grid[idx], db, signs[k]);
+                put_row8<S>(y + 8 * k, iq2s_grid[idx], db, signs[k]);
             }
         }
     }
@@ -86,7 +94,9 @@ void iq2_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_iq3_xxs: d, qs[64] (grid indices of 4 values), then per 32 elements a
 // u32 of four 7-bit sign indices and a 4-bit scale.
-void iq3_xxs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq3_xxs(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 98, y += 256) {
         const float d = load_half(b);
         const std::uint8_t* qs = b + 2;
@@ -95,9 +105,9 @@ void iq3_xxs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float db = d * (0.5f + float(aux >> 28)) * 0.5f;
             for (int k = 0; k < 4; ++k) {
                 const unsigned signs = even_signs((aux >> (7 * k)) & 0x7f);
-                float* out = y + 32 * g + 8 * k;
-                put_row4(out, iq3xxs_grid[qs[8 * g + 2 * k]], db, signs);
-                put_row4(out + 4, iq3xxs_grid[qs[8 * g + 2 * k + 1]], db, signs >> 4);
+                auto* out = y + 32 * g + 8 * k;
+                put_row4<S>(out, iq3xxs_grid[qs[8 * g + 2 * k]], db, signs);
+                put_row4<S>(out + 4, iq3xxs_grid[qs[8 * g + 2 * k + 1]], db, signs >> 4);
             }
         }
     }
@@ -105,7 +115,9 @@ void iq3_xxs(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_iq3_s: d, qs[64] (grid index low bits), qh[8] (the ninth bit), signs[32]
 // (one bit per element), 8 nibble scales (d x (1 + 2 x scale)).
-void iq3_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq3_s(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 110, y += 256) {
         const float d = load_half(b);
         const std::uint8_t* qs = b + 2;
@@ -117,21 +129,24 @@ void iq3_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             for (int r = 0; r < 8; ++r) {
                 const int k = 8 * g + r;
                 const unsigned idx = qs[k] | ((qh[k / 8] >> (k % 8)) & 1u) << 8;
-                put_row4(y + 4 * k, iq3s_grid[idx], db, signs[k / 2] >> (4 * (k % 2)));
+                put_row4<S>(y + 4 * k, iq3s_grid[idx], db, signs[k / 2] >> (4 * (k % 2)));
             }
         }
     }
 }
 
 // Eight IQ1 grid values (int8 -1/0/1) shifted by delta, times dl.
-inline void put_iq1_row(float* y, std::uint64_t row, float dl, float delta) noexcept {
-    for (int j = 0; j < 8; ++j) y[j] = dl * (float(static_cast<std::int8_t>((row >> (8 * j)) & 0xff)) + delta);
+template <class S>
+inline void put_iq1_row(typename S::type* __restrict y, std::uint64_t row, float dl, float delta) noexcept {
+    for (int j = 0; j < 8; ++j) y[j] = S::from(dl * (float(static_cast<std::int8_t>((row >> (8 * j)) & 0xff)) + delta));
 }
 constexpr float iq1_delta = 0.125f;
 
 // block_iq1_s: d, qs[32] (grid index low bits), then per 32 elements a u16:
 // four 3-bit high parts of the indices, a 3-bit scale, the delta's sign.
-void iq1_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq1_s(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 50, y += 256) {
         const float d = load_half(b);
         const std::uint8_t* qs = b + 2;
@@ -141,7 +156,7 @@ void iq1_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float delta = h & 0x8000 ? -iq1_delta : iq1_delta;
             for (int r = 0; r < 4; ++r) {
                 const int k = 4 * g + r;
-                put_iq1_row(y + 8 * k, iq1s_grid[qs[k] | ((h >> (3 * r)) & 7u) << 8], dl, delta);
+                put_iq1_row<S>(y + 8 * k, iq1s_grid[qs[k] | ((h >> (3 * r)) & 7u) << 8], dl, delta);
             }
         }
     }
@@ -149,7 +164,9 @@ void iq1_s(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_iq1_m: qs[32], qh[16] (per index a nibble: 3 high bits and the delta's
 // sign), four u16 of 3-bit scales whose top nibbles together are the fp16 d.
-void iq1_m(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void iq1_m(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 56, y += 256) {
         const std::uint8_t* qs = b;
         const std::uint8_t* qh = b + 32;
@@ -161,7 +178,7 @@ void iq1_m(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const int s = k / 2;  // 16 scales, one per two rows
             const float dl = d * float(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1);
             const unsigned nib = (qh[k / 2] >> (4 * (k % 2))) & 0xf;
-            put_iq1_row(y + 8 * k, iq1s_grid[qs[k] | (nib & 7u) << 8], dl, nib & 8 ? -iq1_delta : iq1_delta);
+            put_iq1_row<S>(y + 8 * k, iq1s_grid[qs[k] | (nib & 7u) << 8], dl, nib & 8 ? -iq1_delta : iq1_delta);
         }
     }
 }
@@ -169,13 +186,13 @@ void iq1_m(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 }  // namespace
 
 void add_iq_grid_quants(kernel_table& t) noexcept {
-    t.set(ggml_type::IQ2_XXS, iq2_xxs);
-    t.set(ggml_type::IQ2_XS, iq2_xs);
-    t.set(ggml_type::IQ2_S, iq2_s);
-    t.set(ggml_type::IQ3_XXS, iq3_xxs);
-    t.set(ggml_type::IQ3_S, iq3_s);
-    t.set(ggml_type::IQ1_S, iq1_s);
-    t.set(ggml_type::IQ1_M, iq1_m);
+    RINGSAFE_DEQUANT_SET(t, IQ2_XXS, iq2_xxs);
+    RINGSAFE_DEQUANT_SET(t, IQ2_XS, iq2_xs);
+    RINGSAFE_DEQUANT_SET(t, IQ2_S, iq2_s);
+    RINGSAFE_DEQUANT_SET(t, IQ3_XXS, iq3_xxs);
+    RINGSAFE_DEQUANT_SET(t, IQ3_S, iq3_s);
+    RINGSAFE_DEQUANT_SET(t, IQ1_S, iq1_s);
+    RINGSAFE_DEQUANT_SET(t, IQ1_M, iq1_m);
 }
 
 }  // namespace ringsafe::dequant::RINGSAFE_DEQUANT_ISA

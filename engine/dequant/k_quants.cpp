@@ -9,7 +9,9 @@ namespace {
 
 // block_q2_K: scales[16] (low nibble: scale, high: minimum), qs[64], d, dmin.
 // Element 128h + 32s + l is bits 2s of qs[32h + l]; its sub-block is /16.
-void q2_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void q2_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 84, y += 256) {
         const std::uint8_t* sc = b;
         const std::uint8_t* qs = b + 16;
@@ -20,15 +22,17 @@ void q2_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float ml = dmin * float(sc[g] >> 4);
             const std::uint8_t* q = qs + 32 * (g / 8) + 16 * (g % 2);
             const int shift = 2 * ((g % 8) / 2);
-            float* out = y + 16 * g;
-            for (int l = 0; l < 16; ++l) out[l] = dl * float((q[l] >> shift) & 3) - ml;
+            auto* out = y + 16 * g;
+            for (int l = 0; l < 16; ++l) out[l] = S::from(dl * float((q[l] >> shift) & 3) - ml);
         }
     }
 }
 
 // block_q3_K: hmask[32], qs[64], scales[12] (16 six-bit scales), d. Low bits as
 // Q2_K; element 32k + l takes bit k of hmask[l], and a clear bit subtracts 4.
-void q3_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void q3_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 110, y += 256) {
         const std::uint8_t* hm = b;
         const std::uint8_t* qs = b + 32;
@@ -42,10 +46,10 @@ void q3_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const int shift = 2 * ((g % 8) / 2);
             const std::uint8_t* h = hm + 16 * (g % 2);
             const int hbit = g / 2;
-            float* out = y + 16 * g;
+            auto* out = y + 16 * g;
             for (int l = 0; l < 16; ++l) {
                 const int v = ((q[l] >> shift) & 3) - (((h[l] >> hbit) & 1) ? 0 : 4);
-                out[l] = dl * float(v);
+                out[l] = S::from(dl * float(v));
             }
         }
     }
@@ -69,7 +73,9 @@ inline k_scale_min unpack_k_scales(const std::uint8_t* s) noexcept {
 
 // block_q4_K: d, dmin, scales[12], qs[128]. Element 64c + l (l < 32) is the low
 // nibble of qs[32c + l], 64c + 32 + l its high nibble; sub-block = element / 32.
-void q4_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void q4_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 144, y += 256) {
         const float d = load_half(b);
         const float dmin = load_half(b + 2);
@@ -79,10 +85,10 @@ void q4_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
             const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
             const std::uint8_t* q = qs + 32 * c;
-            float* out = y + 64 * c;
+            auto* out = y + 64 * c;
             for (int l = 0; l < 32; ++l) {
-                out[l] = d1 * float(q[l] & 0xf) - m1;
-                out[l + 32] = d2 * float(q[l] >> 4) - m2;
+                out[l] = S::from(d1 * float(q[l] & 0xf) - m1);
+                out[l + 32] = S::from(d2 * float(q[l] >> 4) - m2);
             }
         }
     }
@@ -90,7 +96,9 @@ void q4_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_q5_K: d, dmin, scales[12], qh[32], qs[128]: Q4_K's nibbles, and element
 // 32k + l takes bit k of qh[l] as its fifth bit.
-void q5_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void q5_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 176, y += 256) {
         const float d = load_half(b);
         const float dmin = load_half(b + 2);
@@ -101,12 +109,12 @@ void q5_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
             const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
             const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
             const std::uint8_t* q = qs + 32 * c;
-            float* out = y + 64 * c;
+            auto* out = y + 64 * c;
             for (int l = 0; l < 32; ++l) {
                 const unsigned lo = (q[l] & 0xfu) | ((qh[l] >> (2 * c)) & 1u) << 4;
                 const unsigned hi = (q[l] >> 4) | ((qh[l] >> (2 * c + 1)) & 1u) << 4;
-                out[l] = d1 * float(lo) - m1;
-                out[l + 32] = d2 * float(hi) - m2;
+                out[l] = S::from(d1 * float(lo) - m1);
+                out[l + 32] = S::from(d2 * float(hi) - m2);
             }
         }
     }
@@ -114,52 +122,51 @@ void q5_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
 
 // block_q6_K: ql[128], qh[64], scales[16] (int8), d. In each half h of 128:
 // element 32s + l takes nibble s/2 of ql[64h + 32(s%2) + l] and bits 2s of
-// qh[32h + l]; value - 32; sub-block = element / 16.
-void q6_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+// qh[32h + l]; value - 32; sub-block = element / 16. Each run of 16 elements
+// with one scale is its own loop, so that the compiler vectorizes it.
+template <class S>
+void q6_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 210, y += 256) {
-        const std::uint8_t* ql = b;
-        const std::uint8_t* qh = b + 128;
-        const std::uint8_t* sc = b + 192;
         const float d = load_half(b + 208);
         for (int h = 0; h < 2; ++h) {
-            const std::uint8_t* l0 = ql + 64 * h;
-            const std::uint8_t* h0 = qh + 32 * h;
-            float* out = y + 128 * h;
-            float ds[8];
-            for (int g = 0; g < 8; ++g) ds[g] = d * float(static_cast<std::int8_t>(sc[8 * h + g]));
-            for (int l = 0; l < 32; ++l) {
-                const int q1 = int((l0[l] & 0xf) | ((h0[l] >> 0) & 3) << 4) - 32;
-                const int q2 = int((l0[l + 32] & 0xf) | ((h0[l] >> 2) & 3) << 4) - 32;
-                const int q3 = int((l0[l] >> 4) | ((h0[l] >> 4) & 3) << 4) - 32;
-                const int q4 = int((l0[l + 32] >> 4) | ((h0[l] >> 6) & 3) << 4) - 32;
-                const int g = l / 16;
-                out[l] = ds[g] * float(q1);
-                out[l + 32] = ds[g + 2] * float(q2);
-                out[l + 64] = ds[g + 4] * float(q3);
-                out[l + 96] = ds[g + 6] * float(q4);
+            for (int s = 0; s < 4; ++s) {
+                const std::uint8_t* ql = b + 64 * h + 32 * (s % 2);
+                const std::uint8_t* qh = b + 128 + 32 * h;
+                const int lshift = 4 * (s / 2), hshift = 2 * s;
+                for (int r = 0; r < 2; ++r) {
+                    const float ds = d * float(static_cast<std::int8_t>(b[192 + 8 * h + 2 * s + r]));
+                    auto* out = y + 128 * h + 32 * s + 16 * r;
+                    for (int l = 0; l < 16; ++l) {
+                        const int q = int(((ql[16 * r + l] >> lshift) & 0xf) | ((qh[16 * r + l] >> hshift) & 3) << 4);
+                        out[l] = S::from(ds * float(q - 32));
+                    }
+                }
             }
         }
     }
 }
 
 // block_q8_K: d (float32), qs[256] (int8), bsums[16] (unused here).
-void q8_k(const std::uint8_t* b, std::size_t n, float* y) noexcept {
+template <class S>
+void q8_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    auto* __restrict y = static_cast<typename S::type*>(out_);
     for (std::size_t i = 0; i < n; ++i, b += 292, y += 256) {
         const float d = float_from_bits(load_u32(b));
         const std::uint8_t* qs = b + 4;
-        for (int j = 0; j < 256; ++j) y[j] = d * float(static_cast<std::int8_t>(qs[j]));
+        for (int j = 0; j < 256; ++j) y[j] = S::from(d * float(static_cast<std::int8_t>(qs[j])));
     }
 }
 
 }  // namespace
 
 void add_k_quants(kernel_table& t) noexcept {
-    t.set(ggml_type::Q2_K, q2_k);
-    t.set(ggml_type::Q3_K, q3_k);
-    t.set(ggml_type::Q4_K, q4_k);
-    t.set(ggml_type::Q5_K, q5_k);
-    t.set(ggml_type::Q6_K, q6_k);
-    t.set(ggml_type::Q8_K, q8_k);
+    RINGSAFE_DEQUANT_SET(t, Q2_K, q2_k);
+    RINGSAFE_DEQUANT_SET(t, Q3_K, q3_k);
+    RINGSAFE_DEQUANT_SET(t, Q4_K, q4_k);
+    RINGSAFE_DEQUANT_SET(t, Q5_K, q5_k);
+    RINGSAFE_DEQUANT_SET(t, Q6_K, q6_k);
+    RINGSAFE_DEQUANT_SET(t, Q8_K, q8_k);
 }
 
 }  // namespace ringsafe::dequant::RINGSAFE_DEQUANT_ISA

@@ -18,27 +18,27 @@
 namespace ringsafe::dequant {
 
 // Dequantizes `nblocks` whole blocks at `blocks` into nblocks x block_size
-// float32 values at `out` (aligned to 4). Any bytes are valid input.
-using kernel_fn = void (*)(const std::uint8_t* blocks, std::size_t nblocks, float* out) noexcept;
+// values at `out` (float32, or float16/bfloat16 bits; aligned to the output's
+// size; not overlapping the blocks). Any bytes are valid input.
+using kernel_fn = void (*)(const std::uint8_t* blocks, std::size_t nblocks, void* out) noexcept;
 
-// A kernel per ggml type id; null for the types with none.
+// The outputs, as the kernel table indexes them.
+enum class output : std::uint8_t { f32, f16, bf16 };
+inline constexpr std::size_t output_count = 3;
+
+// A kernel per ggml type id and output; null for the types with none.
 struct kernel_table {
-    std::array<kernel_fn, ggml_type_count> to_f32{};
-    void set(ggml_type t, kernel_fn f) noexcept { to_f32[static_cast<std::uint32_t>(t)] = f; }
-};
-
-// float32 -> float16 / bfloat16, rounding to nearest even (NaN -> a quiet NaN).
-using narrow_fn = void (*)(const float* in, std::size_t n, std::uint16_t* out) noexcept;
-
-// What one instruction set's build provides.
-struct isa_kernels {
-    kernel_table table;
-    narrow_fn to_f16 = nullptr;
-    narrow_fn to_bf16 = nullptr;
+    std::array<std::array<kernel_fn, output_count>, ggml_type_count> kernels{};
+    void set(ggml_type t, kernel_fn f32, kernel_fn f16, kernel_fn bf16) noexcept {
+        kernels[static_cast<std::uint32_t>(t)] = {f32, f16, bf16};
+    }
+    kernel_fn get(std::uint32_t id, output o) const noexcept {
+        return id < ggml_type_count ? kernels[id][static_cast<std::size_t>(o)] : nullptr;
+    }
 };
 
 // The kernels of the best build this CPU runs (chosen once, then constant).
-const isa_kernels& cpu_kernels() noexcept;
+const kernel_table& cpu_kernels() noexcept;
 
 namespace RINGSAFE_DEQUANT_ISA {
 // Each family's kernels, added to `t` (legacy_quants.cpp, k_quants.cpp,
@@ -49,8 +49,8 @@ void add_iq_grid_quants(kernel_table& t) noexcept;
 void add_iq_nonlinear(kernel_table& t) noexcept;
 void add_ternary_fp4(kernel_table& t) noexcept;
 void add_plain_floats(kernel_table& t) noexcept;
-// This build's table and narrowing conversions (plain_floats.cpp).
-isa_kernels make_kernels() noexcept;
+// This build's table, every family's kernels in it (plain_floats.cpp).
+kernel_table make_kernels() noexcept;
 }  // namespace RINGSAFE_DEQUANT_ISA
 
 }  // namespace ringsafe::dequant
