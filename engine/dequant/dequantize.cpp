@@ -22,6 +22,7 @@ std::optional<std::uint64_t> dequantized_elements(ggml_type t, std::uint64_t blo
 
 bool dequantize(ggml_type t, std::span<const std::byte> blocks, dtype out, std::span<std::byte> dst,
                 unsigned threads, status& st) noexcept {
+    st.clear();
     dequant::conversion c;
     if (!dequant::check_conversion(t, blocks.size(), out, dst.size(), {}, c, st)) return false;
     const unsigned n_threads = dequant::thread_count(threads);

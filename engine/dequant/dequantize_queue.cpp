@@ -106,6 +106,7 @@ dequantize_queue::~dequantize_queue() {
 }
 
 bool dequantize_queue::submit(dequantize_job job, status& st) noexcept {
+    st.clear();
     try {
         auto q = std::make_shared<queued_job>();
         if (!dequant::check_conversion(job.type, job.blocks.size(), job.out, job.dst.size(), job.name, q->c, st))

@@ -84,9 +84,10 @@ public:
     // Blocks until every submitted job is done (or dropped), the calling thread
     // helping; then rethrows the first exception an on_done threw, once.
     void wait();
-    // wait() for at most `timeout` (the caller helps meanwhile): true when every
-    // job is done, false on timeout (then call it again, or cancel()). Lets a
-    // caller that waits watch for Ctrl-C. Rethrows as wait() does when done.
+    // wait() for about `timeout`: true when every job is done, false on timeout
+    // (then call it again, or cancel()). The caller helps meanwhile, so it may
+    // return one piece of work (at most 16 MiB of output) and an on_done late.
+    // Lets a caller that waits watch for Ctrl-C. Rethrows as wait() does when done.
     bool wait_for(std::chrono::milliseconds timeout);
     // Drops every queued piece of work not yet started (their tensors' dst hold
     // partial values, and their on_done is not called); running pieces finish.
