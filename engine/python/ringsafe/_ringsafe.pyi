@@ -242,10 +242,11 @@ class MappedFile:
 
 # ---------------------------------------------------------------- dequantization (dequantize_binding.cpp)
 
-@overload
-def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: None = None,
-               threads: int = 0) -> bytes: ...
+# With `out`: the bytes written there; without: the output as bytes.
 @overload
 def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: Buffer,
                threads: int = 0) -> int: ...
+@overload
+def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: None = None,
+               threads: int = 0) -> bytes: ...
 def can_dequantize(type_name: str) -> bool: ...
