@@ -8,7 +8,7 @@ namespace {
 
 // Indexed by id; removed ids (4, 5, 31-33, 36-38) are {"", 0, 0}, as ggml's
 // table has block size 0 for them.
-constexpr std::array<ggml_type_traits, ggml_type_count> table{{
+constexpr std::array<ggml_type_traits, ggml_type_count> type_table{{
     {"F32", 1, 4},       {"F16", 1, 2},      {"Q4_0", 32, 18},    {"Q4_1", 32, 20},   {"", 0, 0},
     {"", 0, 0},          {"Q5_0", 32, 22},   {"Q5_1", 32, 24},    {"Q8_0", 32, 34},   {"Q8_1", 32, 36},
     {"Q2_K", 256, 84},   {"Q3_K", 256, 110}, {"Q4_K", 256, 144},  {"Q5_K", 256, 176}, {"Q6_K", 256, 210},
@@ -38,14 +38,14 @@ constexpr std::array<plain_pair, 8> plain{{
 }  // namespace
 
 ggml_type_traits ggml_traits(std::uint32_t id) noexcept {
-    if (id >= table.size()) return {"", 0, 0};
-    return table[id];
+    if (id >= type_table.size()) return {"", 0, 0};
+    return type_table[id];
 }
 
 std::optional<ggml_type> ggml_type_from_name(std::string_view name) noexcept {
     if (name.empty()) return std::nullopt;
-    for (std::uint32_t i = 0; i < table.size(); ++i)
-        if (table[i].name == name) return static_cast<ggml_type>(i);
+    for (std::uint32_t i = 0; i < type_table.size(); ++i)
+        if (type_table[i].name == name) return static_cast<ggml_type>(i);
     return std::nullopt;
 }
 
