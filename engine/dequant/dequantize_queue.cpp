@@ -14,6 +14,7 @@
 #include "uring/worker_threads.hpp"
 
 namespace ringsafe {
+namespace dequant {
 namespace {
 
 // A submitted job: its checked conversion, and the pieces not yet finished.
@@ -29,12 +30,13 @@ struct piece {
 };
 
 }  // namespace
+}  // namespace dequant
 
 struct dequantize_queue::state {
     unsigned max_workers = 1;
     std::mutex m;
     std::condition_variable idle;   // notified when nothing is queued or running
-    std::deque<piece> queued;       // guarded by m
+    std::deque<dequant::piece> queued;       // guarded by m
     std::size_t running = 0;        // pieces being run; guarded by m
     unsigned workers = 0;           // worker tasks started and not yet out of work; guarded by m
     std::exception_ptr error;       // the first exception of an on_done; guarded by m
@@ -44,7 +46,7 @@ struct dequantize_queue::state {
     bool quiet() const noexcept { return queued.empty() && running == 0; }
 
     // Takes the next piece, or false when there is none. Holds `lock`.
-    bool take(piece& p) noexcept {
+    bool take(dequant::piece& p) noexcept {
         if (queued.empty()) return false;
         p = std::move(queued.front());
         queued.pop_front();
@@ -55,7 +57,7 @@ struct dequantize_queue::state {
     // Runs a piece take() gave (`lock` held on entry and exit, released
     // meanwhile); the job's last piece calls its on_done. The piece's hold on
     // the job ends before the piece counts as done.
-    void run(std::unique_lock<std::mutex>& lock, piece p) noexcept {
+    void run(std::unique_lock<std::mutex>& lock, dequant::piece p) noexcept {
         lock.unlock();
         dequant::run_blocks(p.job->c, p.job->job.blocks.data(), p.job->job.dst.data(), p.first, p.count);
         std::exception_ptr e;
@@ -75,7 +77,7 @@ struct dequantize_queue::state {
     // A worker task: pieces until none is left.
     void work() noexcept {
         std::unique_lock lock(m);
-        for (piece p; take(p);) run(lock, std::move(p));
+        for (dequant::piece p; take(p);) run(lock, std::move(p));
         --workers;
     }
 
@@ -84,7 +86,8 @@ struct dequantize_queue::state {
     // exception once.
     bool help_until(std::optional<std::chrono::steady_clock::time_point> deadline) {
         std::unique_lock lock(m);
-        for (piece p; (!deadline || std::chrono::steady_clock::now() < *deadline) && take(p);) run(lock, std::move(p));
+        const auto before = [&] { return !deadline || std::chrono::steady_clock::now() < *deadline; };
+        for (dequant::piece p; before() && take(p);) run(lock, std::move(p));
         if (!deadline) {
             idle.wait(lock, [this] { return quiet(); });
         } else if (!idle.wait_until(lock, *deadline, [this] { return quiet(); })) {
@@ -108,7 +111,7 @@ dequantize_queue::~dequantize_queue() {
 bool dequantize_queue::submit(dequantize_job job, status& st) noexcept {
     st.clear();
     try {
-        auto q = std::make_shared<queued_job>();
+        auto q = std::make_shared<dequant::queued_job>();
         if (!dequant::check_conversion(job.type, job.blocks.size(), job.out, job.dst.size(), job.name, q->c, st))
             return false;
         q->job = std::move(job);
@@ -153,7 +156,7 @@ bool dequantize_queue::wait_for(std::chrono::milliseconds timeout) {
 }
 
 void dequantize_queue::cancel() noexcept {
-    std::deque<piece> dropped;  // destroyed (and with them the jobs and their on_done) after the unlock
+    std::deque<dequant::piece> dropped;  // destroyed (and with them the jobs and their on_done) after the unlock
     std::lock_guard lock(s_->m);
     dropped.swap(s_->queued);
     if (s_->running == 0) s_->idle.notify_all();
