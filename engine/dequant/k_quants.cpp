@@ -73,51 +73,42 @@ inline k_scale_min unpack_k_scales(const std::uint8_t* s) noexcept {
 
 // block_q4_K: d, dmin, scales[12], qs[128]. Element 64c + l (l < 32) is the low
 // nibble of qs[32c + l], 64c + 32 + l its high nibble; sub-block = element / 32.
-template <class S>
-void q4_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+// block_q5_K (FifthBit): d, dmin, scales[12], qh[32], qs[128]: the same nibbles,
+// and element 32k + l takes bit k of qh[l] as its fifth bit.
+template <class S, bool FifthBit>
+void q45_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
+    constexpr std::size_t block_bytes = FifthBit ? 176 : 144;
     auto* __restrict y = static_cast<typename S::type*>(out_);
-    for (std::size_t i = 0; i < n; ++i, b += 144, y += 256) {
-        const float d = load_half(b);
-        const float dmin = load_half(b + 2);
-        const k_scale_min s = unpack_k_scales(b + 4);
-        const std::uint8_t* qs = b + 16;
-        for (int c = 0; c < 4; ++c) {
-            const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
-            const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
-            const std::uint8_t* q = qs + 32 * c;
-            auto* out = y + 64 * c;
-            for (int l = 0; l < 32; ++l) {
-                out[l] = S::from(d1 * float(q[l] & 0xf) - m1);
-                out[l + 32] = S::from(d2 * float(q[l] >> 4) - m2);
-            }
-        }
-    }
-}
-
-// block_q5_K: d, dmin, scales[12], qh[32], qs[128]: Q4_K's nibbles, and element
-// 32k + l takes bit k of qh[l] as its fifth bit.
-template <class S>
-void q5_k(const std::uint8_t* __restrict b, std::size_t n, void* out_) noexcept {
-    auto* __restrict y = static_cast<typename S::type*>(out_);
-    for (std::size_t i = 0; i < n; ++i, b += 176, y += 256) {
+    for (std::size_t i = 0; i < n; ++i, b += block_bytes, y += 256) {
         const float d = load_half(b);
         const float dmin = load_half(b + 2);
         const k_scale_min s = unpack_k_scales(b + 4);
         const std::uint8_t* qh = b + 16;
-        const std::uint8_t* qs = b + 48;
+        const std::uint8_t* qs = b + (FifthBit ? 48 : 16);
         for (int c = 0; c < 4; ++c) {
             const float d1 = d * float(s.sc[2 * c]), m1 = dmin * float(s.m[2 * c]);
             const float d2 = d * float(s.sc[2 * c + 1]), m2 = dmin * float(s.m[2 * c + 1]);
             const std::uint8_t* q = qs + 32 * c;
             auto* out = y + 64 * c;
             for (int l = 0; l < 32; ++l) {
-                const unsigned lo = (q[l] & 0xfu) | ((qh[l] >> (2 * c)) & 1u) << 4;
-                const unsigned hi = (q[l] >> 4) | ((qh[l] >> (2 * c + 1)) & 1u) << 4;
+                unsigned lo = q[l] & 0xfu, hi = q[l] >> 4;
+                if constexpr (FifthBit) {
+                    lo |= ((qh[l] >> (2 * c)) & 1u) << 4;
+                    hi |= ((qh[l] >> (2 * c + 1)) & 1u) << 4;
+                }
                 out[l] = S::from(d1 * float(lo) - m1);
                 out[l + 32] = S::from(d2 * float(hi) - m2);
             }
         }
     }
+}
+template <class S>
+void q4_k(const std::uint8_t* __restrict b, std::size_t n, void* out) noexcept {
+    q45_k<S, false>(b, n, out);
+}
+template <class S>
+void q5_k(const std::uint8_t* __restrict b, std::size_t n, void* out) noexcept {
+    q45_k<S, true>(b, n, out);
 }
 
 // block_q6_K: ql[128], qh[64], scales[16] (int8), d. In each half h of 128:
