@@ -37,8 +37,15 @@ std::uint64_t output_bytes(ggml_type t, std::span<const std::byte> src, dtype ou
 
 // Dequantizes into dst, the GIL released; a signal handler that raises
 // (Ctrl-C) cancels the rest, waits for the running pieces and propagates.
+// Tensors under 1 MiB of output run on the caller (no thread hand-off; done
+// within about a millisecond, so Ctrl-C is seen on return).
 void run(ggml_type t, std::span<const std::byte> src, dtype out, std::span<std::byte> dst, unsigned threads) {
     using namespace std::chrono_literals;
+    if (dst.size() <= (1u << 20)) {
+        py::gil_scoped_release nogil;
+        dequantize(t, src, out, dst, 1);
+        return;
+    }
     dequantize_queue q(threads);
     q.submit({t, src, out, dst, {}, {}});
     for (;;) {
