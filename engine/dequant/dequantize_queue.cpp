@@ -20,7 +20,7 @@ namespace {
 // A submitted job: its checked conversion, and the pieces not yet finished.
 struct queued_job {
     dequantize_job job;
-    dequant::conversion c;
+    conversion c;
     std::atomic<std::size_t> pieces_left{0};
 };
 
@@ -35,13 +35,13 @@ struct piece {
 struct dequantize_queue::state {
     unsigned max_workers = 1;
     std::mutex m;
-    std::condition_variable idle;   // notified when nothing is queued or running
-    std::deque<dequant::piece> queued;       // guarded by m
-    std::size_t running = 0;        // pieces being run; guarded by m
-    unsigned workers = 0;           // worker tasks started and not yet out of work; guarded by m
-    std::exception_ptr error;       // the first exception of an on_done; guarded by m
-    std::mutex start_m;             // thread_group::start() is called by one thread at a time
-    uring::thread_group group;      // last: destroyed first, waiting for the worker tasks
+    std::condition_variable idle;       // notified when nothing is queued or running
+    std::deque<dequant::piece> queued;  // guarded by m
+    std::size_t running = 0;            // pieces being run; guarded by m
+    unsigned workers = 0;               // worker tasks started and not yet out of work; guarded by m
+    std::exception_ptr error;           // the first exception of an on_done; guarded by m
+    std::mutex start_m;                 // thread_group::start() is called by one thread at a time
+    uring::thread_group group;          // last: destroyed first, waiting for the worker tasks
 
     bool quiet() const noexcept { return queued.empty() && running == 0; }
 
@@ -122,9 +122,15 @@ bool dequantize_queue::submit(dequantize_job job, status& st) noexcept {
             // An empty tensor is one piece of no blocks, so that its on_done is called as any other's.
             const std::uint64_t pieces = std::max<std::uint64_t>(1, (q->c.blocks + per_piece - 1) / per_piece);
             q->pieces_left.store(pieces, std::memory_order_relaxed);
-            for (std::uint64_t i = 0; i < pieces; ++i) {
-                const std::uint64_t first = i * per_piece;
-                s_->queued.push_back({q, first, std::min(per_piece, q->c.blocks - first)});
+            const std::size_t before = s_->queued.size();
+            try {
+                for (std::uint64_t i = 0; i < pieces; ++i) {
+                    const std::uint64_t first = i * per_piece;
+                    s_->queued.push_back({q, first, std::min(per_piece, q->c.blocks - first)});
+                }
+            } catch (...) {  // none of the job may run when its submit fails
+                s_->queued.resize(before);
+                throw;
             }
             while (s_->workers < s_->max_workers && to_start < s_->queued.size()) ++s_->workers, ++to_start;
         }
