@@ -29,7 +29,7 @@ SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
 COUNTS=$(mktemp)
 trap 'rm -f "$COUNTS"' EXIT
-FUZZ_TARGETS=(header gguf index http_response url sigv4 hub_url)
+FUZZ_TARGETS=(header gguf index http_response url sigv4 hub_url dequant)
 have_clang() { command -v clang++-14 >/dev/null; }
 # Sanitizer builds use clang when it is there (faster to build, and its TSan models fences).
 SAN_CXX=c++
@@ -118,11 +118,12 @@ for s in $STAGES; do
         # stream waits, copies and frees). stores/test_hub: the Hub's answers hook and cache
         # entries shared by event loops and sources; stores/test_hub_cache: two writers of one
         # cache entry while one of them publishes it. mapped_file: copy_to's and populate()'s threads.
+        # dequantize: dequantize()'s helpers and dequantize_queue's workers, submitters and waiters.
         tsan_programs=(uring/test_file_source uring/test_ring_pool uring/test_mapped_file read/test_reader_files write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
             asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub stores/test_hub_cache
-            device/test_device)
+            device/test_device dequant/test_dequantize)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \

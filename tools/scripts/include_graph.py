@@ -27,7 +27,7 @@ LEVELS = [
     ["plan"],                # selections -> byte ranges (read_op is the seam's)
     ["memory", "file"],      # destination memory; a local file by plain system calls
     ["uring", "http"],       # the executors: io_uring rings, the HTTP transport
-    ["stores"],              # what each URL scheme names, built on http
+    ["stores", "dequant"],   # what each URL scheme names, built on http; GGUF blocks to floats
     ["dispatch"],            # the one dispatcher: picks the store and the source
     ["read", "write"],       # the reader and the writer
     ["asio", "device"],      # front ends and destinations above the reader
@@ -41,6 +41,8 @@ HOMES = {
     "dims.hpp": "format",
     "header.hpp": "format",
     "ggml_type.hpp": "format",
+    "gguf.hpp": "format",
+    "dequantize.hpp": "dequant",
     "index.hpp": "format",
     "source.hpp": "source",
     "plan.hpp": "plan",

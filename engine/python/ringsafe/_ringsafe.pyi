@@ -3,7 +3,7 @@
 # every class's public members and every parameter name must match.
 import builtins
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeVar, final
+from typing import Any, Literal, TypeVar, final, overload
 
 from typing_extensions import TypeAlias, Unpack
 
@@ -241,3 +241,14 @@ class MappedFile:
     def will_need(self, offset: int, length: int) -> None: ...
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+
+# ---------------------------------------------------------------- dequantization (dequantize_binding.cpp)
+
+# With `out`: the bytes written there; without: the output as bytes.
+@overload
+def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: Buffer,
+               threads: int = 0) -> int: ...
+@overload
+def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: None = None,
+               threads: int = 0) -> bytes: ...
+def can_dequantize(type_name: str) -> bool: ...
