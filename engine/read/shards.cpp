@@ -7,6 +7,7 @@
 #include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
+#include "read/thread_start.hpp"
 
 namespace ringsafe::read {
 namespace {
@@ -55,8 +56,8 @@ void open_shards(reader::impl& r, const std::string& index_spec, const shard_ind
     // round trip, nearly all of it waiting); local shards: parallel_shards.
     const std::size_t limit = is_url(index_spec) ? std::max<std::size_t>(r.opts.parallel_shards, 64) : r.opts.parallel_shards;
     const std::size_t workers = std::min<std::size_t>(n, limit);
-    std::vector<std::thread> pool;
-    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+    // As many helpers as the system gives (none at all: this thread opens every shard).
+    std::vector<std::thread> pool = read::start_threads(workers - 1, worker);
     worker();
     for (auto& t : pool) t.join();
     adopt_shards(r, index_spec, idx, std::move(out));
