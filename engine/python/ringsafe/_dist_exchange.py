@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from ._errors import error
 from . import _ringsafe
-from ._ringsafe import SafetensorError, ShardInfo
+from ._ringsafe import SafetensorError, ShardInfo, without_url_secrets
 from ._dist_plan import _A2A, _LOCAL, _Batch, _file_bytes, _slices
 
 
@@ -52,8 +52,10 @@ def _describe(exc):
 
 
 def _rebuild(desc, text):
-    """An exception like the one ``desc`` describes (``_describe``), with message ``text``."""
+    """An exception like the one ``desc`` describes (``_describe``), with message ``text``
+    (shown as errors are: a URL's signing values written "...")."""
     name, kind, errno, _ = desc
+    text = without_url_secrets(text)
     if name == "SafetensorError":
         return error(kind or "DistributedError", text)
     cls = _REBUILD.get(name)
