@@ -34,7 +34,8 @@ class SafetensorError(_SwitchedSafetensorError):
 
     kind: str | None
 
-# The system errors: each is its OSError subclass and a SafetensorError at once.
+# The system errors: each is its OSError subclass and a SafetensorError at once; str() is
+# "<the system's text>: <path>" as the reference writes it, .detail (and __notes__) the engine's message.
 class OSError(builtins.OSError, SafetensorError): ...
 class BlockingIOError(builtins.BlockingIOError, SafetensorError): ...
 class ChildProcessError(builtins.ChildProcessError, SafetensorError): ...
