@@ -40,7 +40,8 @@ void report_failure(std::string_view prefix, const failure& f, std::string_view 
     } else {
         line = terminal_text(prefix);
         line += ": ";
-        if (!source.empty() && f.message.find(source) == std::string::npos) {
+        // The message names the source already (shown without its secrets, as terminal_text shows it)?
+        if (!source.empty() && f.message.find(without_url_secrets(std::string(source))) == std::string::npos) {
             line += terminal_text(source);
             line += ": ";
         }

@@ -2,6 +2,9 @@
 #include "terminal_text.hpp"
 
 #include <cstdint>
+#include <string>
+
+#include "ringsafe/error.hpp"
 
 namespace ringsafe::cli {
 namespace {
@@ -46,7 +49,9 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i, char32_t& cp) {
     return n;
 }
 
-std::string terminal_text(std::string_view text) {
+std::string terminal_text(std::string_view raw) {
+    const std::string shown = without_url_secrets(std::string(raw));
+    const std::string_view text = shown;
     std::string out;
     out.reserve(text.size());
     for (std::size_t i = 0; i < text.size();) {

@@ -1,6 +1,7 @@
 #include "arguments.hpp"
 
 #include "ringsafe/error.hpp"
+#include "ringsafe/source.hpp"
 
 namespace py = pybind11;
 
@@ -57,6 +58,8 @@ py::str path_str(const std::string& path) {
     if (!s) throw py::error_already_set();
     return py::reinterpret_borrow<py::str>(s);
 }
+
+std::string shown_spec(const std::string& spec) { return is_url(spec) ? without_url_secrets(spec) : spec; }
 
 std::string tensor_name(const py::handle& obj) {
     if (!PyUnicode_Check(obj.ptr())) throw py::type_error("tensor names must be str, not " + type_name(obj));

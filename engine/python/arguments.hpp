@@ -38,6 +38,11 @@ std::string path_arg(const pybind11::handle& obj, const char* what);
 // A path back to Python as os.fsdecode gives it (undecodable bytes as surrogates).
 pybind11::str path_str(const std::string& path);
 
+// A spec as a person may see it: a URL with the values of its signing query
+// parameters written "..." (without_url_secrets, the rule of every error
+// message); a local path unchanged. What Reader.spec and ShardInfo.spec return.
+std::string shown_spec(const std::string& spec);
+
 // A tensor name as UTF-8. SafetensorError (InvalidArgument) naming it, with
 // ascii()'s escapes, when the str cannot be encoded (a lone surrogate);
 // TypeError when it is not a str.

@@ -14,6 +14,8 @@
 #include <optional>
 #include <thread>
 
+#include "read/thread_start.hpp"
+
 namespace py = pybind11;
 
 namespace ringsafe::python {
@@ -55,6 +57,7 @@ void thread_main(call_thread* self) {
     }
 }
 
+// An idle call thread, or a new one; nullptr when the system refuses a thread.
 call_thread* take_thread() {
     std::call_once(atfork_once, [] {
         make_thread_set();
@@ -69,9 +72,11 @@ call_thread* take_thread() {
             return t;
         }
     }
-    auto* t = new call_thread;
-    std::thread(thread_main, t).detach();
-    return t;
+    auto t = std::make_unique<call_thread>();
+    std::thread started = read::try_start_thread([p = t.get()] { thread_main(p); });
+    if (!started.joinable()) return nullptr;
+    started.detach();
+    return t.release();
 }
 
 }  // namespace
@@ -157,18 +162,24 @@ py_pending::~py_pending() {
 
 std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job) {
     auto pc = std::make_shared<pending_call>();
+    std::function<void()> run = [pc, job = std::move(job)] {
+        std::exception_ptr err;
+        try {
+            job(*pc);
+        } catch (...) {
+            err = std::current_exception();
+        }
+        pc->finish(std::move(err));
+    };
     call_thread* t = take_thread();
+    if (!t) {  // no thread to be had: the job runs here, to its end, before its waiter waits
+        py::gil_scoped_release nogil;
+        run();
+        return pc;
+    }
     {
         std::lock_guard lk(t->m);
-        t->job = [pc, job = std::move(job)] {
-            std::exception_ptr err;
-            try {
-                job(*pc);
-            } catch (...) {
-                err = std::current_exception();
-            }
-            pc->finish(std::move(err));
-        };
+        t->job = std::move(run);
     }
     t->cv.notify_one();
     return pc;

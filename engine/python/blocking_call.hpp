@@ -60,6 +60,8 @@ private:
 
 // Starts `job` on a call thread (threads are reused; a process that forks
 // gets a fresh set in the child). The job must not touch Python objects.
+// Called with the GIL held. When the system refuses a thread the job runs on
+// the calling thread instead (the GIL released), and Ctrl-C waits for its end.
 std::shared_ptr<pending_call> start_call(std::function<void(pending_call&)> job);
 
 // What Python holds of a started job: the job and the objects owning the

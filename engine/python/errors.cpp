@@ -48,17 +48,21 @@ void set_from(const ringsafe::error& e) {
         // that subclass and SafetensorError, so `except FileNotFoundError` and
         // `except SafetensorError` both catch it. .errno is the errno,
         // .filename the path it is about (None without one, decoded as Python
-        // decodes paths), .strerror and str() the reference's text ("No such
-        // file or directory: NAME") with the engine's message after it.
+        // decodes paths), .strerror and str() the reference's text exactly ("No
+        // such file or directory: NAME": code compares it); the engine's message
+        // (what it was doing, the index and shard) is .detail and a note
+        // (__notes__, which tracebacks print after the message).
         py::object filename = e.path().empty()
                                   ? py::none()
                                   : py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefaultAndSize(
                                         e.path().data(), static_cast<Py_ssize_t>(e.path().size())));
         if (!filename) return;  // the decoding set an error
-        std::string text = e.message();
-        if (!e.path().empty()) text = std::string(std::strerror(ec.value())) + ": " + e.path() + " (" + text + ")";
-        py::object message = message_text(text);
+        const bool about_path = !e.path().empty();
+        py::object message = message_text(about_path ? std::string(std::strerror(ec.value())) + ": " + e.path()
+                                                     : e.message());
         if (!message) return;
+        py::object detail = message_text(e.message());
+        if (!detail) return;
         py::object probe = py::reinterpret_steal<py::object>(
             PyObject_CallFunction(PyExc_OSError, "iOO", ec.value(), message.ptr(), filename.ptr()));
         if (!probe) return;
@@ -66,6 +70,12 @@ void set_from(const ringsafe::error& e) {
             both(reinterpret_cast<PyObject*>(Py_TYPE(probe.ptr()))), "iOO", ec.value(), message.ptr(), filename.ptr()));
         if (!exc) return;
         exc.attr("kind") = std::string(e.kind());
+        exc.attr("detail") = detail;
+        if (about_path) {
+            py::list notes;
+            notes.append(detail);
+            exc.attr("__notes__") = notes;
+        }
         PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
         return;
     }
@@ -78,7 +88,8 @@ void add_os_error(py::module_& m, PyObject* os_type) {
     py::tuple bases = py::make_tuple(py::handle(os_type), py::handle(safetensor_error));
     const std::string doc = "A " + name + " from ringsafe's engine that is also a SafetensorError (so both `except " +
                             name + "` and `except SafetensorError` catch it); str() is .strerror: the system's "
-                            "text and the path, then the engine's message.";
+                            "text and the path, as the reference writes them ('No such file or directory: NAME'); "
+                            ".detail (also in __notes__) the engine's message.";
     PyObject* cls = PyErr_NewExceptionWithDoc(("ringsafe._ringsafe." + name).c_str(), doc.c_str(), bases.ptr(), nullptr);
     if (!cls) throw py::error_already_set();
     py::handle h(cls);

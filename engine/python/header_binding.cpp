@@ -82,8 +82,11 @@ void bind_tensor_info(py::module_& m) {
 
 py::tuple shard_state(const shard_record& s) { return py::make_tuple(s.spec, s.size, s.data_start); }
 
+// The spec a person may see (shown_spec): a URL without its signing values.
+py::str shown_shard_spec(const shard_record& s) { return path_str(shown_spec(path_arg(s.spec, "spec"))); }
+
 std::string shard_repr(const shard_record& s) {
-    return "ShardInfo(spec=" + std::string(py::repr(s.spec)) + ", size=" + std::to_string(s.size) +
+    return "ShardInfo(spec=" + std::string(py::repr(shown_shard_spec(s))) + ", size=" + std::to_string(s.size) +
            ", data_start=" + std::to_string(s.data_start) + ")";
 }
 
@@ -98,11 +101,17 @@ shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_
 void bind_shard_info(py::module_& m) {
     py::class_<shard_record>(m, "ShardInfo",
                              "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
-                             "hf:// one names the commit read), size (its bytes) and data_start (where its "
-                             "data section begins: 8 + the header's length).")
+                             "hf:// one names the commit read; a URL's signing values written '...'), raw_spec "
+                             "(the same with them), size (its bytes) and data_start (where its data section "
+                             "begins: 8 + the header's length). repr() and str() show spec.")
         .def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
              "A record made by hand (tests, planners); the engine's come from Reader.shards().")
-        .def_readonly("spec", &shard_record::spec)
+        .def_property_readonly("spec", &shown_shard_spec,
+                               "Its path or URL as a person may see it: a URL's signing query values (a presigned "
+                               "or SAS URL's) written '...', as every error message writes them.")
+        .def_readonly("raw_spec", &shard_record::spec,
+                      "Its path or URL as the engine opened it, signing values included: a credential, for code "
+                      "that passes it on; never log it.")
         .def_readonly("size", &shard_record::size)
         .def_readonly("data_start", &shard_record::data_start)
         .def("__repr__", &shard_repr)

@@ -20,6 +20,7 @@
 #include "header_objects.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/device.hpp"
+#include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
 #include "ringsafe/reader.hpp"
@@ -198,6 +199,11 @@ constexpr const char* reader_open_doc =
 
 // Module-level helpers: is_url, fetch_file, http_connections.
 void bind_module_calls(py::module_& m) {
+    m.def("without_url_secrets", [](const std::string& text) { return without_url_secrets(text); },
+          py::arg("text"),
+          "`text` with the value of every URL query parameter that signs or authorizes a request "
+          "(X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, X-Goog-Signature, sig, token, ...; any "
+          "case) written '...': the rule of every error message, repr and progress bar.");
     m.def("is_url", [](const py::object& spec) { return is_url(path_arg(spec, "spec")); }, py::arg("spec"),
           "Whether the engine reads `spec` over the network (a scheme it knows: http, https, s3, ...), "
           "not as a local path.");
@@ -271,7 +277,12 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
              reader_open_doc)
         .def("close", [](py_reader& self) { self.r.reset(); }, "Releases the reader (a running job keeps it until it ends).")
         .def_property_readonly("closed", [](const py_reader& self) { return !self.r; })
-        .def_property_readonly("spec", [](const py_reader& self) { return path_str(self.get().spec()); })
+        .def_property_readonly("spec", [](const py_reader& self) { return path_str(shown_spec(self.get().spec())); },
+                               "What it opened, as a person may see it: a URL's signing query values (a presigned "
+                               "or SAS URL's) written '...', as every error message writes them.")
+        .def_property_readonly("raw_spec", [](const py_reader& self) { return path_str(self.get().spec()); },
+                               "What it opened, signing values included: a credential, for code that passes it "
+                               "on; never log it.")
         .def_property_readonly("total_bytes", [](const py_reader& self) { return self.get().total_bytes(); })
         .def_property_readonly(
             "format",

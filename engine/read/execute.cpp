@@ -11,6 +11,7 @@
 #include "format/error_context.hpp"
 #include "read/op_description.hpp"
 #include "read/reader_impl.hpp"
+#include "read/thread_start.hpp"
 
 namespace ringsafe {
 namespace {
@@ -119,14 +120,24 @@ void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ct
         std::condition_variable cv;
         bool finished = false;
         std::thread watcher;
-        if (ctl.cancel)
-            watcher = std::thread([&] {
+        const std::atomic<bool>* stop = &st.abort;
+        std::size_t workers = std::min<std::size_t>(n, r.opts.parallel_shards);
+        if (ctl.cancel) {
+            watcher = read::try_start_thread([&] {
                 std::unique_lock lk(m);
                 while (!finished && !st.abort.load()) {
                     if (ctl.cancel->load()) st.abort.store(true);
                     cv.wait_for(lk, std::chrono::milliseconds(2));
                 }
             });
+            // No thread for the watcher: the shards one after another on this
+            // thread, each stopped by the caller's flag itself (a failed shard
+            // still skips the rest).
+            if (!watcher.joinable()) {
+                stop = ctl.cancel;
+                workers = 1;
+            }
+        }
         std::atomic<std::size_t> next{0};
         std::mutex skip_m;
         auto worker = [&] {
@@ -137,16 +148,15 @@ void execute_plan(reader::impl& r, const read_plan& plan, const read_control& ct
                     continue;
                 }
                 try {
-                    st.run_shard(e, &st.abort);
+                    st.run_shard(e, stop);
                 } catch (...) {
                     errs[e] = std::current_exception();
                     st.abort.store(true);
                 }
             }
         };
-        const std::size_t workers = std::min<std::size_t>(n, r.opts.parallel_shards);
-        std::vector<std::thread> pool;
-        for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+        // As many helpers as the system gives; this thread works too, so none is enough.
+        std::vector<std::thread> pool = read::start_threads(workers - 1, worker);
         worker();
         for (auto& t : pool) t.join();
         {

@@ -7,6 +7,7 @@
 #include "format/error_context.hpp"
 #include "read/load_header.hpp"
 #include "read/reader_impl.hpp"
+#include "read/thread_start.hpp"
 
 namespace ringsafe::read {
 namespace {
@@ -68,8 +69,8 @@ std::vector<opened_shard> open_all(const reader::impl& r, std::size_t n,
         }
     };
     const std::size_t workers = std::min<std::size_t>(n, limit);
-    std::vector<std::thread> pool;
-    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+    // As many helpers as the system gives (none at all: this thread opens every shard).
+    std::vector<std::thread> pool = read::start_threads(workers - 1, worker);
     worker();
     for (auto& t : pool) t.join();
     return out;

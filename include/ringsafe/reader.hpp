@@ -106,7 +106,8 @@ public:
     reader& operator=(reader&&) noexcept;
     ~reader();
 
-    const std::string& spec() const noexcept;  // what was opened
+    // What was opened, as given: a signed URL keeps its signing values (show it with without_url_secrets).
+    const std::string& spec() const noexcept;
     bool sharded() const noexcept;             // opened from an index, or a split GGUF set
 
     // Every tensor: shard by shard (shards() order), in data order within a shard.

@@ -77,6 +77,13 @@ TEST_CASE("terminal_text: controls, DEL, C1, bidi and invalid UTF-8 become visib
     CHECK(first_unsafe(terminal_text(evil_name + evil_key + evil_value + "\xff")).empty());
 }
 
+TEST_CASE("terminal_text writes a URL's signing values as errors do") {
+    CHECK(terminal_text("https://a.blob.core.windows.net/c/m.safetensors?sv=2022&sig=SECRET&sp=r") ==
+          "https://a.blob.core.windows.net/c/m.safetensors?sv=2022&sig=...&sp=r");
+    CHECK(terminal_text("s3 https://b.s3.amazonaws.com/m?X-Amz-Security-Token=T\x1b&X-Amz-Signature=S (403)") ==
+          "s3 https://b.s3.amazonaws.com/m?X-Amz-Security-Token=...&X-Amz-Signature=... (403)");
+}
+
 TEST_CASE("every command prints hostile names, metadata and paths escaped; --json stays exact") {
     temp_dir d;
     const fs::path dir = d / "dir\x1b[1m\xff";  // a path that is not UTF-8, with an escape sequence

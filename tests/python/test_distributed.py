@@ -664,6 +664,79 @@ def test_a_rank_killed_mid_load_makes_the_others_raise(files, nginx):
         w.close()
 
 
+# ---------------------------------------------------------------- tests: what a load leaves behind
+
+def _threads():
+    """(threads gloo started, all threads) of this process, by their names in /proc."""
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            names.append(pathlib.Path(f"/proc/self/task/{t}/comm").read_text().strip())
+        except OSError:  # it ended meanwhile
+            pass
+    return sorted(n for n in names if "gloo" in n), len(names)
+
+
+def _threads_settled(before, patience_s=10):
+    """_threads() once it is back to ``before`` (at most ``patience_s`` of waiting): a
+    thread that was joined leaves /proc a moment after its join returned. A thread that
+    is still running stays, however long one waits."""
+    deadline = time.monotonic() + patience_s
+    now = _threads()
+    while (now[0] != before[0] or now[1] > before[1]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        now = _threads()
+    return now
+
+
+def task_group_freed(ctx, warm, cases):
+    """Per case (a spec per rank): loads it with a new group, destroys the group, and
+    returns (the load's outcome, types of the group's referrers, threads before, after).
+    The cyclic collector is off: only reference counts may free the group."""
+    import gc
+    gc.disable()
+    try:
+        rd.load_file(warm)  # ringsafe's own threads (call threads, the ring pool) exist before counting
+        out = []
+        for specs in cases:
+            before = _threads()
+            pg = dist.new_group(list(range(ctx.world)))
+            try:
+                outcome = rd.load_file(specs[ctx.rank], pg, max_attempts=1) and "loaded"
+            except Exception as e:
+                outcome = type(e).__name__
+            dist.destroy_process_group(pg)
+            referrers = sorted({type(r).__name__ for r in gc.get_referrers(pg)} - {"frame"})
+            del pg
+            out.append((outcome, referrers, before, _threads_settled(before)))
+        return out
+    finally:
+        gc.enable()
+
+
+def _check_freed(results, outcomes):
+    for rank, res in enumerate(ok(results)):
+        for (outcome, referrers, before, after), want in zip(res, outcomes):
+            assert outcome == want, (rank, res)
+            assert "_Group" not in referrers, (rank, outcome, referrers)
+            assert referrers == [], (rank, outcome, referrers)
+            assert after[0] == before[0], f"rank {rank}, {outcome}: gloo threads {before[0]} -> {after[0]}"
+            assert after[1] <= before[1], f"rank {rank}, {outcome}: threads {before[1]} -> {after[1]}"
+
+
+def test_destroy_process_group_after_a_load_frees_the_backend(world2, files, tmp_path):
+    # A load keeps no reference to its group: destroy_process_group ends gloo's threads at once.
+    missing = str(tmp_path / "nope.safetensors")
+    cases = [[files["model"]] * 2, [files["index"]] * 2, [files["model"], missing]]
+    _check_freed(world2.run(task_group_freed, files["model"], cases), ["loaded", "loaded", "FileNotFoundError"])
+
+
+def test_a_failed_fetch_leaves_no_reference_to_the_group(world2, files, fault_server):
+    base = f"{fault_server}/m.safetensors?file={files['model']}"
+    cases = [[f"{base}&id=free0", f"{base}&id=free1&fault=reset&after=0&skip=1"]]
+    _check_freed(world2.run(task_group_freed, files["model"], cases), ["SafetensorError"])
+
+
 # ---------------------------------------------------------------- tests: models
 
 def task_load_model(ctx, path, strict_break_rank):

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 
 import numpy as np
 import pytest
@@ -430,9 +431,19 @@ def test_a_missing_file_reads_as_the_reference_says_it(tmp_path):
                       _both(lambda mod: (ringsafe if mod is rpt else safetensors).safe_open(missing, "pt"))):
         assert isinstance(mine, FileNotFoundError) and isinstance(ref, FileNotFoundError)
         assert str(ref) == f"No such file or directory: {missing}"
-        assert str(mine).startswith(str(ref))  # the reference's text, then the engine's detail
+        assert str(mine) == str(ref)  # code compares it
         assert isinstance(mine, ringsafe.SafetensorError)
         assert mine.errno == 2 and mine.filename == missing
+        # The engine's detail, kept where str() does not show it; a traceback prints it.
+        assert mine.detail == f"{missing}: open: No such file or directory" and mine.__notes__ == [mine.detail]
+        assert mine.detail in "".join(traceback.format_exception(mine))
+    # A shard of an index that is not there: the reference's text naming it; the detail names the index.
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"w": "gone.safetensors"}}')
+    with pytest.raises(FileNotFoundError) as e:
+        rpt.load_file(index)
+    assert str(e.value) == f"No such file or directory: {tmp_path / 'gone.safetensors'}"
+    assert str(index) in e.value.detail and "'gone.safetensors'" in e.value.detail
 
 
 _LOCKED = """
@@ -588,6 +599,25 @@ def test_errors_of_a_plain_file_object_name_its_file(tmp_path):
     assert str(bad) in str(e.value) and "/proc/self/fd" not in str(e.value)
 
 
+def test_a_text_mode_file_object_reads_the_file_it_names(tmp_path):
+    path, tensors = _checkpoint(tmp_path)
+    with open(path, "r") as f:  # as code written for the reference may pass it
+        with ringsafe._safe_open_handle(f, "pt") as mine, safetensors._safe_open_handle(f, "pt") as ref:
+            assert mine.keys() == ref.keys() == sorted(tensors)
+            for name in tensors:
+                assert torch.equal(mine.get_tensor(name), ref.get_tensor(name))
+        assert sorted(rpt.load_file(f)) == sorted(tensors)
+    # One that names no real file keeps the protocol error, never a UnicodeDecodeError from its
+    # read(): a StringIO (the reference: AttributeError, it has no name), a file removed since.
+    gone = shutil.copy(path, tmp_path / "gone.safetensors")
+    with open(gone, "r") as removed:
+        os.remove(gone)
+        for text in (io.StringIO("not a checkpoint"), removed):
+            with pytest.raises(ringsafe.SafetensorError,
+                               match=r"the file object broke the file protocol: a \w+ is text: its read\(\) returns str"):
+                ringsafe._safe_open_handle(text, "pt")
+
+
 def test_a_closed_file_object_is_reopened_by_its_name(tmp_path):
     path, tensors = _checkpoint(tmp_path)
     f = open(path, "rb")
@@ -600,3 +630,26 @@ def test_a_closed_file_object_is_reopened_by_its_name(tmp_path):
     b.close()
     with pytest.raises(ringsafe.SafetensorError, match="closed and has no name"):
         ringsafe.safe_open(b, "pt")
+
+
+_OUT_OF_RANGE = [(slice(None), -6), (slice(None), 5), (0, 0, 5), (0, 3), (2,), (-3,), (0, -4), (..., 5), (..., -6),
+                 (slice(1, 3), 5), (slice(0, 2, 2), 3), (slice(None, 3), 9), (slice(None, None, 2), 9),
+                 (0, slice(None), 7), (5, 5), (-3, 9), (9, -4), (0, 9, -1), (0, -1, 9), 7, -7, (0, 0, 0, 0),
+                 (0, 9, 0, 0), (-9, 0, 0, 0), (..., 0, 9, 0, 0), (slice(None),) * 4]
+
+
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_an_index_out_of_range_reads_as_the_reference_says_it(tmp_path, framework):
+    # The reference's NumPy slices say "Invalid index -6 for dimension 1 of size 5" (and, past the
+    # end, "Error during slicing [...] with shape [...]: ..."); its torch slices say torch's words.
+    path = tmp_path / "s.safetensors"
+    snp.save_file({"a": np.arange(30, dtype=np.float32).reshape(2, 3, 5), "s": np.array(3.0, np.float32)},
+                  str(path))
+    with ringsafe.safe_open(path, framework) as mine, safetensors.safe_open(str(path), framework) as ref:
+        for name, index in [("a", i) for i in _OUT_OF_RANGE] + [("s", 0)]:
+            with pytest.raises(Exception) as want:
+                ref.get_slice(name)[index]
+            with pytest.raises(IndexError) as got:
+                mine.get_slice(name)[index]
+            assert isinstance(got.value, ringsafe.SafetensorError)
+            assert str(got.value) == str(want.value), (name, index)

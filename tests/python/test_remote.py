@@ -6,6 +6,7 @@ same file on disk; nginx's access log shows which byte ranges were asked for."""
 import json
 import os
 import pathlib
+import pickle
 import shutil
 import struct
 import sys
@@ -479,6 +480,86 @@ def test_an_unreadable_ca_file_is_named(ckpt, tmp_path):
     with pytest.raises(ringsafe.SafetensorError) as info:
         rpt.load_file(ckpt.tls_url, ca_file=str(not_pem))
     assert str(not_pem) in str(info.value)
+
+
+# ---------------------------------------------------------------- what a signed URL shows a person
+
+# A presigned S3 URL's query and an Azure SAS (nginx ignores both); none of SECRETS may be shown.
+PRESIGNED = ("?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F20250101%2Fus-east-1%2Fs3%2F"
+             "aws4_request&X-Amz-Date=20250101T000000Z&X-Amz-Expires=900&X-Amz-Security-Token=SECRETSESSIONTOKEN"
+             "&X-Amz-SignedHeaders=host&X-Amz-Signature=f00dfeedc0ffee")
+SAS = "?sv=2022-11-02&sr=b&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=SASSIGNATURE"
+SECRETS = ("AKIAEXAMPLE", "SECRETSESSIONTOKEN", "f00dfeedc0ffee", "SASSIGNATURE")
+
+
+def shows_no_secret(text):
+    return not any(s in text for s in SECRETS)
+
+
+@pytest.fixture(params=["presigned", "sas"])
+def signed_url(request, ckpt):
+    return ckpt.url + (PRESIGNED if request.param == "presigned" else SAS)
+
+
+def test_the_shown_form_of_a_signed_url_writes_each_signing_value_as_dots(signed_url, ckpt):
+    shown = ringsafe.without_url_secrets(signed_url)
+    assert shows_no_secret(shown)
+    if "sig=" in signed_url:
+        assert shown == ckpt.url + "?sv=2022-11-02&sr=b&sp=r&se=2030-01-01T00%3A00%3A00Z&sig=..."
+    else:
+        assert shown == (ckpt.url + "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=...&X-Amz-Date=20250101T000000Z"
+                         "&X-Amz-Expires=900&X-Amz-Security-Token=...&X-Amz-SignedHeaders=host&X-Amz-Signature=...")
+
+
+@pytest.mark.parametrize("how", ["torch.load_file", "numpy.load_file", "load_model"])
+def test_a_progress_bar_names_a_signed_url_without_its_secrets(signed_url, ckpt, capsys, how):
+    pytest.importorskip("tqdm")
+    if how == "torch.load_file":
+        assert_same(rpt.load_file(signed_url, progress=True), ckpt.expected)
+    elif how == "numpy.load_file":
+        assert_same(rnp.load_file(signed_url, select=NUMPY_NAMES, progress=True), reference_numpy(ckpt.path))
+    else:
+        model = torch.nn.Module()
+        model.emb = torch.nn.Parameter(torch.empty(2048, 512))
+        rpt.load_model(model, signed_url, strict=False, progress=True)
+        assert torch.equal(model.emb.detach(), ckpt.expected["emb"])
+    err = capsys.readouterr().err
+    assert f"loading {ringsafe.without_url_secrets(signed_url)}" in err  # the bar names the URL as shown
+    assert shows_no_secret(err)
+
+
+def test_reader_spec_and_shard_info_show_a_signed_url_without_its_secrets(signed_url):
+    shown = ringsafe.without_url_secrets(signed_url)
+    r = ringsafe.Reader(signed_url)
+    try:
+        assert r.spec == shown and r.raw_spec == signed_url
+        (s,) = r.shards()
+        assert s.spec == shown and s.raw_spec == signed_url
+        for text in (repr(s), str(s), f"{s}", repr(r.shards()), f"{r.spec}"):
+            assert shown in text and shows_no_secret(text)
+        made = ringsafe._ringsafe.ShardInfo(spec=signed_url, size=s.size, data_start=s.data_start)
+        assert made == s and repr(made) == repr(s)
+        # The raw spec is the value to pass on: pickled with the record, it opens the same object.
+        again = pickle.loads(pickle.dumps(s))
+        assert again == s and again.raw_spec == signed_url and again.spec == shown
+        other = ringsafe.Reader(again.raw_spec)
+        assert other.tensors() == r.tensors()
+        other.close()
+    finally:
+        r.close()
+
+
+def test_errors_found_on_the_python_side_show_a_signed_url_without_its_secrets(signed_url):
+    with ringsafe.safe_open(signed_url, "pt") as f:
+        with pytest.raises(ringsafe.SafetensorError) as info:
+            f.get_tensor("no-such-tensor")
+    assert ringsafe.without_url_secrets(signed_url) in str(info.value) and shows_no_secret(str(info.value))
+    # What a rank of ringsafe.distributed rebuilds from another rank's description.
+    from ringsafe._dist_exchange import _rebuild
+    for desc in [("SafetensorError", "HttpError", None, ""), ("RuntimeError", None, None, ""),
+                 ("FileNotFoundError", None, 2, "")]:
+        e = _rebuild(desc, f"rank 1 of 2: fetching bytes 0-9 of {signed_url}")
+        assert shows_no_secret(str(e)), desc
 
 
 # ---------------------------------------------------------------- s3:// against radosgw

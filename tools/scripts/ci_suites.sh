@@ -119,7 +119,9 @@ for s in $STAGES; do
         # entries shared by event loops and sources; stores/test_hub_cache: two writers of one
         # cache entry while one of them publishes it. mapped_file: copy_to's and populate()'s threads.
         # dequantize: dequantize()'s helpers and dequantize_queue's workers, submitters and waiters.
-        tsan_programs=(uring/test_file_source uring/test_ring_pool uring/test_mapped_file read/test_reader_files write/test_writer_declared
+        # thread_refusal: an index's open and read with each of their thread starts refused in turn.
+        tsan_programs=(uring/test_file_source uring/test_ring_pool file/test_mapped_file read/test_reader_files
+            read/test_thread_refusal write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
             asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub stores/test_hub_cache

@@ -16,10 +16,11 @@ is read through its own read(), nor for bytes parsed by load/deserialize).
 from ._memory import arena_cache_stats, set_arena_cache, trim_arena_cache
 from ._open import TensorSlice, _safe_open_handle, safe_open
 from ._ringsafe import Arena, Reader, SafetensorError, __version__  # meson.build's version
+from ._ringsafe import without_url_secrets
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file
 from ._switch import install, installed, uninstall
 from ._write import Writer
 
 __all__ = ["safe_open", "TensorSlice", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
            "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "arena_cache_stats",
-           "set_arena_cache", "trim_arena_cache", "__version__"]
+           "set_arena_cache", "trim_arena_cache", "without_url_secrets", "__version__"]

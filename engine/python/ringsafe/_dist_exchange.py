@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from ._errors import error
 from . import _ringsafe
-from ._ringsafe import SafetensorError, ShardInfo
+from ._ringsafe import SafetensorError, ShardInfo, without_url_secrets
 from ._dist_plan import _A2A, _LOCAL, _Batch, _file_bytes, _slices
 
 
@@ -52,8 +52,10 @@ def _describe(exc):
 
 
 def _rebuild(desc, text):
-    """An exception like the one ``desc`` describes (``_describe``), with message ``text``."""
+    """An exception like the one ``desc`` describes (``_describe``), with message ``text``
+    (shown as errors are: a URL's signing values written "...")."""
     name, kind, errno, _ = desc
+    text = without_url_secrets(text)
     if name == "SafetensorError":
         return error(kind or "DistributedError", text)
     cls = _REBUILD.get(name)
@@ -75,15 +77,24 @@ def _names(names, most=8):
 
 # ---------------------------------------------------------------- the rank's end of the group
 
+class _CollectiveFailed(Exception):
+    """A collective of a _Group failed: ``what`` it was, ``cause`` the process group's
+    error. The load that ran it raises its DistributedError instead (_Run), so the
+    group needs no reference back to the load."""
+
+    def __init__(self, what, cause):
+        super().__init__(what, cause)
+        self.what, self.cause = what, cause
+
+
 class _Group:
     """This rank's end of a process group for one load: its rank ``me``, the group's
     size ``world``, ``comm`` the device its collectives take tensors on, and the
-    collectives, what they move counted in ``stats``."""
+    collectives, what they move counted in ``stats``. It refers to nothing that refers
+    back to it, so the process group is free to go when the load returns."""
 
-    def __init__(self, group, stats, *, failure):
-        """This rank's end of ``group`` (None: the world); ``stats`` the load's counters;
-        ``failure(what, exc)`` the exception to raise when the collective ``what`` fails
-        with ``exc`` (the load names what it was doing)."""
+    def __init__(self, group, stats):
+        """This rank's end of ``group`` (None: the world); ``stats`` the load's counters."""
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("ringsafe.distributed needs an initialized torch.distributed process group: call "
                                "torch.distributed.init_process_group(...) first (or use ringsafe.torch to load alone)")
@@ -95,20 +106,19 @@ class _Group:
         backend = str(dist.get_backend(self.process_group)).lower()
         self.comm = torch.device("cuda", torch.cuda.current_device()) if "nccl" in backend else torch.device("cpu")
         self.stats = stats
-        self.failure = failure
 
     def src(self, r):
         """The global rank of the group's rank ``r`` (what ``src=`` takes)."""
         return dist.get_global_rank(self.process_group, r) if self.process_group is not dist.group.WORLD else r
 
     def collective(self, what, fn, *args, **kwargs):
-        """Calls the collective ``fn`` on the group; a failure raises ``failure(what, exc)``."""
+        """Calls the collective ``fn`` on the group; a failure raises _CollectiveFailed(what, its error)."""
         try:
             return fn(*args, group=self.process_group, **kwargs)
         except SafetensorError:
             raise
         except Exception as e:  # a peer died, a timeout, a broken connection
-            raise self.failure(what, e) from e
+            raise _CollectiveFailed(what, e) from e
 
     def gather(self, what, obj):
         """Collective: every rank's ``obj``, in rank order."""
@@ -258,11 +268,14 @@ class _Exchange:
         text = f"rank {src} of {g.world}{others}: {desc[4] + ': ' if desc[4] else ''}{desc[3]}"
         e = _with_incomplete(_rebuild(desc[:4], text), self.load)
         e.rank = src
-        if isinstance(exc, KeyboardInterrupt):
-            raise exc  # the others raise "interrupted"; this rank's caller sees Ctrl-C
-        if exc is not None:
-            raise e from exc
-        raise e
+        try:
+            if isinstance(exc, KeyboardInterrupt):
+                raise exc  # the others raise "interrupted"; this rank's caller sees Ctrl-C
+            if exc is not None:
+                raise e from exc
+            raise e
+        finally:
+            e = exc = None  # a raised exception held by its own frame is a cycle (see _dist_run)
 
     def exchange(self, state):
         """Collective: moves one fetched batch (a _BatchState from ``prepare``) into every

@@ -18,7 +18,8 @@ from ._errors import error
 from ._source import open_reader
 from ._ringsafe import http_connections, plan_requests_at
 from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, plan
-from ._dist_exchange import _BatchState, _Exchange, _Group, _Load, _Staging, _describe, _rebuild, _with_incomplete
+from ._dist_exchange import (_BatchState, _CollectiveFailed, _Exchange, _Group, _Load, _Staging, _describe, _rebuild,
+                              _with_incomplete)
 
 
 # ---------------------------------------------------------------- what the front end tells a load
@@ -45,11 +46,19 @@ class _Run:
     """One cooperative load of ``filename`` on this rank: ``start`` (open, needs, plan),
     ``run`` (fetch and exchange every batch), ``close``. Its parts: ``group`` (this
     rank's end of the process group), ``staging``, and from ``start`` on ``load``
-    (what the load knows)."""
+    (what the load knows).
+
+    Nothing of a load may outlive the call: the caller's ``destroy_process_group()``
+    must free the backend at once (gloo's threads, left to the cyclic collector, can
+    run at interpreter exit and abort the process). So no part refers back to the
+    _Run, a collective's failure comes back as _CollectiveFailed for the _Run to
+    name, and a frame that keeps an exception its traceback holds lets go of it
+    before the exception leaves (exception -> traceback -> frame -> exception is a
+    cycle, and frames hold their callers', the caller's group among them)."""
 
     def __init__(self, filename, group, *, memory_limit, stats):
         stats = stats if stats is not None else {}
-        self.group = _Group(group, stats, failure=self._comm_error)
+        self.group = _Group(group, stats)
         self.filename = filename
         self.spec = str(filename)  # what the load opened, for messages
         self.memory_limit = memory_limit
@@ -83,15 +92,26 @@ class _Run:
         plans; returns the ``load``."""
         payload, exc = None, None
         try:
-            shards, tensors, by_name, mine = self._open(options, local)
-            payload = (_digest(shards, tensors), mine.needs, mine.image is not None)
-        except Exception as e:
-            exc = e
-        gathered = self.group.gather("exchanging the ranks' needs",
-                                     (payload, None if exc is None else _describe(exc)))
-        self._agree_on_needs(gathered, exc)
+            try:
+                shards, tensors, by_name, mine = self._open(options, local)
+                payload = (_digest(shards, tensors), mine.needs, mine.image is not None)
+            except Exception as e:
+                exc = e
+            gathered = self._collective(self.group.gather, "exchanging the ranks' needs",
+                                        (payload, None if exc is None else _describe(exc)))
+            self._agree_on_needs(gathered, exc)
+        finally:
+            exc = None
         self.load = self._plan(gathered, shards=shards, tensors=tensors, by_name=by_name, mine=mine)
         return self.load
+
+    def _collective(self, fn, *args):
+        """``fn(*args)``, a collective of the group's or the exchange's; its failure
+        raises the load's DistributedError (_comm_error)."""
+        try:
+            return fn(*args)
+        except _CollectiveFailed as f:
+            raise self._comm_error(f.what, f.cause) from f.cause
 
     def _plan(self, gathered, *, shards, tensors, by_name, mine):
         """This rank's _Load: the plan every rank computes from the needs ``gathered`` from
@@ -147,9 +167,12 @@ class _Run:
             e = _rebuild(gathered[src][1], f"rank {src} of {world}{others}: {gathered[src][1][3]}")
             e.rank = src
             self.close()
-            if exc is not None:
-                raise e from exc
-            raise e
+            try:
+                if exc is not None:
+                    raise e from exc
+                raise e
+            finally:
+                e = exc = None
         digests = [g[0][0] for g in gathered]
         if len(set(digests)) > 1:
             odd = [r for r in range(world) if digests[r] != digests[0]]
@@ -266,9 +289,9 @@ class _Run:
                     nxt = self._guarded_prepare(load, k + 1)
                     pending = nxt[0]
                 t2 = clock()
-                exchange.agree(exc, f"the fetch of batch {k + 1} of {n}")
+                self._collective(exchange.agree, exc, f"the fetch of batch {k + 1} of {n}")
                 t3 = clock()
-                exchange.exchange(cur)
+                self._collective(exchange.exchange, cur)
                 t4 = clock()
                 self.stats["fetch_wait_s"] += t1 - t0
                 self.stats["agree_s"] += t3 - t2
@@ -276,6 +299,8 @@ class _Run:
         except BaseException:
             self.cancel(pending)
             raise
+        finally:
+            exc = nxt = None
 
     def _guarded_prepare(self, load, k):
         """(state, None) from ``prepare(load, k)``, or an empty state and the error it raised."""

@@ -2,12 +2,13 @@
 binding's, with ``.kind`` naming the engine's errc), ``error()`` for those
 found on the Python side, and SliceIndexError for get_slice's indexes."""
 
-from ._ringsafe import SafetensorError
+from ._ringsafe import SafetensorError, without_url_secrets
 
 
 def error(kind, message):
-    """A SafetensorError with .kind, for errors found on the Python side."""
-    e = SafetensorError(message)
+    """A SafetensorError with .kind, for errors found on the Python side; its
+    message shown as the engine's are (a URL's signing values written "...")."""
+    e = SafetensorError(without_url_secrets(message))
     e.kind = kind
     return e
 

@@ -51,7 +51,10 @@ def _needs_whole(message):
 
 
 def _dim_error(i, dim, size):
-    return SliceIndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+    """Torch's and NumPy's text for an int out of range (numpy_reference_error: the reference's NumPy slices')."""
+    e = SliceIndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+    e.out_of_range = True
+    return e
 
 
 def _expand(index, shape):
@@ -62,7 +65,9 @@ def _expand(index, shape):
     if sum(1 for x in index if x is Ellipsis) > 1:
         raise SliceIndexError("an index can only have a single ellipsis ('...')")
     if used > len(shape):
-        raise SliceIndexError(f"too many indices for tensor of dimension {len(shape)}")
+        e = SliceIndexError(f"too many indices for tensor of dimension {len(shape)}")
+        e.out_of_range = True
+        raise e
     # The dimensions an Ellipsis stands for are read whole and stay an Ellipsis in
     # the relative index: even when it stands for none, NumPy counts advanced
     # indexes on both sides of it as separated (their dimension goes first).
@@ -126,11 +131,94 @@ def _relative_index(index, relative):
     return tuple(relative)
 
 
-def plan_index(index, shape):
+def plan_index(index, shape, framework="pt"):
     """Returns the IndexPlan of ``index`` on a tensor of ``shape``: the box to
-    read and what picks the result out of it (see IndexPlan)."""
+    read and what picks the result out of it (see IndexPlan). An index out of
+    range, or with more entries than dimensions, raises SliceIndexError in the
+    words of the reference's slices of ``framework``: torch's own ("pt",
+    torch_reference_error), the reference's NumPy slices' ("np",
+    numpy_reference_error)."""
+    given = index
     if not isinstance(index, tuple):
         index = (index,)
+    try:
+        return _plan(index, shape)
+    except SliceIndexError as e:
+        if not getattr(e, "out_of_range", False):
+            raise
+        words = numpy_reference_error(index, shape) if framework == "np" else torch_reference_error(given, shape)
+        if words is None:
+            raise
+        raise words from None
+
+
+def torch_reference_error(index, shape):
+    """The SliceIndexError torch raises for ``index`` (as given) on a tensor of
+    ``shape`` (the reference's torch slices index the tensor with torch), asked
+    of a meta tensor (no memory); None when torch raises none there (an index
+    list on a meta tensor is not checked)."""
+    import torch
+    try:
+        torch.empty(shape, device="meta")[index]
+    except IndexError as e:
+        return SliceIndexError(str(e))
+    return None
+
+
+def numpy_reference_error(index, shape):
+    """The SliceIndexError the reference's NumPy slices raise for ``index`` (a
+    tuple) on ``shape``, in their words and order: the first negative int below
+    -size ("Invalid index -6 for dimension 1 of size 5"); else more entries than
+    dimensions; else the last dimension with an int past its end ("Error during
+    slicing [:, 5] with shape [1, 5]: index 5 out of bounds for tensor dimension
+    #1 of size 5"), the index shown with each negative int wrapped and each
+    dimension an Ellipsis stands for as ":"."""
+    used = sum(1 for x in index if x is not None and x is not Ellipsis)
+    entries, dims = [], []  # what each shown entry is, and the dimension it indexes (None: past the last)
+    for x in index:
+        if x is Ellipsis:
+            covered = max(len(shape) - used, 0)
+            entries += [slice(None)] * covered
+            dims += list(range(len(dims), len(dims) + covered))
+        elif x is None:
+            entries.append(None)
+        else:
+            entries.append(_as_list(x))
+            dims.append(len(dims))
+    at = iter(dims)
+    located = [(x, None if x is None else next(at)) for x in entries]
+    picks = [(x if isinstance(x, list) else [x], d) for x, d in located
+             if d is not None and d < len(shape) and not isinstance(x, slice) and x is not None]
+    for ints, d in picks:
+        for i in ints:
+            if operator.index(i) < -shape[d]:
+                return SliceIndexError(f"Invalid index {operator.index(i)} for dimension {d} of size {shape[d]}")
+
+    def shown(x, d):
+        if isinstance(x, slice):
+            text = ("" if x.start is None else str(x.start)) + ":" + ("" if x.stop is None else str(x.stop))
+            return text + ("" if x.step is None else f":{x.step}")
+        if x is None:
+            return "None"
+        size = shape[d] if d is not None and d < len(shape) else 0
+        wrap = [operator.index(i) + size if operator.index(i) < 0 else operator.index(i)
+                for i in (x if isinstance(x, list) else [x])]
+        return str(wrap) if isinstance(x, list) else str(wrap[0])
+
+    where = (f"Error during slicing [{', '.join(shown(x, d) for x, d in located)}] with shape "
+             f"[{', '.join(map(str, shape))}]")
+    if used > len(shape):
+        return SliceIndexError(f"{where}: more slicing indexes than dimensions in tensor")
+    for ints, d in reversed(picks):
+        for i in ints:
+            if operator.index(i) >= shape[d]:
+                return SliceIndexError(f"{where}: index {operator.index(i)} out of bounds for tensor dimension "
+                                       f"#{d} of size {shape[d]}")
+    return SliceIndexError(f"{where}: out of bounds")  # not reached: an out-of-range index has one of the above
+
+
+def _plan(index, shape):
+    """plan_index of a tuple ``index``, in torch's words."""
     box: list[Any] = []
     relative: list[Any] = []
     flips: list[int] = []

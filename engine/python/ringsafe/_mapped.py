@@ -167,8 +167,12 @@ class MappedSource(EngineSource):
         # which aborts the process ("terminate called without an active
         # exception"). The interpreter waits for this one at exit instead; it
         # stops at the next step once the handle is closed.
-        self._ahead_thread = threading.Thread(target=run, name="ringsafe-read-ahead")
-        self._ahead_thread.start()
+        thread = threading.Thread(target=run, name="ringsafe-read-ahead")
+        try:
+            thread.start()
+        except RuntimeError:  # the system refuses a thread: no read-ahead (each get_tensor reads its own)
+            return
+        self._ahead_thread = thread
 
     def close(self):
         self._stop.set()

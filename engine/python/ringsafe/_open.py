@@ -199,7 +199,7 @@ class TensorSlice:
         source = h._open_source()
         name, dtype, shape = self._info.name, self._info.dtype, self._info.shape
         try:
-            box, relative, flips, last = plan_index(index, shape)
+            box, relative, flips, last = plan_index(index, shape, h._adapter.framework)
         except SliceIndexError as e:
             if not getattr(e, "whole", False):
                 raise

@@ -27,7 +27,7 @@ from ._engine_source import EngineSource
 from ._mapped import MappedSource, checked_mapping
 from ._paths import spec_of
 from ._ringsafe import Reader
-from ._stream import StreamSource, describe
+from ._stream import StreamSource, describe, protocol_error
 
 if TYPE_CHECKING:
     from ._typing import ReaderOptions
@@ -294,6 +294,10 @@ def _renamed(e, proc, name):
     out: SafetensorError
     if isinstance(e, OSError) and isinstance(e, SafetensorError):
         out = type(e)(e.errno, (e.strerror or "").replace(proc, name), name)
+        detail = getattr(e, "detail", None)
+        if isinstance(detail, str):
+            out.detail = detail.replace(proc, name)
+            out.__notes__ = [out.detail]
     elif isinstance(e, SafetensorError):
         out = SafetensorError(str(e).replace(proc, name))
     else:
@@ -303,12 +307,18 @@ def _renamed(e, proc, name):
 
 
 def _open_file_object(f, backend, options):
-    """The source for an open binary file object."""
+    """The source for an open binary file object: (source, None), or (None, the
+    path to open instead)."""
+    name = getattr(f, "name", None)
+    named = isinstance(name, (str, bytes, os.PathLike))
     if getattr(f, "closed", False):
-        name = getattr(f, "name", None)
-        if isinstance(name, (str, bytes, os.PathLike)):
+        if named:
             return None, name  # closed: reopened by its name, as the reference does
         raise error("InvalidArgument", f"the {type(f).__name__} is closed and has no name to reopen it by")
+    if isinstance(f, io.TextIOBase):
+        if named and os.path.isfile(name):
+            return None, name  # open(path, "r"): the file it names, read by that name, as the reference does
+        raise protocol_error(describe(f), f"a {type(f).__name__} is text: its read() returns str, not bytes")
     fd = _os_file(f)
     if fd is None:
         if options:

@@ -33,7 +33,8 @@ def describe(f):
     return type(f).__name__
 
 
-def _protocol(name, what):
+def protocol_error(name, what):
+    """The error for a file object (named ``name``: describe()) that does not behave as a binary file."""
     return error("InvalidArgument", f"{name}: the file object broke the file protocol: {what}")
 
 
@@ -67,9 +68,9 @@ class StreamSource:
         """f.seek(), whose result must be the new position (a non-negative int)."""
         pos = self._f.seek(offset, whence)
         if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
-            raise _protocol(self._name, f"seek() returned {pos!r}, not the new position")
+            raise protocol_error(self._name, f"seek() returned {pos!r}, not the new position")
         if whence == io.SEEK_SET and pos != offset:
-            raise _protocol(self._name, f"seek({offset}) moved to {pos}")
+            raise protocol_error(self._name, f"seek({offset}) moved to {pos}")
         return pos
 
     def _read_at(self, offset, nbytes, into=None):
@@ -88,22 +89,22 @@ class StreamSource:
                 if readinto is not None:
                     k = readinto(out[got:])
                     if k is None:
-                        raise _protocol(self._name, "readinto() returned None (no data available from a "
+                        raise protocol_error(self._name, "readinto() returned None (no data available from a "
                                                     "non-blocking object)")
                     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= want:
-                        raise _protocol(self._name, f"readinto() of {want} bytes returned {k!r}")
+                        raise protocol_error(self._name, f"readinto() of {want} bytes returned {k!r}")
                 else:
                     chunk = self._f.read(want)
                     try:
                         view = memoryview(chunk)
                     except TypeError:
-                        raise _protocol(self._name, f"read() returned a {type(chunk).__name__}, "
+                        raise protocol_error(self._name, f"read() returned a {type(chunk).__name__}, "
                                                     f"not bytes") from None
                     if not view.c_contiguous:
-                        raise _protocol(self._name, "read() returned a strided view")
+                        raise protocol_error(self._name, "read() returned a strided view")
                     k = view.nbytes
                     if k > want:
-                        raise _protocol(self._name, f"read({want}) returned {k} bytes")
+                        raise protocol_error(self._name, f"read({want}) returned {k} bytes")
                     out[got:got + k] = view.cast("B")
                 if not k:
                     raise error("Truncated", f"{self._name}: the file object ended at offset {offset + got}, "

@@ -84,7 +84,7 @@ def _checkpoint(source: str, base: str, options: dict[str, Any]) -> str:
             continue
         if name == SINGLE or _fetch(base, name, options, optional=True) is not None:
             return base.rstrip("/") + "/" + name
-    raise FileNotFoundError(f"{source}: neither {INDEX} nor {SINGLE}")
+    raise FileNotFoundError(_ringsafe.without_url_secrets(f"{source}: neither {INDEX} nor {SINGLE}"))
 
 
 def _model_class(config, model_class):
@@ -129,8 +129,9 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
     config_dict = json.loads(config_bytes)
     model_type = config_dict.get("model_type")
     if model_type not in CONFIG_MAPPING:
-        raise ValueError(f"{config_name}: model_type {model_type!r} is not one transformers knows "
-                         f"(ringsafe.transformers never runs a repo's own code)")
+        raise ValueError(_ringsafe.without_url_secrets(f"{config_name}: model_type {model_type!r} is not one "
+                                                       f"transformers knows (ringsafe.transformers never runs a "
+                                                       f"repo's own code)"))
     config = CONFIG_MAPPING[model_type].from_dict(config_dict)
     cls = _model_class(config, model_class)
 
