@@ -130,6 +130,7 @@ struct http_options {
     // (scheme, host or port); "Authorization" keeps the bearer token too. S3 signatures never follow.
     std::vector<std::string> cross_origin_headers;
     // Follow a redirect from https to http; false: refused with HttpError naming both URLs.
+    // A Location of any other scheme (s3://, ftp://, file:, ...) is refused whatever this says.
     bool allow_https_downgrade = false;
     std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
@@ -143,7 +144,7 @@ struct http_options {
     unsigned max_total_attempts = 20;          // failed tries per range in all, progress or not (resumptions included)
     std::chrono::milliseconds retry_base_delay{200};       // backoff: base * 2^(failures-1), with jitter
     std::chrono::milliseconds retry_max_delay{10'000};     // backoff cap (a longer Retry-After is honoured up to 60 s)
-    unsigned max_redirects = 10;               // 301/302/303/307/308 followed per request
+    unsigned max_redirects = 10;               // 301/302/303/307/308 to http(s) Locations followed per request
     bool verify_peer = true;                   // TLS certificate and host-name verification
     std::string ca_file;                       // extra CA bundle (PEM) trusted besides the system's; empty = system only
     s3_options s3;                             // for s3:// URLs

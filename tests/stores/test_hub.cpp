@@ -242,12 +242,25 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
         if (!control.empty()) s.hub.control("org/" + name, control, text);
         return "hf://org/" + name + "/model.safetensors";
     };
-    // A Location of another scheme: refused, nothing fetched from it.
-    for (const char* to : {"ftp://127.0.0.1/{rel}", "file://{file}"}) {
+    // A Location of another scheme: refused by name, nothing fetched from it, nothing cached
+    // (s3:// at the CDN's port once went there over plain TCP, "GET commits/...", and was cached).
+    const std::string cdn_port = std::to_string(s.hub.cdn_port());
+    const auto cdn_before = s.hub.cdn_log().size();
+    reader_options caching = ro;
+    caching.source.http.hub.cache = true;
+    for (const std::string& to : std::vector<std::string>{"ftp://127.0.0.1/{rel}", "file://{file}", "s3://127.0.0.1:" + cdn_port + "{rel}?{query}",
+                                 "s3://127.0.0.1{rel}?{query}", "gs://bucket{rel}"}) {
         INFO(to);
-        auto e = expect_error([&] { reader::open(repo("scheme", "cdn", to), ro); });
-        CHECK_THAT(e.what(), Catch::Contains(std::string(to).substr(0, 4)));
+        auto e = expect_error([&] { read_tensors(*std::make_unique<reader>(reader::open(repo("scheme", "cdn", to), caching))); });
+        CHECK(e.code() == errc::HttpError);
+        CHECK_THAT(e.what(), Catch::Contains("'" + to.substr(0, 4)) && Catch::Contains("only http and https Locations"));
     }
+    CHECK_FALSE(fs::exists(s.cache / "models--org--scheme"));
+    reader_options downgrade = caching;
+    downgrade.source.http.allow_https_downgrade = true;  // it governs https -> http alone
+    CHECK(expect_error([&] { reader::open(repo("scheme", "cdn", "s3://127.0.0.1:" + cdn_port + "{rel}?{query}"), downgrade); })
+              .code() == errc::HttpError);
+    CHECK(s.hub.cdn_log().size() == cdn_before);
     // Another host (127.0.0.2): served, without the token.
     const std::string other = repo("host", "cdn", "http://127.0.0.2:" + std::to_string(s.hub.cdn_port()) + "{rel}?{query}");
     CHECK(read_tensors(*std::make_unique<reader>(reader::open(other, ro))).at("w") == tensor_bytes("w", 300'000));
