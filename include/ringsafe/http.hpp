@@ -65,7 +65,10 @@ struct gcs_options {
 // $AZURE_STORAGE_ACCOUNT / $AZURE_STORAGE_ACCOUNT_NAME, $AZURE_STORAGE_KEY /
 // $AZURE_STORAGE_ACCOUNT_KEY and $AZURE_STORAGE_SAS_TOKEN. Requests are signed with
 // Shared Key when a key is known, else carry the SAS token, else are anonymous; a
-// URL's own SAS query (sig=...) is used as it is.
+// URL's own SAS query (sig=...) is used as it is. A key or token goes only to the
+// account it names (its connection string's AccountName or BlobEndpoint,
+// $AZURE_STORAGE_ACCOUNT for the variables, `account`/`endpoint` for these fields);
+// one naming none only to az:// URLs of these settings, never to an https URL.
 struct azure_options {
     std::string account;            // storage account name
     std::string key;                // its Shared Key (base64, as the portal shows it)
