@@ -98,8 +98,18 @@ struct hub_options {
     // HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (1, ON, YES, TRUE).
     bool offline = false;
     // Write the bytes read into the cache, in huggingface_hub's layout; a file is published
-    // (atomically) only once every one of its bytes was read, never in part.
+    // (atomically) only once every one of its bytes was read, never in part, and only when
+    // they hash to its blob's name (whatever `verify` says).
     bool cache = false;
+    // Checks of a file's bytes against the hash the Hub names it by (X-Linked-Etag: the
+    // sha256 of an LFS file; else ETag: git's blob id), hashed as they land, with no
+    // second pass. A mismatch is ObjectChanged naming both hashes.
+    enum class verification {
+        automatic,  // bytes fetched from the Hub, once every byte of the file was read; a cache hit is not hashed
+        always,     // that, and a file found in the cache is hashed before it is used (`ringsafe verify`)
+        never,      // fetched bytes are not checked (those written into the cache still are)
+    };
+    verification verify = verification::automatic;
 };
 
 // Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
