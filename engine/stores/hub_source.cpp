@@ -18,7 +18,6 @@
 #include <optional>
 #include <vector>
 
-#include "http/fetch_pieces.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "source/async_source.hpp"
@@ -206,24 +205,18 @@ public:
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
         check_digest();
-        if (!cache_ && (!digest_ || digest_->complete())) return inner_->execute(ops, ctl);
-        // The ops cut as engine/http cuts them into requests (the same cuts again there: one
-        // request each), so that what lands is known by offset: each piece goes into the
-        // cache once all of it landed, and the digest takes the prefix as it grows.
-        if (!resolved_) resolved_ = resolved_http_options(opts_);
-        std::vector<read_op> pieces;
-        std::vector<std::size_t> op_of;
-        for (const http::piece& p : http::split_into_pieces(ops, size(), name_, *resolved_, ctl.describe)) {
-            pieces.push_back({p.offset, p.length, p.dst, ops[p.op_index].tag});
-            op_of.push_back(p.op_index);
-        }
-        hub_tee tee(cache_, digest_, pieces);
+        if (!tee_needed()) return inner_->execute(ops, ctl);
+        // The ops cut into the requests engine/http makes (each one piece there, landing in
+        // order from its start), so that what lands is known by offset: each piece goes into
+        // the cache once all of it landed, and the digest takes the prefix as it grows.
+        const tee_pieces cut = cut_for_tee(ops, size(), name_, resolved(), hashing(), ctl.describe);
+        hub_tee tee(cache_, digest_, cut.pieces);
         io_control counted = ctl;
-        counted.on_bytes = [&tee, &ctl, &op_of](std::size_t piece, std::uint64_t n) {
-            if (ctl.on_bytes) ctl.on_bytes(op_of[piece], n);
+        counted.on_bytes = [&tee, &ctl, &cut](std::size_t piece, std::uint64_t n) {
+            if (ctl.on_bytes) ctl.on_bytes(cut.op_of[piece], n);
             tee.landed(piece, n);
         };
-        inner_->execute(pieces, counted);
+        inner_->execute(cut.pieces, counted);
         tee.finish();
         check_digest();
     }
@@ -232,30 +225,53 @@ public:
 
     std::shared_ptr<detail::async_run> start_async(const detail::async_context& ctx, std::span<const read_op> ops,
                                                    detail::async_callbacks cb) override {
-        if (cache_ || digest_) {  // what landed is hashed and cached before the run reports its end
-            std::vector<read_op> copy(ops.begin(), ops.end());
-            std::stable_sort(copy.begin(), copy.end(), [](const read_op& a, const read_op& b) { return a.offset < b.offset; });
-            cb.on_done = [entry = cache_, digest = digest_, copy = std::move(copy), check = digest_check(),
-                          done = std::move(cb.on_done)](std::error_code ec, std::string message, bool cancelled) {
+        // As execute() does, on the run's callbacks: the run reads the pieces (kept with
+        // the tee by its callbacks, so as long as it runs), the tee hashes and writes them
+        // as they land, and what is left is done before the run reports its end.
+        auto t = std::make_shared<teed>();
+        if (tee_needed()) try {
+                t->cut = cut_for_tee(ops, size(), name_, resolved(), hashing(), cb.describe);
+                t->tee = std::make_unique<hub_tee>(cache_, digest_, t->cut.pieces);
+            } catch (const error&) {
+                t->tee.reset();  // an op beyond the end: the run reports it through on_done
+            }
+        if (t->tee)
+            cb.on_bytes = [t, bytes = std::move(cb.on_bytes)](std::size_t piece, std::uint64_t n) {
+                if (bytes) bytes(t->cut.op_of[piece], n);
+                if (t->tee) t->tee->landed(piece, n);
+            };
+        if (digest_)
+            cb.on_done = [t, check = digest_check(), done = std::move(cb.on_done)](std::error_code ec, std::string message,
+                                                                                   bool cancelled) {
                 if (!ec && !cancelled) try {
-                        for (const read_op& op : copy) {
-                            const std::span<const std::byte> bytes{op.dst, static_cast<std::size_t>(op.length)};
-                            if (digest) digest->add(op.offset, bytes);
-                            if (entry) entry->write(op.offset, bytes);
-                        }
+                        if (t->tee) t->tee->finish();
                         check();
                     } catch (const error& e) {
                         ec = e.code();
                         message = e.what();
                     }
+                t->tee.reset();  // after a failed or cancelled run, nothing more is written or hashed
                 done(ec, std::move(message), cancelled);
             };
-        }
-        return async_side().start_async(ctx, ops, std::move(cb));
+        return async_side().start_async(ctx, t->tee ? std::span<const read_op>(t->cut.pieces) : ops, std::move(cb));
     }
 
 private:
     detail::async_source& async_side() const { return dynamic_cast<detail::async_source&>(*inner_); }
+
+    // What an asynchronous run's callbacks keep: its pieces and their tee.
+    struct teed {
+        tee_pieces cut;
+        std::unique_ptr<hub_tee> tee;
+    };
+
+    // Whether reads go through a tee: to write the cache, or to hash bytes not hashed yet.
+    bool tee_needed() const { return cache_ || hashing(); }
+    bool hashing() const { return digest_ && !digest_->complete(); }
+    const http_options& resolved() {
+        if (!resolved_) resolved_ = resolved_http_options(opts_);
+        return *resolved_;
+    }
 
     // Bytes read in one piece (the first request's, a read_exact's): into the cache, or the digest.
     void landed(std::uint64_t offset, std::span<const std::byte> bytes) {

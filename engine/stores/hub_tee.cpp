@@ -4,12 +4,42 @@
 #include <algorithm>
 #include <numeric>
 
+#include "http/fetch_pieces.hpp"
+
 namespace ringsafe::stores {
 namespace {
 
 constexpr unsigned nudge_shift = 20;  // the thread is woken for the prefix every MiB a piece grows
 
 }  // namespace
+
+tee_pieces cut_for_tee(std::span<const read_op> ops, std::uint64_t size, const std::string& name, const http_options& o,
+                       bool hashed, const std::function<std::string(std::uint32_t)>& describe) {
+    tee_pieces out;
+    const std::deque<http::piece> plain = http::split_into_pieces(ops, size, name, o, describe);  // checks the ranges
+    if (!hashed) {
+        for (const http::piece& p : plain) {
+            out.pieces.push_back({p.offset, p.length, p.dst, ops[p.op_index].tag});
+            out.op_of.push_back(p.op_index);
+        }
+        return out;
+    }
+    std::uint64_t remaining = 0;
+    for (const read_op& op : ops) remaining += op.length;
+    // At most engine/http's request size for these bytes, so that it cuts none of these again.
+    const std::uint64_t most = http::piece_size(remaining, o);
+    const std::uint64_t least = std::min<std::uint64_t>(most, 1u << 20);
+    const std::uint64_t share = 2ull * std::max(1u, o.connections_per_origin);
+    for (std::size_t i = 0; i < ops.size(); ++i)
+        for (std::uint64_t at = 0; at < ops[i].length;) {
+            const std::uint64_t n = std::min(ops[i].length - at, std::clamp(remaining / share, least, most));
+            out.pieces.push_back({ops[i].offset + at, n, ops[i].dst + at, ops[i].tag});
+            out.op_of.push_back(i);
+            at += n;
+            remaining -= n;
+        }
+    return out;
+}
 
 hub_tee::hub_tee(std::shared_ptr<hub_cache_entry> entry, std::shared_ptr<blob_digest> digest,
                  std::span<const read_op> pieces)

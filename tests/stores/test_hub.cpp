@@ -512,9 +512,12 @@ TEST_CASE("the Asio front end opens hf:// URLs: remote ones by their first reque
     hub_site s;
     const std::string commit = s.hub.add_repo("org/asio", sharded_repo());
     reader_options ro = s.options();
-    ro.source.http.hub.cache = true;
-    for (int round = 0; round < 2; ++round) {  // round 1: everything in the cache (round 0 wrote it)
+    ro.source.http.chunk_size = 64u << 10;  // many requests, each hashed (and cached) as it lands
+    // Round 0: read and verified (not cached); 1: verified and written into the cache;
+    // 2: everything in the cache (round 1 wrote it).
+    for (int round = 0; round < 3; ++round) {
         INFO("round " << round);
+        ro.source.http.hub.cache = round > 0;
         const auto before = s.hub.requests().size();
         boost::asio::io_context io;
         auto opened = ringsafe::asio::async_open(io.get_executor(), "hf://org/asio", ro, boost::asio::use_future);
@@ -523,22 +526,39 @@ TEST_CASE("the Asio front end opens hf:// URLs: remote ones by their first reque
         REQUIRE(r.get().shards().size() == 3);
         for (auto& sh : r.get().shards()) {
             CHECK_THAT(sh.spec, Catch::StartsWith("hf://org/asio@" + commit + "/"));
-            CHECK(sh.file.empty() == (round == 0));
+            CHECK(sh.file.empty() == (round < 2));
         }
         auto sel = r.get().all();
         std::vector<std::vector<std::byte>> bufs;
         std::vector<std::span<std::byte>> spans;
-        for (auto i : sel.indices()) bufs.emplace_back(r.get().tensors()[i].size());
+        std::uint64_t total = 0;
+        for (auto i : sel.indices()) total += bufs.emplace_back(r.get().tensors()[i].size()).size();
         for (auto& b : bufs) spans.emplace_back(b);
+        // Progress counts the caller's tensors, not the requests they were cut into.
+        std::uint64_t last = 0;
+        std::vector<int> tensor_done(sel.size(), 0);
+        ringsafe::asio::read_callbacks cb;
+        cb.on_progress = [&](std::uint64_t d, std::uint64_t t) {
+            CHECK(t == total);
+            CHECK(d >= last);
+            CHECK(d <= t);
+            last = d;
+        };
+        cb.on_tensor_done = [&](std::size_t target, const tensor_info&) {
+            REQUIRE(target < tensor_done.size());
+            ++tensor_done[target];
+        };
         io.restart();
-        auto done = ringsafe::asio::async_read(r, sel, spans, boost::asio::use_future);
+        auto done = ringsafe::asio::async_read(r, sel, spans, cb, boost::asio::use_future);
         io.run();
         done.get();
         for (std::size_t k = 0; k < sel.size(); ++k) {
             const auto& t = r.get().tensors()[sel.indices()[k]];
             CHECK(bufs[k] == tensor_bytes(t.name, t.size()));
+            CHECK(tensor_done[k] == 1);
         }
-        if (round == 1) CHECK(s.hub.requests().size() == before);
+        CHECK(last == total);
+        if (round == 2) CHECK(s.hub.requests().size() == before);
     }
     CHECK(fs::is_symlink(s.cache / "models--org--asio" / "snapshots" / commit / "model-00003-of-00003.safetensors"));
 }

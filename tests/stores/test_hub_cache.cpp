@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "http/fetch_pieces.hpp"
+#include "ringsafe/http.hpp"
 #include "stores/blob_digest.hpp"
 #include "stores/digest.hpp"
 #include "stores/hub_cache.hpp"
@@ -409,6 +411,57 @@ TEST_CASE("a read's pieces are hashed as their bytes land, the prefix within a p
     tee.finish();
     CHECK(d->complete());
     CHECK(d->matches());
+}
+
+TEST_CASE("a hashed read is cut front to back, its requests shrinking to 1 MiB at the end, each left whole by engine/http") {
+    constexpr std::uint64_t mib = 1u << 20;
+    http_options given;
+    given.connections_per_origin = 4;
+    given.chunk_size = 8 * mib;
+    const http_options o = resolved_http_options(given);
+    std::vector<std::byte> file(64 * mib);  // never touched: only its addresses are cut
+    const std::vector<read_op> ops = {{0, 40 * mib + 5, file.data(), 7}, {48 * mib, 16 * mib, file.data() + 48 * mib, 9}};
+    const std::uint64_t total = ops[0].length + ops[1].length, most = http::piece_size(total, o);
+    const tee_pieces cut = cut_for_tee(ops, file.size(), "f", o, true, {});
+    REQUIRE(cut.pieces.size() == cut.op_of.size());
+    // Every byte once, in order, each piece within its op with its tag and destination.
+    std::uint64_t covered = 0;
+    std::size_t op = 0;
+    std::uint64_t at = ops[0].offset;
+    for (std::size_t i = 0; i < cut.pieces.size(); ++i) {
+        const read_op& p = cut.pieces[i];
+        if (at == ops[op].offset + ops[op].length) at = ops[++op].offset;
+        INFO("piece " << i << " at " << p.offset << " of " << p.length);
+        CHECK(cut.op_of[i] == op);
+        CHECK(p.offset == at);
+        CHECK(p.tag == ops[op].tag);
+        CHECK(p.dst == ops[op].dst + (p.offset - ops[op].offset));
+        CHECK(p.length <= most);
+        const bool last_of_op = p.offset + p.length == ops[op].offset + ops[op].length;
+        if (!last_of_op) CHECK(p.length >= mib);
+        if (i > 0 && cut.op_of[i - 1] == op) CHECK(p.length <= cut.pieces[i - 1].length);  // shrinking
+        at += p.length;
+        covered += p.length;
+    }
+    CHECK(covered == total);
+    CHECK(cut.pieces.front().length > 4 * mib);  // large first: total / (2 x connections)
+    for (std::size_t i = cut.pieces.size() - o.connections_per_origin; i < cut.pieces.size(); ++i)
+        CHECK(cut.pieces[i].length <= mib);  // what the connections fetch last is small: little left to hash
+    // engine/http makes one request of each (the tee follows each piece by its own landed bytes).
+    const auto again = http::split_into_pieces(cut.pieces, file.size(), "f", o, {});
+    REQUIRE(again.size() == cut.pieces.size());
+    for (std::size_t i = 0; i < again.size(); ++i) CHECK((again[i].op_index == i && again[i].length == cut.pieces[i].length));
+    // Not hashed (the cache's digest complete, verify off): engine/http's own cut.
+    const tee_pieces plain = cut_for_tee(ops, file.size(), "f", o, false, {});
+    const auto http_cut = http::split_into_pieces(ops, file.size(), "f", o, {});
+    REQUIRE(plain.pieces.size() == http_cut.size());
+    for (std::size_t i = 0; i < http_cut.size(); ++i)
+        CHECK((plain.pieces[i].offset == http_cut[i].offset && plain.pieces[i].length == http_cut[i].length &&
+               plain.op_of[i] == http_cut[i].op_index));
+    // An op beyond the file: Truncated naming it, as engine/http says.
+    for (const bool hashed : {true, false})
+        CHECK_THAT(kind_of([&] { cut_for_tee(ops, 60 * mib, "the file", o, hashed, {}); }),
+                   Catch::StartsWith("Truncated") && Catch::Contains("the file"));
 }
 
 TEST_CASE("sources of one file writing it at once: the one that completes it publishes while the others write, none fails") {
