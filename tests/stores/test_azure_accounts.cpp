@@ -128,17 +128,25 @@ std::vector<credential_source> sources(const accounts& a) {
     return v;
 }
 
+// While it lives: `c`'s variables set, every other Azure variable unset, and the options with `c`'s.
+struct in_environment_of {
+    std::vector<std::unique_ptr<scoped_env>> env;
+    http_options options = store_test_options();
+    explicit in_environment_of(const credential_source& c) {
+        for (const char* v : azure_vars) env.push_back(std::make_unique<scoped_env>(v, std::nullopt));
+        for (auto& [k, v] : c.env) env.push_back(std::make_unique<scoped_env>(k, v));
+        options.azure = c.options;
+    }
+};
+
 }  // namespace
 
 TEST_CASE("azure accounts: no credential source reaches an https URL of another account") {
     accounts a;
     for (const credential_source& c : sources(a)) {
         INFO(c.what);
-        std::vector<std::unique_ptr<scoped_env>> env;
-        for (const char* v : azure_vars) env.push_back(std::make_unique<scoped_env>(v, std::nullopt));
-        for (auto& [k, v] : c.env) env.push_back(std::make_unique<scoped_env>(k, v));
-        http_options o = store_test_options();
-        o.azure = c.options;
+        const in_environment_of with(c);
+        http_options o = with.options;
         const std::size_t other_before = a.other->log().size(), own_before = credentialed(*a.own);
         open_ignoring_errors(a.other_url(), o);
         // It was asked (the stand-in logs a request after answering it).
@@ -164,11 +172,8 @@ TEST_CASE("azure accounts: az:// of settings naming another account gets no cred
         // (One naming no account is these settings' own, and one in the options names theirs.)
         if (!c.https_own || !c.options.key.empty() || !c.options.sas_token.empty()) continue;
         INFO(c.what);
-        std::vector<std::unique_ptr<scoped_env>> env;
-        for (const char* v : azure_vars) env.push_back(std::make_unique<scoped_env>(v, std::nullopt));
-        for (auto& [k, v] : c.env) env.push_back(std::make_unique<scoped_env>(k, v));
-        http_options o = store_test_options();
-        o.azure = c.options;
+        const in_environment_of with(c);
+        http_options o = with.options;
         o.azure.account = "attacker";
         o.azure.endpoint = a.other_endpoint();
         const std::size_t before = a.other->log().size();
