@@ -53,8 +53,9 @@ load arm). Operations (--only):
                    nginx CDN; --store-rate is the CDN's limit_rate per connection, --store-delay-ms
                    the resolve endpoint's first byte), an empty Hub cache each repetition:
                    hf_hub_download + the reference's load_file (the first arm), HfFileSystem().open()
-                   + safe_open, ringsafe load_file("hf://...") and with cache=True (it writes the
-                   Hub cache as hf_hub_download does)
+                   + safe_open, ringsafe load_file("hf://...") (its bytes checked against the Hub's
+                   sha256 as they land), the same with verify=False, and with cache=True (it
+                   writes the Hub cache as hf_hub_download does)
   hf_cached        the file already in the Hub cache: ringsafe load_file of the local file (the
                    first arm) against load_file("hf://...") (found in the cache, no request)
   hf_pretrained    LlamaForCausalLM.from_pretrained("bench/model") of transformers through the
@@ -130,6 +131,7 @@ AZ_DL = "azure-storage-blob + load"
 HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE = ("hf_hub_download + load_file", "HfFileSystem + safe_open", "ringsafe hf://",
                                          "ringsafe hf://, cache=True")
 LOCAL, MINE_HF_CACHED = "ringsafe local file", "ringsafe hf:// (in the Hub cache)"
+MINE_HF_UNVERIFIED = "ringsafe hf://, verify=False"  # the cost of checking the Hub's sha256 as the bytes land
 TF_REF, MINE_TF = "transformers from_pretrained", "ringsafe.transformers.from_pretrained"
 HF_REPO = "bench/model"
 # Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
@@ -155,7 +157,7 @@ ARMS = {
     # AZURE_STORAGE_ACCOUNT_NAME/_KEY/_SAS_TOKEN (AZURE_STORAGE_ENDPOINT did not reach the
     # stand-in: "File access error"), so it would go to ACCOUNT.blob.core.windows.net.
     "az": [AZ_DL, MINE],
-    "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_CACHE],
+    "hf": [HF_REF, HF_FS, MINE_HF, MINE_HF_UNVERIFIED, MINE_HF_CACHE],
     "hf_cached": [LOCAL, MINE_HF_CACHED],
     "hf_pretrained": [TF_REF, MINE_TF],
     "select": [WHOLE, SELECTION],
@@ -554,7 +556,7 @@ def hub_child(op, arm, path, torch, st, rt, each):
                 for k in g.keys():
                     each(k, g.get_tensor(k))
             return None
-        return rt.load_file(f"hf://{HF_REPO}", cache=arm == MINE_HF_CACHE)
+        return rt.load_file(f"hf://{HF_REPO}", cache=arm == MINE_HF_CACHE, verify=False if arm == MINE_HF_UNVERIFIED else None)
     if op == "hf_cached":
         return rt.load_file(path if arm == LOCAL else f"hf://{HF_REPO}")
     import transformers

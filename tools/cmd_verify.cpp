@@ -16,6 +16,8 @@ constexpr std::string_view help =
     "*.index.json, or a part of a split GGUF set (the whole set is verified).\n"
     "Without --json the output is `ringsafe ls`'s with a SHA256 column (GGUF: the\n"
     "model's architecture, name, parameters, quantization and context length first).\n"
+    "An hf:// file is also checked against the hash the Hub names it by, one found\n"
+    "in the Hub cache against its blob's name.\n"
     "\n"
     "  --json                  print one JSON object on stdout, as `ringsafe ls --json`\n"
     "                          with \"sha256\" (lowercase hex) added to each tensor\n"

@@ -16,6 +16,7 @@ void declare_http_flags(arg_parser& p, bool chunk) {
     p.option("--endpoint-url");
     p.flag("--anonymous");
     p.flag("--cache");
+    p.flag("--no-verify");
     if (chunk) p.option("--chunk");
 }
 
@@ -43,6 +44,7 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
     for (auto& name : p.values("--cross-origin-header")) o.cross_origin_headers.push_back(name);
     if (p.has("--allow-downgrade")) o.allow_https_downgrade = true;
     if (p.has("--cache")) o.hub.cache = true;
+    if (p.has("--no-verify")) o.hub.verify = hub_options::verification::never;
     if (p.has("--speed-limit")) o.low_speed_limit = p.size_or("--speed-limit", 0);
     if (p.has("--speed-time")) {
         const std::uint64_t s = p.uint_or("--speed-time", 0);

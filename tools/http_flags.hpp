@@ -1,6 +1,6 @@
 // --connections N, --http-threads N, --chunk SIZE, --cross-origin-header NAME,
 // --allow-downgrade, --speed-limit BYTES, --speed-time SECONDS, --endpoint-url URL,
-// --anonymous and --cache: the options of URL sources shared by the subcommands
+// --anonymous, --cache and --no-verify: the options of URL sources shared by the subcommands
 // that read (load, get, cp, ls, verify).
 #pragma once
 
@@ -38,10 +38,13 @@ namespace ringsafe::cli {
     "  --cache            hf:// sources: write the files read into the Hub cache\n"   \
     "                     ($HF_HUB_CACHE, else $HF_HOME/hub), each once all of it\n" \
     "                     was read (hf:// files there are read with no request;\n"   \
-    "                     HF_HUB_OFFLINE=1: from there only)\n"
+    "                     HF_HUB_OFFLINE=1: from there only)\n"                     \
+    "  --no-verify        hf:// sources: do not check the bytes read against the\n"  \
+    "                     sha256 (or git blob id) the Hub names the file by (those\n" \
+    "                     written with --cache always are)\n"
 
 // Declares --connections, --http-threads, --cross-origin-header, --allow-downgrade,
-// --speed-limit, --speed-time, --endpoint-url, --anonymous, --cache and, when
+// --speed-limit, --speed-time, --endpoint-url, --anonymous, --cache, --no-verify and, when
 // `chunk`, --chunk on `p`.
 void declare_http_flags(arg_parser& p, bool chunk = true);
 

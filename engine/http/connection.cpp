@@ -22,7 +22,16 @@ void connection::close() noexcept {
 connection_pool::connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout)
     : ex_(std::move(ex)), tls_settings_(std::move(tls)), connect_timeout_(connect_timeout) {}
 
+void check_request_target(const url& target) {
+    if (target.scheme != "http" && target.scheme != "https")
+        raise(errc::InvalidArgument, "refused to connect for " + target.shown() + ": only http and https are spoken, not " +
+                                         target.scheme);
+    if (target.target.empty() || target.target.front() != '/')
+        raise(errc::InvalidArgument, "refused to request " + target.shown() + ": the request target does not start with '/'");
+}
+
 net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, detail::abandon_list* abandon) {
+    check_request_target(target);  // never plain TCP for a scheme that names TLS (s3 is 443)
     auto& idle = idle_[target.origin()];
     if (!idle.empty()) {
         auto c = std::move(idle.back());
@@ -32,7 +41,7 @@ net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& 
     auto c = std::make_unique<connection>();
     c->origin = target;
     const std::string where = target.origin();
-    if (target.scheme == "https") {
+    if (target.scheme == "https") {  // check_request_target: else http
         if (!tls_) tls_ = shared_tls_context(tls_settings_, where);
         c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex_, *tls_);
     } else {

@@ -47,6 +47,10 @@ struct transport_failure : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Throws InvalidArgument naming `target` unless it can go on a connection as
+// it is: an http or https URL whose request target starts with '/'.
+void check_request_target(const url& target);
+
 // Keeps idle connections per origin for reuse.
 class connection_pool {
 public:
@@ -55,7 +59,8 @@ public:
     // a pool that only sees http never builds one.
     connection_pool(net::any_io_executor ex, tls_settings tls, std::chrono::milliseconds connect_timeout);
 
-    // An idle connection to `target`'s origin, or a newly connected one
+    // An idle connection to `target`'s origin, or a newly connected one: TLS
+    // for https, plain TCP for http, any other scheme refused (InvalidArgument)
     // (IP literals are used as they are; host names are resolved by
     // resolve_host, given connect_timeout too). Throws transport_failure (refused, connect
     // timeout) or ringsafe::error (TLS verification; HttpError: unknown host,

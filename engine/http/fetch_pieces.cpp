@@ -10,11 +10,7 @@ std::string op_label(const std::function<std::string(std::uint32_t)>& describe, 
     return describe ? describe(op.tag) + ": " : std::string();
 }
 
-std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
-                                    const http_options& o, const std::function<std::string(std::uint32_t)>& describe) {
-    std::deque<piece> work;
-    std::uint64_t total = 0;
-    for (const auto& op : ops) total += op.length;
+std::uint64_t piece_size(std::uint64_t total, const http_options& o) {
     // Rounds of requests each connection makes at chunk_size; then the piece
     // size that cuts the bytes into connections x rounds equal requests, so
     // that the connections finish together (a lone last round of a few
@@ -23,7 +19,15 @@ std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t 
     const std::uint64_t n = o.connections_per_origin, c = o.chunk_size;
     const std::uint64_t rounds = std::max<std::uint64_t>(1, (total + n * c - 1) / (n * c));
     const std::uint64_t even = (total + n * rounds - 1) / (n * rounds);
-    const std::uint64_t chunk = std::max<std::uint64_t>({even, std::min<std::uint64_t>(c, 256u << 10), 1});
+    return std::max<std::uint64_t>({even, std::min<std::uint64_t>(c, 256u << 10), 1});
+}
+
+std::deque<piece> split_into_pieces(std::span<const read_op> ops, std::uint64_t size, const std::string& name,
+                                    const http_options& o, const std::function<std::string(std::uint32_t)>& describe) {
+    std::deque<piece> work;
+    std::uint64_t total = 0;
+    for (const auto& op : ops) total += op.length;
+    const std::uint64_t chunk = piece_size(total, o);
     for (std::size_t i = 0; i < ops.size(); ++i) {
         const auto& op = ops[i];
         if (op.offset > size || op.length > size - op.offset)

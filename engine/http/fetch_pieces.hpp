@@ -23,6 +23,9 @@ struct piece {
 // "tensor 'w' (bytes ..): " for an op, or "" without `describe`.
 std::string op_label(const std::function<std::string(std::uint32_t)>& describe, const read_op& op);
 
+// The largest request split_into_pieces makes of ops of `total` bytes (o resolved).
+std::uint64_t piece_size(std::uint64_t total, const http_options& o);
+
 // Splits `ops` into requests of at most o.chunk_size, of equal size across the
 // connections (smaller when that would leave connections idle, or the last
 // round of requests to a few of them); an op marked one_request stays one piece. Throws ringsafe::error(Truncated) naming the op, range and

@@ -211,6 +211,7 @@ std::string describe_range(const url& u, std::uint64_t first, std::uint64_t leng
 }
 
 net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs) {
+    check_request_target(rq.target);
     if (c.tls)
         co_await run_exchange(c, *c.tls, rq, rs);
     else

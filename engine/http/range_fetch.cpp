@@ -154,10 +154,12 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                 if (rs.location.empty()) raise(errc::HttpError, "HTTP " + std::to_string(s) + " without Location for " + what);
                 if (++redirects > o.max_redirects)
                     raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
-                url next = resolve_location(rq.target, rs.location);
-                if (rq.target.scheme == "https" && next.scheme == "http" && !o.allow_https_downgrade)
+                url next = resolve_location(rq.target, rs.location);  // http or https only
+                // After https anything else is a downgrade; only https -> http can be allowed.
+                if (rq.target.scheme == "https" && next.scheme != "https" &&
+                    !(next.scheme == "http" && o.allow_https_downgrade))
                     raise(errc::HttpError, "refused a redirect from " + rq.target.shown() + " to " + next.shown() +
-                                               ": https to http (allow_https_downgrade permits it)");
+                                               ": https to " + next.scheme + " (allow_https_downgrade permits http)");
                 obj.location = std::move(next);
                 continue;
             }

@@ -21,6 +21,7 @@ net::awaitable<void> run(connection& c, Stream& stream, const small_request& rq,
     using net::redirect_error, net::use_awaitable;
     boost::system::error_code ec;
     c.reusable = false;
+    check_request_target(rq.target);
     bhttp::request<bhttp::string_body> req{rq.method == "POST" ? bhttp::verb::post : bhttp::verb::get, rq.target.target, 11};
     req.set(bhttp::field::host, rq.target.authority());
     req.set(bhttp::field::user_agent, "ringsafe/0.1");

@@ -188,10 +188,25 @@ url parse_url(std::string_view text) {
     return u;
 }
 
+std::string_view location_scheme(std::string_view loc) {
+    // RFC 3986 3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":", before any '/', '?' or '#'.
+    const auto colon = loc.find(':');
+    if (colon == std::string_view::npos || colon == 0 || colon > loc.find_first_of("/?#")) return {};
+    if (!std::isalpha(static_cast<unsigned char>(loc[0]))) return {};
+    for (char c : loc.substr(0, colon))
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return {};
+    return loc.substr(0, colon);
+}
+
 url resolve_location(const url& base, std::string_view loc) {
-    auto scheme_end = loc.find("://");
-    auto first_delim = loc.find_first_of("/?#");
-    if (scheme_end != std::string_view::npos && scheme_end < first_delim) return parse_url(loc);
+    if (const std::string scheme = lower(location_scheme(loc)); !scheme.empty()) {
+        // Only http and https are followed: an s3://, ftp:// or file: Location would otherwise be read
+        // (s3 over plain TCP, its key as a request target without '/').
+        if (scheme != "http" && scheme != "https")
+            raise(errc::HttpError, "refused a redirect from " + base.shown() + " to '" + std::string(loc) +
+                                       "': only http and https Locations are followed");
+        return parse_url(loc);
+    }
     if (loc.starts_with("//")) return parse_url(base.scheme + ":" + std::string(loc));
     url u = base;
     if (auto hash = loc.find('#'); hash != std::string_view::npos) loc = loc.substr(0, hash);

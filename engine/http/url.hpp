@@ -37,7 +37,13 @@ url parse_url(std::string_view text);
 
 // Resolves a redirect's Location (absolute, scheme-relative "//host/..",
 // absolute-path "/..", or relative "a/b") against `base` (RFC 3986 section 5).
+// Throws HttpError naming both when the Location has a scheme other than http
+// or https (s3://, ftp://, file:, ...); InvalidArgument for a malformed one.
 url resolve_location(const url& base, std::string_view location);
+
+// The scheme a redirect's Location starts with (RFC 3986: "name:" before any
+// '/', '?' or '#'), as written; "" for a relative reference.
+std::string_view location_scheme(std::string_view location);
 
 // Percent-encodes every byte except RFC 3986 unreserved characters, and '/'
 // when keep_slash (the AWS SigV4 "UriEncode").

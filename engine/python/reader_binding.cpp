@@ -94,6 +94,8 @@ reader_options make_options(const py::dict& kw) {
         else if (key == "cache") o.source.http.hub.cache = option_bool(v, key);
         else if (key == "cache_dir") o.source.http.hub.cache_dir = option_str(v, key);
         else if (key == "local_files_only") o.source.http.hub.offline = option_bool(v, key);
+        else if (key == "verify")
+            o.source.http.hub.verify = option_bool(v, key) ? hub_options::verification::always : hub_options::verification::never;
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
@@ -195,7 +197,9 @@ constexpr const char* reader_open_doc =
     "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
     "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
     "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
-    "HF_HUB_OFFLINE), max_header_size, parallel_shards.";
+    "HF_HUB_OFFLINE), verify (hf://: True also hashes a file found in the Hub cache against its blob's "
+    "name, False skips the check of the bytes fetched against the Hub's sha256; left out, the fetched "
+    "bytes are checked), max_header_size, parallel_shards.";
 
 // Module-level helpers: is_url, fetch_file, http_connections.
 void bind_module_calls(py::module_& m) {

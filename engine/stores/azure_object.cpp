@@ -50,18 +50,45 @@ std::string sas_query(std::string sas, const char* what, const std::string& spec
     return sas;
 }
 
-// The remote object at `u` (an http(s) URL of a blob) for `account`, signed per `o`.
-http::remote_object blob_object(http::url u, const std::string& account, const azure_options& o, bool url_has_sas,
-                                       const std::string& spec) {
+// The origin of a blob endpoint as given ("" when it is none).
+std::string endpoint_origin(const std::string& endpoint) {
+    if (endpoint.empty()) return {};
+    try {
+        return http::parse_url(endpoint).origin();
+    } catch (const error&) {
+        return {};  // store_endpoint names it when it is used
+    }
+}
+
+azure_scope scope_of(std::string_view account, const std::string& endpoint) {
+    return {lower(account), endpoint_origin(endpoint)};
+}
+
+// Whether a credential of `scope` may go to `account` at `origin`: only when it
+// names that account or that endpoint. `for_settings_account`: the URL is an
+// az:// one, its account the settings' own, so a credential naming none goes too.
+bool may_use(const azure_scope& scope, const std::string& account, const std::string& origin, bool for_settings_account) {
+    if (scope.names_none()) return for_settings_account;
+    return (!scope.account.empty() && scope.account == lower(account)) || (!scope.origin.empty() && scope.origin == origin);
+}
+
+// The remote object at `u` (an http(s) URL of a blob) for `account`, signed
+// per `st` with the credentials that may go there.
+http::remote_object blob_object(http::url u, const std::string& account, const azure_settings& st, bool url_has_sas,
+                                bool for_settings_account, const std::string& spec) {
+    const azure_options& o = st.options;
     http::remote_object obj;
     const std::string version = o.api_version;
+    const std::string origin = u.origin();
+    const bool use_key = !o.key.empty() && may_use(st.key_scope, account, origin, for_settings_account);
+    const bool use_sas = !o.sas_token.empty() && may_use(st.sas_scope, account, origin, for_settings_account);
     std::string key;
-    if (!o.anonymous && !url_has_sas && !o.key.empty()) {
+    if (!o.anonymous && !url_has_sas && use_key) {
         if (account.empty()) raise(errc::InvalidArgument, "an Azure storage key is set but no account name, for " + spec);
         if (!from_base64(o.key, key))
             raise(errc::InvalidArgument, "the Azure storage key is not base64 (as the portal shows it), for " + spec);
         key = o.key;
-    } else if (!o.anonymous && !url_has_sas && !o.sas_token.empty()) {
+    } else if (!o.anonymous && !url_has_sas && use_sas) {
         const std::string sas = sas_query(o.sas_token, "the Azure SAS token", spec);
         u.target += (u.target.find('?') == std::string::npos ? "?" : "&") + sas;
     }
@@ -81,30 +108,43 @@ http::remote_object blob_object(http::url u, const std::string& account, const a
 
 }  // namespace
 
-azure_options resolve_azure_options(const azure_options& given, const std::string& spec) {
-    azure_options o = given;
+azure_settings resolve_azure_settings(const azure_options& given, const std::string& spec) {
+    azure_settings st;
+    azure_options& o = st.options;
+    o = given;
+    if (!o.key.empty()) st.key_scope = scope_of(given.account, given.endpoint);
+    if (!o.sas_token.empty()) st.sas_scope = scope_of(given.account, given.endpoint);
     std::string conn = o.connection_string.empty() ? http::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
-        auto take = [&](std::string& field, const char* name) {
-            if (field.empty()) field = f[name];
+        // A connection string's credential belongs to its AccountName or its BlobEndpoint
+        // (a SAS string from the portal names its account only there).
+        const azure_scope own = scope_of(f["accountname"], f["blobendpoint"]);
+        auto take = [&](std::string& field, const char* name, azure_scope* scope) {
+            if (!field.empty() || f[name].empty()) return;
+            field = f[name];
+            if (scope) *scope = own;
         };
-        take(o.account, "accountname");
-        take(o.key, "accountkey");
-        take(o.sas_token, "sharedaccesssignature");
-        take(o.endpoint, "blobendpoint");
+        take(o.account, "accountname", nullptr);
+        take(o.key, "accountkey", &st.key_scope);
+        take(o.sas_token, "sharedaccesssignature", &st.sas_scope);
+        take(o.endpoint, "blobendpoint", nullptr);
         if (!f["defaultendpointsprotocol"].empty()) protocol = lower(f["defaultendpointsprotocol"]);
         if (!f["endpointsuffix"].empty()) suffix = f["endpointsuffix"];
         if (f.count("usedevelopmentstorage") && lower(f["usedevelopmentstorage"]) == "true")
             raise(errc::InvalidArgument, "UseDevelopmentStorage=true names no endpoint ringsafe can reach; give "
                                          "AccountName, AccountKey and BlobEndpoint instead (opening " + spec + ")");
     }
+    // The variables' key and SAS token belong to the variables' account (none when unset).
+    std::string env_account;
     for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (o.account.empty()) o.account = http::env_text(var);
+        if (env_account.empty()) env_account = http::env_text(var);
+    if (o.account.empty()) o.account = env_account;
     for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty()) o.key = http::env_text(var);
-    if (o.sas_token.empty()) o.sas_token = http::env_text("AZURE_STORAGE_SAS_TOKEN");
+        if (o.key.empty() && !(o.key = http::env_text(var)).empty()) st.key_scope = scope_of(env_account, "");
+    if (o.sas_token.empty() && !(o.sas_token = http::env_text("AZURE_STORAGE_SAS_TOKEN")).empty())
+        st.sas_scope = scope_of(env_account, "");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");
@@ -114,7 +154,7 @@ azure_options resolve_azure_options(const azure_options& given, const std::strin
     for (char c : o.account)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-')
             raise(errc::InvalidArgument, "the Azure storage account name '" + o.account + "' is not letters and digits (opening " + spec + ")");
-    return o;
+    return st;
 }
 
 bool is_azure_blob_host(std::string_view host) {
@@ -182,27 +222,24 @@ std::string azure_shared_key_authorization(std::string_view account, std::string
 
 http::remote_object locate_azure(const std::string& spec, const http_options& opts) {
     const object_path p = split_object_url(spec, "az");
-    const azure_options o = resolve_azure_options(opts.azure, spec);
+    const azure_settings st = resolve_azure_settings(opts.azure, spec);
+    const azure_options& o = st.options;
     if (o.endpoint.empty())
         raise(errc::InvalidArgument, "no Azure storage account for " + spec +
                                          ": set AZURE_STORAGE_ACCOUNT (or AZURE_STORAGE_CONNECTION_STRING, or azure_options)");
     const http::url u = object_url(store_endpoint(o.endpoint, "the Azure blob endpoint", spec), p);
-    return blob_object(u, o.account.empty() ? account_of_host(u.host) : o.account, o, false, spec);
+    return blob_object(u, o.account.empty() ? account_of_host(u.host) : o.account, st, false, true, spec);
 }
 
 http::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
-    http::url u = http::parse_url(spec);
-    const std::string account = account_of_host(u.host);
-    azure_options o = resolve_azure_options(opts.azure, spec);
+    const http::url u = http::parse_url(spec);
+    const azure_settings st = resolve_azure_settings(opts.azure, spec);
     const auto q = u.target.find('?');
     std::string query;  // "&a=1&b=2": appended piecewise, as '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
     if (q != std::string::npos) query.append("&").append(u.target, q + 1);
     const bool url_has_sas = query.find("&sig=") != std::string::npos;
-    if (!o.account.empty() && lower(o.account) != account) {  // credentials of another account never go here
-        o.key.clear();
-        o.sas_token.clear();
-    }
-    return blob_object(u, account, o, url_has_sas, spec);
+    // Only a credential naming this URL's account (or its endpoint) goes there.
+    return blob_object(u, account_of_host(u.host), st, url_has_sas, false, spec);
 }
 
 }  // namespace ringsafe::stores

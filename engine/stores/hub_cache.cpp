@@ -3,6 +3,7 @@
 // (engine/publish).
 #include "stores/hub_cache.hpp"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,36 @@ void make_hub_dirs(const fs::path& dir) {
     if (ec) raise_errno(ec.value(), "creating the Hub cache folder '" + dir.string() + "'", dir.string());
 }
 
+// Throws ENAMETOOLONG naming `path` when a name on it, or the temporary
+// published at it by rename (".NAME.ringsafe-XXXXXX"), is longer than the
+// file system under `cache_dir` takes, or the whole is over PATH_MAX.
+void check_hub_path(const fs::path& path, const std::string& cache_dir) {
+    fs::path probe = cache_dir;
+    std::error_code ec;
+    while (!probe.empty() && !fs::exists(probe, ec)) probe = probe.parent_path();
+    long name_max = probe.empty() ? -1 : ::pathconf(probe.c_str(), _PC_NAME_MAX);
+    if (name_max <= 0) name_max = NAME_MAX;
+    const std::size_t temp_suffix = std::string_view(".ringsafe-XXXXXX").size() + 1;
+    const std::string last = path.filename().string();
+    bool too_long = path.native().size() + temp_suffix >= PATH_MAX || last.size() + temp_suffix > static_cast<std::size_t>(name_max);
+    for (const fs::path& part : path) too_long = too_long || part.native().size() > static_cast<std::size_t>(name_max);
+    if (too_long)
+        raise_errno(ENAMETOOLONG, "cannot write the Hub cache: the path '" + path.string() +
+                                      "' is too long for its file system (names of at most " + std::to_string(name_max) +
+                                      " bytes, temporaries included)", path.string());
+}
+
+// Whether the regular file `blob_path` is `size` bytes that hash to `name`.
+bool holds_blob(const fs::path& blob_path, const std::string& name, std::uint64_t size) {
+    std::error_code ec;
+    if (fs::file_size(blob_path, ec) != size || ec) return false;
+    try {
+        return hash_blob_file(blob_path.string(), blob_hash_of(name)) == name;
+    } catch (const error&) {
+        return false;
+    }
+}
+
 std::mutex hub_registry_mutex;
 std::map<std::string, std::weak_ptr<hub_cache_entry>> hub_registry;  // the entries being written, by blob/commit/file
 
@@ -63,12 +94,38 @@ std::optional<cached_file> find_in_hub_cache(const std::string& cache_dir, const
     auto look = [&](std::string_view file) -> std::optional<cached_file> {
         const fs::path f = snapshot / std::string(file);
         std::error_code ec;
-        if (!fs::is_regular_file(f, ec)) return std::nullopt;
-        return cached_file{f.string(), commit, std::string(file)};
+        const fs::file_status st = fs::symlink_status(f, ec);
+        if (fs::is_symlink(st)) {
+            // Where the link leads, every link on the way resolved: a regular file directly in blobs/.
+            const fs::path target = fs::canonical(f, ec);
+            if (ec || target.parent_path() != fs::canonical(repo / "blobs", ec) || ec ||
+                !fs::is_regular_file(fs::symlink_status(target, ec)))
+                return std::nullopt;
+            return cached_file{f.string(), commit, std::string(file), target.string(), target.filename().string()};
+        }
+        if (!fs::is_regular_file(st)) return std::nullopt;
+        // A file copied in (a cache without symlinks): it must lie in the snapshot, not behind a linked folder.
+        const fs::path real = fs::canonical(f, ec);
+        const fs::path base = fs::canonical(repo / "snapshots", ec);
+        if (ec || fs::relative(real, base).native().starts_with("..")) return std::nullopt;
+        return cached_file{f.string(), commit, std::string(file), {}, {}};
     };
     if (!p.path.empty()) return look(p.path);
     if (auto index = look(hub_index_file)) return index;
     return look(hub_single_file);
+}
+
+void verify_cached_file(const cached_file& f, const std::string& url) {
+    const blob_hash kind = blob_hash_of(f.blob_name);
+    if (f.blob.empty() || kind == blob_hash::none)
+        raise(errc::InvalidArgument, url + ": the Hub cache's file " + f.local +
+                                         (f.blob.empty() ? " links to no blob" : " links to the blob '" + f.blob_name + "', no hash") +
+                                         ": it cannot be checked (remove it to fetch the file again)");
+    const std::string got = hash_blob_file(f.blob, kind);
+    if (got != f.blob_name)
+        raise(errc::ObjectChanged, url + ": the Hub cache's blob " + f.blob + " holds bytes whose " +
+                                       std::string(blob_hash_name(kind)) + " is " + got + ", not its name " +
+                                       f.blob_name + ": remove it and the link " + f.local + " to fetch the file again");
 }
 
 std::string hub_cache_place(const std::string& cache_dir, const hub_path& p) {
@@ -86,14 +143,13 @@ void link_hub_snapshot(const std::string& repo_dir, const std::string& file, con
     const fs::path pointer = repo / "snapshots" / commit / file;
     make_hub_dirs(pointer.parent_path());
     std::error_code ec;
-    if (!fs::is_symlink(pointer, ec) && !fs::exists(pointer, ec)) {
-        // snapshots/COMMIT/a/b -> ../../../blobs/BLOB: one "../" per folder up to the repo's.
-        std::string target;
-        for (std::size_t n = 2 + static_cast<std::size_t>(std::count(file.begin(), file.end(), '/')); n > 0; --n)
-            target += "../";
-        target += "blobs/" + blob;
+    // snapshots/COMMIT/a/b -> ../../../blobs/BLOB: one "../" per folder up to the repo's.
+    std::string target;
+    for (std::size_t n = 2 + static_cast<std::size_t>(std::count(file.begin(), file.end(), '/')); n > 0; --n)
+        target += "../";
+    target += "blobs/" + blob;
+    if (!fs::is_symlink(pointer, ec) || fs::read_symlink(pointer, ec) != target)  // anything else is replaced
         file::replace_with_symlink(pointer.string(), target);
-    }
     if (!revision.empty() && revision != commit) {
         const fs::path ref = repo / "refs" / revision;
         if (read_hub_ref(ref) != commit) {
@@ -114,28 +170,41 @@ std::shared_ptr<hub_cache_entry> hub_cache_entry::open(const std::string& cache_
                                                        const std::string& file, const std::string& revision,
                                                        const std::string& commit, const std::string& blob,
                                                        std::uint64_t size) {
+    auto digest = blob_digest::for_blob(blob, size);
+    if (!digest)
+        raise(errc::InvalidArgument, "cannot write '" + file + "' into the Hub cache: its blob name '" + blob +
+                                         "' is neither a sha256 nor a git blob id, so its bytes could not be checked");
     const std::string repo_dir = (fs::path(cache_dir) / hub_repo_folder(p)).string();
     const fs::path pointer = fs::path(repo_dir) / "snapshots" / commit / file;
     const fs::path blob_path = fs::path(repo_dir) / "blobs" / blob;
+    // Every path the publish makes, checked before anything is written.
+    check_hub_path(blob_path, cache_dir);
+    check_hub_path(pointer, cache_dir);
+    if (!revision.empty() && revision != commit) check_hub_path(fs::path(repo_dir) / "refs" / revision, cache_dir);
     std::error_code ec;
-    if (fs::is_regular_file(pointer, ec) ||
-        (fs::is_regular_file(blob_path, ec) && fs::file_size(blob_path, ec) == size)) {
+    const fs::file_status there = fs::symlink_status(blob_path, ec);
+    if (fs::is_regular_file(there) && holds_blob(blob_path, blob, size)) {  // a blob of it already: not on its size alone
         link_hub_snapshot(repo_dir, file, revision, commit, blob);
         return nullptr;
     }
+    if (fs::is_symlink(there)) fs::remove(blob_path, ec);  // planted: the temporary must not take its target's access
     const std::string key = blob_path.string() + '\n' + commit + '\n' + file;
-    std::lock_guard lock(hub_registry_mutex);
-    if (auto e = hub_registry[key].lock()) return e;
-    auto e = std::make_shared<hub_cache_entry>(repo_dir, file, revision, commit, blob, size);
-    hub_registry[key] = e;
-    if (size == 0) e->write(0, {});
+    std::shared_ptr<hub_cache_entry> e;
+    {
+        std::lock_guard lock(hub_registry_mutex);
+        if (auto had = hub_registry[key].lock()) return had;
+        e = std::make_shared<hub_cache_entry>(repo_dir, file, revision, commit, blob, size, std::move(digest));
+        e->key_ = key;
+        hub_registry[key] = e;
+    }
+    if (size == 0) e->write(0, {});  // complete already: published when "" hashes to its name
     return e;
 }
 
 hub_cache_entry::hub_cache_entry(std::string repo_dir, std::string file, std::string revision, std::string commit,
-                                 std::string blob, std::uint64_t size)
+                                 std::string blob, std::uint64_t size, std::shared_ptr<blob_digest> digest)
     : repo_dir_(std::move(repo_dir)), file_(std::move(file)), revision_(std::move(revision)),
-      commit_(std::move(commit)), blob_name_(std::move(blob)), size_(size) {
+      commit_(std::move(commit)), blob_name_(std::move(blob)), size_(size), digest_(std::move(digest)) {
     blob_ = (fs::path(repo_dir_) / "blobs" / blob_name_).string();
     make_hub_dirs(fs::path(blob_).parent_path());
     tmp_ = std::make_unique<file::temp_file>(blob_, false);
@@ -160,7 +229,7 @@ void hub_cache_entry::write(std::uint64_t offset, std::span<const std::byte> byt
         // Shared: writers of the entry pwrite at once; the publish (exclusive)
         // closes the descriptor only once none of them is using it.
         std::shared_lock writing(mutex_);
-        if (published_) return;
+        if (published_ || rejected_) return;
         for (std::uint64_t done = 0; done < len;) {
             const ssize_t n = ::pwrite(tmp_->fd(), bytes.data() + done, static_cast<std::size_t>(len - done),
                                        static_cast<off_t>(offset + done));
@@ -169,83 +238,41 @@ void hub_cache_entry::write(std::uint64_t offset, std::span<const std::byte> byt
             done += static_cast<std::uint64_t>(n);
         }
     }
-    std::unique_lock lock(mutex_);
-    if (published_) return;
-    if (len > 0) {  // merge [offset, offset + len) into the landed ranges
-        std::uint64_t first = offset, end = offset + len;
-        auto it = have_.upper_bound(first);
-        if (it != have_.begin() && std::prev(it)->second >= first) --it;
-        while (it != have_.end() && it->first <= end) {
-            first = std::min(first, it->first);
-            end = std::max(end, it->second);
-            it = have_.erase(it);
-        }
-        have_.emplace(first, end);
-    }
-    const bool whole = size_ == 0 || (have_.size() == 1 && have_.begin()->first == 0 && have_.begin()->second == size_);
-    if (whole) publish_locked();
-}
-
-hub_cache_tee::hub_cache_tee(std::shared_ptr<hub_cache_entry> entry, std::span<const read_op> ops)
-    : entry_(std::move(entry)), ops_(ops), landed_(new std::atomic<std::uint64_t>[ops.size()]), written_(ops.size(), 0) {
-    for (std::size_t i = 0; i < ops.size(); ++i) landed_[i].store(0, std::memory_order_relaxed);
-    thread_ = std::thread([this] { run(); });
-}
-
-hub_cache_tee::~hub_cache_tee() {
+    digest_->add(offset, bytes.first(static_cast<std::size_t>(len)));  // while they are in memory
+    bool rejected_now = false;
     {
-        std::lock_guard lock(mutex_);
-        abandoned_ = true;
-        ready_.clear();
-    }
-    stop();
-}
-
-void hub_cache_tee::landed(std::size_t op, std::uint64_t bytes) {
-    if (landed_[op].fetch_add(bytes, std::memory_order_acq_rel) + bytes != ops_[op].length) return;
-    std::lock_guard lock(mutex_);
-    ready_.push_back(op);
-    wake_.notify_one();
-}
-
-void hub_cache_tee::run() {
-    for (;;) {
-        std::size_t op;
-        {
-            std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
-            if (ready_.empty() || abandoned_) return;
-            op = ready_.front();
-            ready_.pop_front();
-            if (failed_) continue;
+        std::unique_lock lock(mutex_);
+        if (published_ || rejected_) return;
+        if (len > 0) {  // merge [offset, offset + len) into the landed ranges
+            std::uint64_t first = offset, end = offset + len;
+            auto it = have_.upper_bound(first);
+            if (it != have_.begin() && std::prev(it)->second >= first) --it;
+            while (it != have_.end() && it->first <= end) {
+                first = std::min(first, it->first);
+                end = std::max(end, it->second);
+                it = have_.erase(it);
+            }
+            have_.emplace(first, end);
         }
-        try {
-            entry_->write(ops_[op].offset, {ops_[op].dst, static_cast<std::size_t>(ops_[op].length)});
-            written_[op] = 1;
-        } catch (...) {
-            std::lock_guard lock(mutex_);
-            failed_ = std::current_exception();
-        }
+        const bool whole = size_ == 0 || (have_.size() == 1 && have_.begin()->first == 0 && have_.begin()->second == size_);
+        if (whole) complete_locked();
+        rejected_now = rejected_;
+    }
+    if (rejected_now) {  // a later load of the file starts afresh
+        std::lock_guard lock(hub_registry_mutex);
+        if (auto it = hub_registry.find(key_); it != hub_registry.end() && it->second.lock().get() == this)
+            hub_registry.erase(it);
     }
 }
 
-void hub_cache_tee::stop() {
-    {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
+void hub_cache_entry::complete_locked() {
+    // Bytes that came after a gap a later write filled were not hashed in memory: from the file, once.
+    if (!digest_->complete()) digest_->add_from_file(tmp_->fd(), blob_);
+    if (!digest_->matches()) {
+        rejected_ = true;
+        tmp_->discard();
+        return;
     }
-    wake_.notify_one();
-    if (thread_.joinable()) thread_.join();
-}
-
-void hub_cache_tee::finish() {
-    stop();  // the thread drains what is ready, then joins
-    if (failed_) std::rethrow_exception(failed_);
-    for (std::size_t i = 0; i < ops_.size(); ++i)
-        if (!written_[i]) entry_->write(ops_[i].offset, {ops_[i].dst, static_cast<std::size_t>(ops_[i].length)});
-}
-
-void hub_cache_entry::publish_locked() {
     tmp_->publish(true, true);
     published_ = true;
     link_hub_snapshot(repo_dir_, file_, revision_, commit_, blob_name_);

@@ -106,6 +106,7 @@ hub_settings hub_settings_of(const http_options& o) {
     s.cache_dir = http::expand_home(s.cache_dir);
     s.offline = o.hub.offline || http::env_true("HF_HUB_OFFLINE") || http::env_true("TRANSFORMERS_OFFLINE");
     s.write_cache = o.hub.cache;
+    s.verify = o.hub.verify;
     return s;
 }
 

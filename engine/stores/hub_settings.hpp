@@ -17,6 +17,7 @@ struct hub_settings {
     std::string cache_dir;
     bool offline = false;
     bool write_cache = false;
+    hub_options::verification verify = hub_options::verification::automatic;
 };
 
 // `o.hub` with every empty field filled: endpoint from HF_ENDPOINT (default

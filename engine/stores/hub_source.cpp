@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -22,9 +23,11 @@
 #include "ringsafe/error.hpp"
 #include "source/async_source.hpp"
 #include "source/deferred_open.hpp"
+#include "stores/blob_digest.hpp"
 #include "stores/hub_cache.hpp"
 #include "stores/hub_path.hpp"
 #include "stores/hub_settings.hpp"
+#include "stores/hub_tee.hpp"
 #include "stores/locate.hpp"
 
 namespace ringsafe::stores {
@@ -68,6 +71,7 @@ struct hub_answers {
     std::string token_origin;  // empty: no token sent
     std::string commit;     // pinned by the first answer
     std::string blob;       // X-Linked-Etag, else ETag, normalized
+    std::string blob_field; // which of the two named it
     std::optional<std::uint64_t> linked_size;
     bool entry_missing = false;  // a 404 for the file (not the repo or revision)
 
@@ -120,6 +124,7 @@ struct hub_answers {
             raise(errc::HttpError, spec + ": the answer of " + target.shown() + " has X-Repo-Commit '" + hub_shown(commit_field) +
                                        "', not a commit id");
         std::string blob = http::field_value(f, "X-Linked-Etag");
+        const char* field = blob.empty() ? "ETag" : "X-Linked-Etag";
         blob = normalize_hub_etag(blob.empty() ? http::field_value(f, "ETag") : blob);
         std::optional<std::uint64_t> linked;
         if (const std::string ls = http::field_value(f, "X-Linked-Size"); !ls.empty()) {
@@ -130,6 +135,7 @@ struct hub_answers {
         if (commit.empty()) {  // the first answer: pin its commit for every later request
             commit = commit_field;
             this->blob = blob;
+            blob_field = field;
             linked_size = linked;
             const bool at_requested = obj.location.str() == obj.requested.str();
             obj.requested = http::parse_url(hub_resolve_url(endpoint, path, commit));
@@ -191,44 +197,100 @@ public:
     source_hints hints() const noexcept override { return inner_->hints(); }
 
     void read_exact(std::uint64_t offset, std::span<std::byte> dst) override {
+        check_digest();
         inner_->read_exact(offset, dst);
-        if (cache_) cache_->write(offset, dst);
+        landed(offset, dst);
+        check_digest();
     }
 
     void execute(std::span<const read_op> ops, const io_control& ctl) override {
-        if (!cache_) return inner_->execute(ops, ctl);
-        // Each op goes into the cache as soon as all of it landed, beside the rest of the download.
-        hub_cache_tee tee(cache_, ops);
+        check_digest();
+        if (!tee_needed()) return inner_->execute(ops, ctl);
+        // The ops cut into the requests engine/http makes (each one piece there, landing in
+        // order from its start), so that what lands is known by offset: each piece goes into
+        // the cache once all of it landed, and the digest takes the prefix as it grows.
+        const tee_pieces cut = cut_for_tee(ops, size(), name_, resolved(), hashing(), ctl.describe);
+        hub_tee tee(cache_, digest_, cut.pieces);
         io_control counted = ctl;
-        counted.on_bytes = [&tee, &ctl](std::size_t op, std::uint64_t n) {
-            if (ctl.on_bytes) ctl.on_bytes(op, n);
-            tee.landed(op, n);
+        counted.on_bytes = [&tee, &ctl, &cut](std::size_t piece, std::uint64_t n) {
+            if (ctl.on_bytes) ctl.on_bytes(cut.op_of[piece], n);
+            tee.landed(piece, n);
         };
-        inner_->execute(ops, counted);
+        inner_->execute(cut.pieces, counted);
         tee.finish();
+        check_digest();
     }
 
     bool can_start_async() const noexcept override { return async_side().can_start_async(); }
 
     std::shared_ptr<detail::async_run> start_async(const detail::async_context& ctx, std::span<const read_op> ops,
                                                    detail::async_callbacks cb) override {
-        if (cache_) {  // what landed goes into the cache before the run reports its end
-            cb.on_done = [entry = cache_, copy = std::vector<read_op>(ops.begin(), ops.end()),
-                          done = std::move(cb.on_done)](std::error_code ec, std::string message, bool cancelled) {
+        // As execute() does, on the run's callbacks: the run reads the pieces (kept with
+        // the tee by its callbacks, so as long as it runs), the tee hashes and writes them
+        // as they land, and what is left is done before the run reports its end.
+        auto t = std::make_shared<teed>();
+        if (tee_needed()) try {
+                t->cut = cut_for_tee(ops, size(), name_, resolved(), hashing(), cb.describe);
+                t->tee = std::make_unique<hub_tee>(cache_, digest_, t->cut.pieces);
+            } catch (const error&) {
+                t->tee.reset();  // an op beyond the end: the run reports it through on_done
+            }
+        if (t->tee)
+            cb.on_bytes = [t, bytes = std::move(cb.on_bytes)](std::size_t piece, std::uint64_t n) {
+                if (bytes) bytes(t->cut.op_of[piece], n);
+                if (t->tee) t->tee->landed(piece, n);
+            };
+        if (digest_)
+            cb.on_done = [t, check = digest_check(), done = std::move(cb.on_done)](std::error_code ec, std::string message,
+                                                                                   bool cancelled) {
                 if (!ec && !cancelled) try {
-                        for (const read_op& op : copy) entry->write(op.offset, {op.dst, static_cast<std::size_t>(op.length)});
+                        if (t->tee) t->tee->finish();
+                        check();
                     } catch (const error& e) {
                         ec = e.code();
                         message = e.what();
                     }
+                t->tee.reset();  // after a failed or cancelled run, nothing more is written or hashed
                 done(ec, std::move(message), cancelled);
             };
-        }
-        return async_side().start_async(ctx, ops, std::move(cb));
+        return async_side().start_async(ctx, t->tee ? std::span<const read_op>(t->cut.pieces) : ops, std::move(cb));
     }
 
 private:
     detail::async_source& async_side() const { return dynamic_cast<detail::async_source&>(*inner_); }
+
+    // What an asynchronous run's callbacks keep: its pieces and their tee.
+    struct teed {
+        tee_pieces cut;
+        std::unique_ptr<hub_tee> tee;
+    };
+
+    // Whether reads go through a tee: to write the cache, or to hash bytes not hashed yet.
+    bool tee_needed() const { return cache_ || hashing(); }
+    bool hashing() const { return digest_ && !digest_->complete(); }
+    const http_options& resolved() {
+        if (!resolved_) resolved_ = resolved_http_options(opts_);
+        return *resolved_;
+    }
+
+    // Bytes read in one piece (the first request's, a read_exact's): into the cache, or the digest.
+    void landed(std::uint64_t offset, std::span<const std::byte> bytes) {
+        if (cache_) cache_->write(offset, bytes);  // hashes them too
+        else if (digest_) digest_->add(offset, bytes);
+    }
+
+    // Throws ObjectChanged once the bytes read are the whole file and hash to another
+    // name than the Hub's (and on every read after: the source is known to be wrong).
+    std::function<void()> digest_check() const {
+        return [digest = digest_, name = name_, field = blob_field_, cached = cache_ != nullptr] {
+            if (!digest || !digest->complete() || digest->matches()) return;
+            raise(errc::ObjectChanged, name + ": the " + std::to_string(digest->size()) + " bytes served hash to " +
+                                           std::string(blob_hash_name(digest->kind())) + " " + digest->hex() +
+                                           ", not to " + digest->name() + ", the blob the Hub names the file by (" +
+                                           field + ")" + (cached ? "; nothing was written into the Hub cache" : ""));
+        };
+    }
+    void check_digest() const { digest_check()(); }
 
     // The remote object of the file asked for now: the resolve URL at the revision asked for.
     remote_object object() {
@@ -276,6 +338,7 @@ private:
             std::lock_guard lock(answers_->mutex);
             commit = answers_->commit;
             blob = answers_->blob;
+            blob_field_ = answers_->blob_field;
             linked = answers_->linked_size;
         }
         if (commit.empty()) raise(errc::HttpError, spec_ + ": the Hub's answer named no commit (X-Repo-Commit)");
@@ -283,13 +346,18 @@ private:
         if (linked && *linked != inner_->size())
             raise(errc::ObjectChanged, name_ + ": the Hub says X-Linked-Size " + std::to_string(*linked) +
                                            ", the file served is " + std::to_string(inner_->size()) + " bytes");
-        if (!settings_.write_cache) return;
-        if (!valid_hub_blob_name(blob))
-            raise(errc::HttpError, name_ + ": cannot write the Hub cache: the Hub's ETag '" + hub_shown(blob) +
-                                       "' is not a blob name");
-        cache_ = hub_cache_entry::open(settings_.cache_dir, path_, path_.path, path_.revision_or_main(), commit, blob,
-                                       inner_->size());
-        if (cache_) cache_->write(0, inner_->prefix());
+        if (settings_.write_cache) {
+            if (!valid_hub_blob_name(blob) || blob_hash_of(blob) == blob_hash::none)
+                raise(errc::HttpError, name_ + ": cannot write the Hub cache: the Hub's " + blob_field_ + " '" +
+                                           hub_shown(blob) + "' is not a sha256 or git blob id its bytes could be checked against");
+            cache_ = hub_cache_entry::open(settings_.cache_dir, path_, path_.path, path_.revision_or_main(), commit, blob,
+                                           inner_->size());
+        }
+        // What the cache writes is always hashed; what is only read, unless asked not to.
+        if (cache_) digest_ = cache_->digest();
+        else if (settings_.verify != hub_options::verification::never) digest_ = blob_digest::for_blob(blob, inner_->size());
+        landed(0, inner_->prefix());
+        check_digest();  // a file the first answer held whole (an empty 200 among them)
     }
 
     std::string spec_, name_;
@@ -300,6 +368,9 @@ private:
     std::shared_ptr<hub_answers> answers_;
     std::unique_ptr<source> inner_;
     std::shared_ptr<hub_cache_entry> cache_;
+    std::shared_ptr<blob_digest> digest_;  // the cache entry's, or this source's own; null: not checked
+    std::string blob_field_;               // the field that named the blob (X-Linked-Etag, ETag)
+    std::optional<http_options> resolved_; // opts_ resolved, to cut ops as engine/http does
 };
 
 }  // namespace
@@ -308,6 +379,7 @@ store_answer open_hub(const std::string& url, const http_options& opts, bool def
     hub_path p = parse_hub_url(url);
     hub_settings s = hub_settings_of(opts);
     if (auto hit = find_in_hub_cache(s.cache_dir, p)) {
+        if (s.verify == hub_options::verification::always) verify_cached_file(*hit, url);
         hub_path pinned = p;
         pinned.path = hit->path;
         return {nullptr, hit->local, hub_url(pinned, hit->commit)};

@@ -67,7 +67,10 @@ struct gcs_options {
 // $AZURE_STORAGE_ACCOUNT / $AZURE_STORAGE_ACCOUNT_NAME, $AZURE_STORAGE_KEY /
 // $AZURE_STORAGE_ACCOUNT_KEY and $AZURE_STORAGE_SAS_TOKEN. Requests are signed with
 // Shared Key when a key is known, else carry the SAS token, else are anonymous; a
-// URL's own SAS query (sig=...) is used as it is.
+// URL's own SAS query (sig=...) is used as it is. A key or token goes only to the
+// account it names (its connection string's AccountName or BlobEndpoint,
+// $AZURE_STORAGE_ACCOUNT for the variables, `account`/`endpoint` for these fields);
+// one naming none only to az:// URLs of these settings, never to an https URL.
 struct azure_options {
     std::string account;            // storage account name
     std::string key;                // its Shared Key (base64, as the portal shows it)
@@ -97,8 +100,18 @@ struct hub_options {
     // HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (1, ON, YES, TRUE).
     bool offline = false;
     // Write the bytes read into the cache, in huggingface_hub's layout; a file is published
-    // (atomically) only once every one of its bytes was read, never in part.
+    // (atomically) only once every one of its bytes was read, never in part, and only when
+    // they hash to its blob's name (whatever `verify` says).
     bool cache = false;
+    // Checks of a file's bytes against the hash the Hub names it by (X-Linked-Etag: the
+    // sha256 of an LFS file; else ETag: git's blob id), hashed as they land, with no
+    // second pass. A mismatch is ObjectChanged naming both hashes.
+    enum class verification {
+        automatic,  // bytes fetched from the Hub, once every byte of the file was read; a cache hit is not hashed
+        always,     // that, and a file found in the cache is hashed before it is used (`ringsafe verify`)
+        never,      // fetched bytes are not checked (those written into the cache still are)
+    };
+    verification verify = verification::automatic;
 };
 
 // Bounds and defaults of http_options::connections_per_origin, threads and chunk_size.
@@ -132,6 +145,7 @@ struct http_options {
     // (scheme, host or port); "Authorization" keeps the bearer token too. S3 signatures never follow.
     std::vector<std::string> cross_origin_headers;
     // Follow a redirect from https to http; false: refused with HttpError naming both URLs.
+    // A Location of any other scheme (s3://, ftp://, file:, ...) is refused whatever this says.
     bool allow_https_downgrade = false;
     std::chrono::milliseconds connect_timeout{10'000};     // host-name resolution (HttpError past it), then TCP connect + TLS handshake
     std::chrono::milliseconds first_byte_timeout{30'000};  // request sent -> response header complete
@@ -145,7 +159,7 @@ struct http_options {
     unsigned max_total_attempts = 20;          // failed tries per range in all, progress or not (resumptions included)
     std::chrono::milliseconds retry_base_delay{200};       // backoff: base * 2^(failures-1), with jitter
     std::chrono::milliseconds retry_max_delay{10'000};     // backoff cap (a longer Retry-After is honoured up to 60 s)
-    unsigned max_redirects = 10;               // 301/302/303/307/308 followed per request
+    unsigned max_redirects = 10;               // 301/302/303/307/308 to http(s) Locations followed per request
     bool verify_peer = true;                   // TLS certificate and host-name verification
     std::string ca_file;                       // extra CA bundle (PEM) trusted besides the system's; empty = system only
     s3_options s3;                             // for s3:// URLs

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "http_harness.hpp"
@@ -246,11 +248,14 @@ struct two_origins {
     std::uint16_t b_port = free_port();
     std::optional<test_ca> ca;
     std::optional<nginx_server> ng;
-    explicit two_origins(bool tls) {
+    // `a_extra`: more of A's server block ("B_PORT" in it replaced by B's port).
+    explicit two_origins(bool tls, std::string a_extra = {}) {
         if (tls) ca = make_test_ca(s.tmp / "ca");
         const std::string b = "http://127.0.0.1:" + std::to_string(b_port);
         const std::string data = (s.root / "data").string();
-        std::string a = "    location /go/ { rewrite ^/go/(.*)$ " + b + "/$1 redirect; }\n";
+        for (auto at = a_extra.find("B_PORT"); at != std::string::npos; at = a_extra.find("B_PORT"))
+            a_extra.replace(at, 6, std::to_string(b_port));
+        std::string a = "    location /go/ { rewrite ^/go/(.*)$ " + b + "/$1 redirect; }\n" + a_extra;
         std::string other =
             "  server { listen 127.0.0.1:" + std::to_string(b_port) + "; root " + s.root.string() + "; access_log " +
             (s.tmp / "nginx" / "logs" / "b.log").string() + " rs;\n"
@@ -263,6 +268,13 @@ struct two_origins {
         wait_for_port(b_port);
     }
     std::string a(const std::string& path) const { return ng->base_url() + path; }
+    // B's access log ("$connection $connection_requests $status $request_uri" lines).
+    std::vector<std::string> b_log() const {
+        std::vector<std::string> lines;
+        std::ifstream in(s.tmp / "nginx" / "logs" / "b.log");
+        for (std::string l; std::getline(in, l);) lines.push_back(l);
+        return lines;
+    }
 };
 
 http_options with_credentials() {
@@ -308,6 +320,43 @@ TEST_CASE("a redirect from https to http is refused, naming both URLs, unless al
     CHECK(std::string(e.what()).find(to) != std::string::npos);
     o.allow_https_downgrade = true;
     CHECK(open_url(from, o)->size() == t.s.data.size());
+}
+
+TEST_CASE("a Location of any scheme but http and https is refused by name; nothing goes to its host") {
+    // Each Location as a server sends it, from https and from http: s3:// (with B's port,
+    // and with none: 443), other schemes, and file: without "//" (once taken for a relative path).
+    const std::vector<std::string> locations = {
+        "s3://127.0.0.1:B_PORT/data/file.bin", "s3://127.0.0.1/data/file.bin", "S3://127.0.0.1:B_PORT/data/file.bin",
+        "ftp://127.0.0.1:B_PORT/data/file.bin", "gs://bucket/data/file.bin", "hf://org/name/file.bin",
+        "file:///etc/passwd", "file:/etc/passwd", "s3://127.0.0.1:B_PORT/data/file.bin?X-Amz-Signature=LOCSECRET"};
+    std::string routes;
+    for (std::size_t i = 0; i < locations.size(); ++i)
+        routes += "    location = /to/" + std::to_string(i) + " { return 302 \"" + locations[i] + "\"; }\n";
+    for (const bool tls : {true, false}) {
+        INFO((tls ? "from https" : "from http"));
+        two_origins t(tls, routes);
+        http_options o = small_chunks();
+        if (tls) o.ca_file = t.ca->ca_cert.string();
+        o.allow_https_downgrade = true;  // governs https -> http only
+        for (std::size_t i = 0; i < locations.size(); ++i) {
+            std::string loc = locations[i];
+            if (auto at = loc.find("B_PORT"); at != std::string::npos) loc.replace(at, 6, std::to_string(t.b_port));
+            INFO(loc);
+            const std::string from = t.a("/to/" + std::to_string(i));
+            auto e = expect_error([&] { open_url(from, o); });
+            CHECK(e.code() == errc::HttpError);
+            CHECK_THAT(e.what(), Catch::Contains("refused a redirect from " + from) &&
+                                     Catch::Contains("only http and https Locations are followed") &&
+                                     !Catch::Contains("LOCSECRET"));
+            CHECK_THAT(e.what(), Catch::Contains(loc.substr(0, loc.find('?'))));
+        }
+        // B answers what does reach it (its log is written in order): only this request.
+        CHECK(open_url(t.a("/go/data/file.bin"), o)->size() == t.s.data.size());
+        for (int i = 0; i < 100 && t.b_log().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const auto b = t.b_log();
+        REQUIRE(b.size() == 1);
+        CHECK_THAT(b[0], Catch::EndsWith(" /data/file.bin"));
+    }
 }
 
 TEST_CASE("the CLI's --cross-origin-header and --allow-downgrade") {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "stores/s3_object.hpp"
+#include "http/connection.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
@@ -89,6 +90,39 @@ TEST_CASE("resolve_location handles absolute, scheme-relative and relative refer
     CHECK(resolve_location(base, "../../raw/main/a b").str() == "https://hub.test/org/repo/raw/main/a%20b");
     CHECK(resolve_location(base, "./").str() == "https://hub.test/org/repo/resolve/main/");
     CHECK(resolve_location(base, "?z=3").str() == "https://hub.test/org/repo/resolve/main/model.safetensors?z=3");
+}
+
+TEST_CASE("resolve_location follows http and https only: any other scheme is an HttpError naming both URLs") {
+    const auto base = parse_url("https://hub.test/org/repo/resolve/main/model.safetensors");
+    CHECK(resolve_location(base, "HTTPS://cdn.test/x").str() == "https://cdn.test/x");
+    CHECK(resolve_location(base, "http://cdn.test/x").str() == "http://cdn.test/x");  // a downgrade: range_fetch decides
+    CHECK(location_scheme("s3://b/k") == "s3");
+    CHECK(location_scheme("file:/etc/passwd") == "file");
+    CHECK(location_scheme("a/b:c").empty());   // a ':' after the first '/' is in the path
+    CHECK(location_scheme("1ab:c").empty());   // a scheme starts with a letter
+    CHECK(location_scheme("?q=a:b").empty());
+    CHECK(resolve_location(base, "a/b:c").str() == "https://hub.test/org/repo/resolve/main/a/b:c");
+    for (const char* loc : {"s3://127.0.0.1:18081/model.safetensors", "s3://127.0.0.1/model.safetensors",
+                            "S3://h/k", "ftp://h/x", "gs://b/o", "az://c/b", "hf://org/name", "file:///etc/passwd",
+                            "file:/etc/passwd", "javascript:alert(1)", "s3://h/k?X-Amz-Signature=LOCSECRET"}) {
+        INFO(loc);
+        const std::string m = test::kind_of([&] { resolve_location(base, loc); });
+        CHECK_THAT(m, Catch::StartsWith("HttpError: refused a redirect from " + base.str()) &&
+                          Catch::Contains("only http and https Locations are followed") && !Catch::Contains("LOCSECRET"));
+        CHECK_THAT(m, Catch::Contains(std::string(loc).substr(0, std::string(loc).find('?'))));
+    }
+}
+
+TEST_CASE("a request goes out only for http and https, its target starting with '/'") {
+    check_request_target(parse_url("http://h/x"));
+    check_request_target(parse_url("https://h"));  // "/"
+    // An s3:// URL (its target the raw key, its port 443) never reaches a connection.
+    for (const char* u : {"s3://127.0.0.1:18081/model.safetensors", "s3://127.0.0.1/model.safetensors"})
+        CHECK_THAT(test::kind_of([&] { check_request_target(parse_url(u)); }),
+                   Catch::StartsWith("InvalidArgument: refused to connect") && Catch::Contains("not s3"));
+    url no_slash = parse_url("http://h/x");
+    no_slash.target = "model.safetensors";
+    CHECK_THAT(test::kind_of([&] { check_request_target(no_slash); }), Catch::Contains("does not start with '/'"));
 }
 
 TEST_CASE("S3 addressing: virtual host on AWS, path style on custom endpoints") {

@@ -495,13 +495,32 @@ def built_program(name, env_var):
     return exe
 
 
+class FaultServer:
+    """The fault server (tests/support/fault_server.cpp) at ``url``: synthetic or
+    given files (``/ANY?file=PATH``) with the faults its header lists (``swap``:
+    another file's bytes under the same ETag after ``skip`` requests)."""
+
+    def __init__(self, prefix, exe=None):
+        exe = exe or built_program("fault_server", "RINGSAFE_FAULT_SERVER")
+        self.port = free_port()
+        self.child = Child([exe, self.port], pathlib.Path(prefix) / "fault_server.log")
+        wait_for_port(self.port, alive=self.child.alive)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.child.stop()
+
+
 class HubStandin:
     """The Hugging Face Hub stand-in (tests/support/hub_standin.cpp) serving the
     repos under ``root`` at ``endpoint``, its resolve URLs redirecting LFS files to
     an nginx CDN serving ``root`` (``cdn``, which checks the presigned URLs and
     refuses Authorization). ``add_repo`` writes a repo's commit; ``control``
     writes a repo's control files (gated, private, move, ttl, gone, cdn,
-    size_delta); ``stats()`` is what the stand-in saw; ``cdn_auth_requests()``
+    size_delta, empty, any_revision); ``stats()`` is what the stand-in saw; ``cdn_auth_requests()``
     the CDN requests that carried Authorization (there must be none)."""
 
     def __init__(self, root, prefix, exe=None, cdn_extra=""):

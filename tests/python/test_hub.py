@@ -10,7 +10,9 @@ HF_ENDPOINT in processes of their own (they read it when imported):
   ringsafe with no request made, through the mmap backend;
 - ringsafe.transformers.from_pretrained gives transformers' own state dict,
   tied weights and all, with every file from one commit;
-- gated repos and tokens: the error names the repo and never the token.
+- gated repos and tokens: the error names the repo and never the token;
+- the bytes are checked against the Hub's sha256 (verify=): a CDN that swaps
+  them under one ETag, an empty 200, a flipped or planted cache blob.
 No Authorization header ever reaches the CDN (checked after every test)."""
 
 import json
@@ -30,7 +32,7 @@ import ringsafe  # noqa: E402
 import ringsafe.numpy as rnp  # noqa: E402
 import ringsafe.torch as rt  # noqa: E402
 import safetensors.torch as st  # noqa: E402
-from servers import HubStandin, ServerUnavailable  # noqa: E402
+from servers import FaultServer, HubStandin, ServerUnavailable  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -403,3 +405,98 @@ def test_from_pretrained_refuses_unknown_model_types(hub, tmp_path):
     hub.add_repo("org/custom", {"config.json": '{"model_type": "my-own-arch"}'})
     with pytest.raises(ValueError, match="never runs a repo's own code"):
         rtf.from_pretrained("hf://org/custom")
+
+
+# ---------------------------------------------------------------- only verified bytes
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory):
+    try:
+        f = FaultServer(tmp_path_factory.mktemp("faults"))
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
+    yield f
+    f.close()
+
+
+def lying_repo(hub, faults, tmp_path, name):
+    """A repo whose CDN (the fault server) serves the file's first two requests, then
+    the bytes of another version under the same ETag: (tensors, sha256, arm), where
+    arm() points the CDN afresh (its request count anew)."""
+    import hashlib
+    t = {f"layers.{i}.w": torch.full((256, 256), float(i), dtype=torch.bfloat16) for i in range(8)}
+    good = st.save(t)
+    n = int.from_bytes(good[:8], "little")
+    other = good[:8 + n] + bytes(b ^ 0x5A for b in good[8 + n:])
+    commit = hub.add_repo(name, {"model.safetensors": good})
+    (hub.repo_dir(name) / "commits" / commit / "model.safetensors.other").write_bytes(other)
+    rounds = iter(range(1000))
+
+    def arm():
+        hub.control(name, "cdn", f"{faults.url}/cdn?file={{file}}&fault=swap&other={{file}}.other&skip=2"
+                                 f"&id={name.replace('/', '-')}-{next(rounds)}")
+    return t, hashlib.sha256(good).hexdigest(), arm
+
+
+SMALL_REQUESTS = {"connections": 4, "http_chunk": 64 << 10}
+
+
+def test_a_cdn_that_swaps_the_bytes_under_one_etag_fails_the_load_naming_both_hashes(hub, faults, tmp_path):
+    t, sha, arm = lying_repo(hub, faults, tmp_path, "org/py-mixed")
+    url = "hf://org/py-mixed/model.safetensors"
+    arm()
+    with pytest.raises(ringsafe.SafetensorError) as e:
+        rt.load_file(url, **SMALL_REQUESTS)
+    assert sha in str(e.value) and "sha256" in str(e.value) and "X-Linked-Etag" in str(e.value)
+    arm()
+    mixed = rt.load_file(url, verify=False, **SMALL_REQUESTS)  # the opt-out: what the CDN served
+    assert any(not torch.equal(mixed[k], t[k]) for k in t)
+    for verify in (None, False):  # the cache checks whatever verify says
+        arm()
+        with pytest.raises(ringsafe.SafetensorError, match=sha):
+            rt.load_file(url, cache=True, verify=verify, **SMALL_REQUESTS)
+        assert not (tmp_path / "cache" / "models--org--py-mixed" / "snapshots").exists()
+        assert not any((tmp_path / "cache" / "models--org--py-mixed" / "blobs").glob("*"))
+    hub.control("org/py-mixed", "cdn", f"{faults.url}/cdn?file={{file}}&id=py-honest")
+    same(rt.load_file(url, cache=True, **SMALL_REQUESTS), t)
+    assert (tmp_path / "cache" / "models--org--py-mixed" / "blobs" / sha).is_file()
+
+
+def test_an_empty_200_fails_and_leaves_nothing_in_the_cache(hub, tmp_path):
+    t, path = checkpoint(tmp_path, seed=3)
+    hub.add_repo("org/py-empty", {"model.safetensors": path})
+    hub.control("org/py-empty", "empty", "1")
+    with pytest.raises(ringsafe.SafetensorError, match="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"):
+        rt.load_file("hf://org/py-empty", cache=True)
+    assert not (tmp_path / "cache" / "models--org--py-empty" / "snapshots").exists()
+    hub.control("org/py-empty", "empty", None)
+    same(rt.load_file("hf://org/py-empty", cache=True), t)
+
+
+def test_verify_true_rehashes_a_cached_blob_and_a_planted_one_is_not_read(hub, tmp_path):
+    t, path = checkpoint(tmp_path, seed=4)
+    commit = hub.add_repo("org/py-kept", {"model.safetensors": path})
+    url = "hf://org/py-kept/model.safetensors"
+    rt.load_file(url, cache=True)
+    repo = tmp_path / "cache" / "models--org--py-kept"
+    blob = next((repo / "blobs").iterdir())
+    same(rt.load_file(url, local_files_only=True, verify=True), t)
+    data = bytearray(blob.read_bytes())
+    data[-5] ^= 1
+    blob.write_bytes(bytes(data))
+    for kw in ({"local_files_only": True}, {}):
+        with pytest.raises(ringsafe.SafetensorError) as e:
+            rt.load_file(url, verify=True, **kw)
+        assert str(blob) in str(e.value) and blob.name in str(e.value)
+    # A symlink at the blob's path to an outside file of the same size: not in the cache.
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(bytes(data))
+    blob.unlink()
+    blob.symlink_to(outside)
+    with pytest.raises(FileNotFoundError):
+        rt.load_file(url, local_files_only=True)
+    same(rt.load_file(url, cache=True), t)  # fetched again, checked, the blob a file of its own
+    assert not blob.is_symlink() and blob.read_bytes() == path.read_bytes()
+    assert (repo / "snapshots" / commit / "model.safetensors").resolve() == blob.resolve()
+    with pytest.raises(TypeError, match="verify"):
+        rt.load_file(url, verify="yes")

@@ -242,12 +242,25 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
         if (!control.empty()) s.hub.control("org/" + name, control, text);
         return "hf://org/" + name + "/model.safetensors";
     };
-    // A Location of another scheme: refused, nothing fetched from it.
-    for (const char* to : {"ftp://127.0.0.1/{rel}", "file://{file}"}) {
+    // A Location of another scheme: refused by name, nothing fetched from it, nothing cached
+    // (s3:// at the CDN's port once went there over plain TCP, "GET commits/...", and was cached).
+    const std::string cdn_port = std::to_string(s.hub.cdn_port());
+    const auto cdn_before = s.hub.cdn_log().size();
+    reader_options caching = ro;
+    caching.source.http.hub.cache = true;
+    for (const std::string& to : std::vector<std::string>{"ftp://127.0.0.1/{rel}", "file://{file}", "s3://127.0.0.1:" + cdn_port + "{rel}?{query}",
+                                 "s3://127.0.0.1{rel}?{query}", "gs://bucket{rel}"}) {
         INFO(to);
-        auto e = expect_error([&] { reader::open(repo("scheme", "cdn", to), ro); });
-        CHECK_THAT(e.what(), Catch::Contains(std::string(to).substr(0, 4)));
+        auto e = expect_error([&] { read_tensors(*std::make_unique<reader>(reader::open(repo("scheme", "cdn", to), caching))); });
+        CHECK(e.code() == errc::HttpError);
+        CHECK_THAT(e.what(), Catch::Contains("'" + to.substr(0, 4)) && Catch::Contains("only http and https Locations"));
     }
+    CHECK_FALSE(fs::exists(s.cache / "models--org--scheme"));
+    reader_options downgrade = caching;
+    downgrade.source.http.allow_https_downgrade = true;  // it governs https -> http alone
+    CHECK(expect_error([&] { reader::open(repo("scheme", "cdn", "s3://127.0.0.1:" + cdn_port + "{rel}?{query}"), downgrade); })
+              .code() == errc::HttpError);
+    CHECK(s.hub.cdn_log().size() == cdn_before);
     // Another host (127.0.0.2): served, without the token.
     const std::string other = repo("host", "cdn", "http://127.0.0.2:" + std::to_string(s.hub.cdn_port()) + "{rel}?{query}");
     CHECK(read_tensors(*std::make_unique<reader>(reader::open(other, ro))).at("w") == tensor_bytes("w", 300'000));
@@ -334,13 +347,177 @@ TEST_CASE("the Hub cache: a file there is read as a local file with no request; 
     CHECK(s.hub.requests().size() == cached);
 }
 
+namespace {
+
+// Whether the cache holds anything of `repo` (a blob, a snapshot, a ref).
+bool anything_cached(const fs::path& cache, const std::string& repo) {
+    const fs::path dir = cache / ("models--org--" + repo);
+    for (const char* part : {"blobs", "snapshots", "refs"}) {
+        std::error_code ec;
+        if (fs::exists(dir / part, ec) && !fs::is_empty(dir / part, ec)) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a CDN that serves other bytes under the same ETag: the load fails naming both hashes, nothing is cached") {
+    hub_site s;
+    fault_server faults(s.tmp / "faults");
+    const built_file good = build_file({{"w", "U8", {300'000}, 300'000}, {"x", "F32", {100}, 400}});
+    std::vector<std::byte> other = good.bytes;  // the same header, other tensor bytes
+    for (std::size_t k = good.data_start; k < other.size(); ++k) other[k] ^= std::byte{0x5A};
+    const std::string blob = sha256_hex(good.bytes);
+    const std::string commit = s.hub.add_repo("org/mixed", {{"model.safetensors", good.bytes}});
+    write_file(s.hub.file_of("org/mixed", commit, "model.safetensors.other"), other);
+    make_world_readable(s.hub.root());
+    reader_options ro = s.options();
+    int round = 0;
+    auto lying = [&] {  // the first two requests honest, every later one the other bytes
+        s.hub.control("org/mixed", "cdn", faults.base_url() + "/cdn?file={file}&fault=swap&other={file}.other&skip=2&id=mix" +
+                                              std::to_string(++round));
+    };
+    auto load = [&](const reader_options& o) {
+        auto r = reader::open("hf://org/mixed/model.safetensors", o);
+        return read_tensors(r);
+    };
+    lying();
+    auto e = expect_error([&] { load(ro); });
+    CHECK(e.code() == errc::ObjectChanged);
+    CHECK_THAT(e.what(), Catch::Contains("hf://org/mixed@" + commit + "/model.safetensors") && Catch::Contains("sha256") &&
+                             Catch::Contains(blob) && Catch::Contains("X-Linked-Etag") && !Catch::Contains("nothing was written"));
+    // The opt-out reads what the CDN serves: one tensor of each version (the finding).
+    reader_options unchecked = ro;
+    unchecked.source.http.hub.verify = hub_options::verification::never;
+    lying();
+    const auto mixed = load(unchecked);
+    CHECK(mixed.at("w") != tensor_bytes("w", 300'000));
+    // With the cache: the same error, and no blob, snapshot or ref.
+    reader_options caching = ro;
+    caching.source.http.hub.cache = true;
+    for (auto o : {caching, unchecked}) {
+        o.source.http.hub.cache = true;  // the cache checks whatever verify says
+        lying();
+        e = expect_error([&] { load(o); });
+        CHECK(e.code() == errc::ObjectChanged);
+        CHECK_THAT(e.what(), Catch::Contains(blob) && Catch::Contains("nothing was written into the Hub cache"));
+        CHECK_FALSE(anything_cached(s.cache, "mixed"));
+    }
+    // The Asio front end checks too.
+    lying();
+    {
+        boost::asio::io_context io;
+        auto opened = ringsafe::asio::async_open(io.get_executor(), "hf://org/mixed/model.safetensors", caching, boost::asio::use_future);
+        io.run();
+        auto r = opened.get();
+        auto sel = r.get().all();
+        std::vector<std::vector<std::byte>> bufs;
+        std::vector<std::span<std::byte>> spans;
+        for (auto i : sel.indices()) bufs.emplace_back(r.get().tensors()[i].size());
+        for (auto& b : bufs) spans.emplace_back(b);
+        io.restart();
+        status st;
+        auto done = ringsafe::asio::async_read(r, r.get().plan(sel, spans), st, boost::asio::use_future);
+        io.run();
+        CHECK_THROWS(done.get());
+        CHECK(st.code == errc::ObjectChanged);
+        CHECK_THAT(st.message, Catch::Contains(blob) && Catch::Contains("nothing was written into the Hub cache"));
+    }
+    CHECK_FALSE(anything_cached(s.cache, "mixed"));
+    // An honest CDN: read, verified and cached.
+    s.hub.control("org/mixed", "cdn", faults.base_url() + "/cdn?file={file}&id=honest");
+    CHECK(load(caching).at("w") == tensor_bytes("w", 300'000));
+    CHECK(read_file(s.cache / "models--org--mixed" / "blobs" / blob) == good.bytes);
+}
+
+TEST_CASE("failed answers leave nothing in the cache: an empty 200, a revision too long for a ref") {
+    hub_site s;
+    const auto data = single_file();
+    const std::string commit = s.hub.add_repo("org/empty", {{"model.safetensors", data}});
+    reader_options ro = s.options();
+    ro.source.http.hub.cache = true;
+    // A 200 with no body and no X-Linked-Size, under the file's sha256.
+    s.hub.control("org/empty", "empty", "1");
+    auto e = expect_error([&] { reader::open("hf://org/empty/model.safetensors", ro); });
+    CHECK(e.code() == errc::ObjectChanged);
+    CHECK_THAT(e.what(), Catch::Contains("0 bytes served hash to sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") &&
+                             Catch::Contains(sha256_hex(data)));
+    CHECK_FALSE(anything_cached(s.cache, "empty"));
+    reader_options plain = s.options();
+    CHECK(expect_error([&] { reader::open("hf://org/empty/model.safetensors", plain); }).code() == errc::ObjectChanged);
+    // The Hub healthy again: the load asks it (nothing stale was cached), and succeeds.
+    fs::remove(s.hub.root() / "models" / "org" / "empty" / "empty");
+    const auto before = s.hub.requests().size();
+    CHECK(read_tensors(*std::make_unique<reader>(reader::open("hf://org/empty/model.safetensors", ro))).at("w") ==
+          tensor_bytes("w", 300'000));
+    CHECK(s.hub.requests().size() > before);
+    CHECK(fs::is_symlink(s.cache / "models--org--empty" / "snapshots" / commit / "model.safetensors"));
+
+    // A 300-character revision: the cache cannot hold its ref; refused before a byte is written.
+    s.hub.control("org/longrev", "any_revision", s.hub.add_repo("org/longrev", {{"model.safetensors", data}}));
+    const std::string rev(300, 'r');
+    e = expect_error([&] { read_tensors(*std::make_unique<reader>(reader::open("hf://org/longrev@" + rev + "/model.safetensors", ro))); });
+    CHECK(e.code() == std::errc::filename_too_long);
+    CHECK_THAT(e.what(), Catch::Contains("too long") && Catch::Contains((s.cache / "models--org--longrev").string()));
+    CHECK_FALSE(anything_cached(s.cache, "longrev"));
+    // Read without the cache, it loads.
+    CHECK(read_tensors(*std::make_unique<reader>(reader::open("hf://org/longrev@" + rev + "/model.safetensors", plain))).size() == 2);
+}
+
+TEST_CASE("a cached blob flipped or planted: verify re-hashes it, a link out of the cache is not followed") {
+    hub_site s;
+    const auto data = single_file();
+    const std::string commit = s.hub.add_repo("org/kept", {{"model.safetensors", data}});
+    const std::string blob = sha256_hex(data);
+    const fs::path blob_path = s.cache / "models--org--kept" / "blobs" / blob;
+    reader_options ro = s.options();
+    ro.source.http.hub.cache = true;
+    read_tensors(*std::make_unique<reader>(reader::open("hf://org/kept/model.safetensors", ro)));
+    REQUIRE(read_file(blob_path) == data);
+    reader_options offline = s.options();
+    offline.source.http.hub.offline = true;
+    reader_options verify = offline;
+    verify.source.http.hub.verify = hub_options::verification::always;
+    CHECK(reader::open("hf://org/kept/model.safetensors", verify).tensors().size() == 2);  // as named
+    // One byte flipped: verify says so, naming the blob and both hashes.
+    auto flipped_bytes = data;
+    flipped_bytes[data.size() - 10] ^= std::byte{1};
+    write_file(blob_path, flipped_bytes);
+    auto e = expect_error([&] { reader::open("hf://org/kept/model.safetensors", verify); });
+    CHECK(e.code() == errc::ObjectChanged);
+    CHECK_THAT(e.what(), Catch::Contains(blob_path.string()) && Catch::Contains(sha256_hex(flipped_bytes)) &&
+                             Catch::Contains("not its name " + blob));
+    // A symlink at the blob's path, to an outside file of the same size: the cache does not have the file.
+    const fs::path outside = s.tmp / "outside.bin";
+    write_file(outside, flipped_bytes);
+    fs::remove(blob_path);
+    fs::create_symlink(outside, blob_path);
+    try {
+        reader::open("hf://org/kept/model.safetensors", offline);
+        FAIL("opened a blob out of the cache");
+    } catch (const std::system_error& x) {
+        CHECK(x.code() == std::errc::no_such_file_or_directory);
+    }
+    // Online with the cache: fetched from the Hub, checked, and the blob replaced by a file of its own.
+    auto r = reader::open("hf://org/kept/model.safetensors", ro);
+    CHECK(r.shards()[0].file.empty());
+    CHECK(read_tensors(r).at("w") == tensor_bytes("w", 300'000));
+    CHECK_FALSE(fs::is_symlink(blob_path));
+    CHECK(read_file(blob_path) == data);
+    CHECK(read_file(outside) == flipped_bytes);
+    CHECK(reader::open("hf://org/kept@" + commit + "/model.safetensors", verify).tensors().size() == 2);
+}
+
 TEST_CASE("the Asio front end opens hf:// URLs: remote ones by their first request, cached ones as local files") {
     hub_site s;
     const std::string commit = s.hub.add_repo("org/asio", sharded_repo());
     reader_options ro = s.options();
-    ro.source.http.hub.cache = true;
-    for (int round = 0; round < 2; ++round) {  // round 1: everything in the cache (round 0 wrote it)
+    ro.source.http.chunk_size = 64u << 10;  // many requests, each hashed (and cached) as it lands
+    // Round 0: read and verified (not cached); 1: verified and written into the cache;
+    // 2: everything in the cache (round 1 wrote it).
+    for (int round = 0; round < 3; ++round) {
         INFO("round " << round);
+        ro.source.http.hub.cache = round > 0;
         const auto before = s.hub.requests().size();
         boost::asio::io_context io;
         auto opened = ringsafe::asio::async_open(io.get_executor(), "hf://org/asio", ro, boost::asio::use_future);
@@ -349,22 +526,39 @@ TEST_CASE("the Asio front end opens hf:// URLs: remote ones by their first reque
         REQUIRE(r.get().shards().size() == 3);
         for (auto& sh : r.get().shards()) {
             CHECK_THAT(sh.spec, Catch::StartsWith("hf://org/asio@" + commit + "/"));
-            CHECK(sh.file.empty() == (round == 0));
+            CHECK(sh.file.empty() == (round < 2));
         }
         auto sel = r.get().all();
         std::vector<std::vector<std::byte>> bufs;
         std::vector<std::span<std::byte>> spans;
-        for (auto i : sel.indices()) bufs.emplace_back(r.get().tensors()[i].size());
+        std::uint64_t total = 0;
+        for (auto i : sel.indices()) total += bufs.emplace_back(r.get().tensors()[i].size()).size();
         for (auto& b : bufs) spans.emplace_back(b);
+        // Progress counts the caller's tensors, not the requests they were cut into.
+        std::uint64_t last = 0;
+        std::vector<int> tensor_done(sel.size(), 0);
+        ringsafe::asio::read_callbacks cb;
+        cb.on_progress = [&](std::uint64_t d, std::uint64_t t) {
+            CHECK(t == total);
+            CHECK(d >= last);
+            CHECK(d <= t);
+            last = d;
+        };
+        cb.on_tensor_done = [&](std::size_t target, const tensor_info&) {
+            REQUIRE(target < tensor_done.size());
+            ++tensor_done[target];
+        };
         io.restart();
-        auto done = ringsafe::asio::async_read(r, sel, spans, boost::asio::use_future);
+        auto done = ringsafe::asio::async_read(r, sel, spans, cb, boost::asio::use_future);
         io.run();
         done.get();
         for (std::size_t k = 0; k < sel.size(); ++k) {
             const auto& t = r.get().tensors()[sel.indices()[k]];
             CHECK(bufs[k] == tensor_bytes(t.name, t.size()));
+            CHECK(tensor_done[k] == 1);
         }
-        if (round == 1) CHECK(s.hub.requests().size() == before);
+        CHECK(last == total);
+        if (round == 2) CHECK(s.hub.requests().size() == before);
     }
     CHECK(fs::is_symlink(s.cache / "models--org--asio" / "snapshots" / commit / "model-00003-of-00003.safetensors"));
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <string>
 
 #include "checkpoint_bytes.hpp"
 #include "http_harness.hpp"
@@ -107,4 +108,48 @@ TEST_CASE("the CLI sends HF_TOKEN to the Hub for a gated repo, never to the CDN,
     CHECK(r.status == 1);
     CHECK_THAT(r.out, Catch::Contains("HF_TOKEN") && !Catch::Contains("hf_wrong_cli_secret"));
     CHECK(s.hub.cdn_auth_refused() == 0);
+}
+
+TEST_CASE("ringsafe verify re-hashes a cached file against its blob's name; --no-verify reads a lying CDN's bytes") {
+    cli_site s;
+    REQUIRE(s.cli("load hf://org/cli --cache").status == 0);
+    const auto bytes = build_file(tensors).bytes;
+    const fs::path blob = s.cache / "models--org--cli" / "blobs" / sha256_hex(bytes);
+    REQUIRE(read_file(blob) == bytes);
+    CHECK(s.cli("verify hf://org/cli", "HF_HUB_OFFLINE=1").status == 0);
+    auto flipped = bytes;
+    flipped[bytes.size() - 3] ^= std::byte{0x10};  // in "norm"'s bytes
+    write_file(blob, flipped);
+    // ls reads the header alone (the cache hit is not hashed); verify hashes the blob.
+    CHECK(s.cli("ls hf://org/cli", "HF_HUB_OFFLINE=1").status == 0);
+    auto r = s.cli("verify hf://org/cli", "HF_HUB_OFFLINE=1");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, Catch::Contains("ObjectChanged") && Catch::Contains(blob.string()) &&
+                          Catch::Contains(sha256_hex(flipped)));
+
+    // A CDN that serves other bytes under the same ETag after the first two requests.
+    fault_server faults(s.tmp / "faults");
+    const built_file big = build_file({{"w", "U8", {2'000'000}, 2'000'000}});  // past the first request's 256 KiB
+    auto other = big.bytes;
+    for (std::size_t k = big.data_start; k < other.size(); ++k) other[k] ^= std::byte{0x5A};
+    s.hub.add_repo("org/lying", {{"model.safetensors", big.bytes}}, "main", std::string(40, 'c'));
+    write_file(s.hub.file_of("org/lying", std::string(40, 'c'), "model.safetensors.other"), other);
+    make_world_readable(s.hub.root());
+    int round = 0;
+    auto lie = [&] {
+        s.hub.control("org/lying", "cdn", faults.base_url() + "/cdn?file={file}&fault=swap&other={file}.other&skip=2&id=cli" +
+                                              std::to_string(++round));
+    };
+    const std::string small = " --connections 2 --chunk 64K";
+    lie();
+    r = s.cli("load hf://org/lying" + small);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, Catch::Contains("ObjectChanged") && Catch::Contains(sha256_hex(big.bytes)));
+    lie();
+    r = s.cli("load hf://org/lying --no-verify" + small);
+    CHECK(r.status == 0);
+    lie();
+    r = s.cli("load hf://org/lying --no-verify --cache" + small);  // the cache checks whatever the flag says
+    CHECK(r.status == 1);
+    CHECK_FALSE(fs::exists(s.cache / "models--org--lying" / "snapshots"));
 }

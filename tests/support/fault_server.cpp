@@ -15,6 +15,7 @@
 //   ignore    200 with the whole object (Range ignored) change  ETag "\"v2\"" and honours If-Match (412)
 //   badheader a response header with a line that is not a field, then close
 //   slow      the body at slow_rate bytes/s (default 100): a drip that never stalls
+//   swap      the bytes of &other=PATH (a file of the same size) under the same ETag "\"v1\""
 // delay_ms delays every response header; rate limits each response's send rate.
 // GET /stats?id=I answers "connections <all> requests <of I> bytes <body bytes sent for I>".
 #include <algorithm>
@@ -182,7 +183,8 @@ bool serve(tcp::socket& s, const std::string& head) {
         if (fault == "reset") s.set_option(asio::socket_base::linger(true, 0));
         return false;
     }
-    send_body(s, first, first + body_len, fault == "slow" ? num("slow_rate", 100) : rate, q["id"], file);
+    send_body(s, first, first + body_len, fault == "slow" ? num("slow_rate", 100) : rate, q["id"],
+              fault == "swap" ? q["other"] : file);
     return true;
 }
 

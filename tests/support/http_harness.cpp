@@ -280,6 +280,11 @@ std::string hub_standin::add_repo(const std::string& repo, const std::map<std::s
     return commit;
 }
 
+fs::path hub_standin::file_of(const std::string& repo, const std::string& commit, const std::string& path) const {
+    return root_ / (repo.starts_with("datasets/") || repo.starts_with("spaces/") ? repo : "models/" + repo) / "commits" /
+           commit / path;
+}
+
 void hub_standin::control(const std::string& repo, const std::string& name, const std::string& text) {
     const fs::path base = root_ / (repo.starts_with("datasets/") || repo.starts_with("spaces/") ? repo : "models/" + repo);
     fs::create_directories(base);

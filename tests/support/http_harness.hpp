@@ -104,13 +104,16 @@ public:
     explicit hub_standin(const std::filesystem::path& dir);
     std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(proc_.port()); }
     const std::filesystem::path& root() const { return root_; }
+    // Where `repo`'s file `path` of `commit` lies under root() (what the CDN serves).
+    std::filesystem::path file_of(const std::string& repo, const std::string& commit, const std::string& path) const;
     std::uint16_t cdn_port() const { return cdn_->port(); }
     // Writes `files` (path in the repo -> bytes) as a commit of `repo` ("ORG/NAME",
     // "datasets/ORG/NAME") and points `branch` at it (none when empty); returns the
     // commit id (`commit`, or a new one).
     std::string add_repo(const std::string& repo, const std::map<std::string, std::vector<std::byte>>& files,
                          const std::string& branch = "main", std::string commit = {});
-    // Writes control file `name` of `repo` (gated, private, move, ttl, gone, cdn, size_delta; see hub_standin.cpp).
+    // Writes control file `name` of `repo` (gated, private, move, ttl, gone, cdn, size_delta, empty,
+    // any_revision; see hub_standin.cpp).
     void control(const std::string& repo, const std::string& name, const std::string& text);
     // What the stand-in served so far: "GET /org/name/resolve/main/x" (+ " auth" when it carried Authorization).
     std::vector<std::string> requests() const;

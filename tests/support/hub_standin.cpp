@@ -31,6 +31,9 @@
 //                                               by the presigned query the CDN checks
 //   ROOT/models/ORG/NAME/size_delta             added to X-Linked-Size (a lying Hub)
 //   ROOT/models/ORG/NAME/delay_ms               each resolve answers after this many milliseconds
+//   ROOT/models/ORG/NAME/any_revision           the commit every revision without a ref resolves to
+//   ROOT/models/ORG/NAME/empty                  an LFS file's resolve answers 200 with no body, its
+//                                               X-Repo-Commit and X-Linked-Etag but no X-Linked-Size
 // (datasets/, spaces/, kernels/ likewise). The CDN is an nginx serving ROOT
 // that checks the signature and expiry with secure_link (cdn_nginx_conf()).
 #include <openssl/evp.h>
@@ -272,7 +275,10 @@ std::optional<response> check_access(const repo_ref& r, const std::string& head)
 std::string resolve_revision(const repo_ref& r, const std::string& rev, bool counts) {
     if (rev.size() == 40 && fs::is_directory(r.dir / "commits" / rev)) return rev;
     const fs::path ref = r.dir / "refs" / rev;
-    if (rev.find("..") != std::string::npos || !fs::is_regular_file(ref)) return {};
+    std::error_code ec;
+    if (rev.find("..") == std::string::npos && !fs::is_regular_file(ref, ec) && fs::exists(r.dir / "any_revision"))
+        return read_text(r.dir / "any_revision");  // names too long for a file here (a 300-character branch)
+    if (rev.find("..") != std::string::npos || !fs::is_regular_file(ref, ec)) return {};
     std::lock_guard lock(g_mutex);
     std::string commit = read_text(ref);
     const fs::path move = r.dir / "move";
@@ -324,6 +330,11 @@ response resolve(const repo_ref& r, const std::string& rev_raw, const std::strin
         const std::string query = "Expires=" + expires +
                                   "&Signature=" + secure_link_md5(expires + rel + cred + " " + ringsafe::test::hub_cdn_secret) +
                                   "&cred=" + cred + (fs::exists(r.dir / "gone") ? "&gone=1" : "") + "&Key-Pair-Id=K2STANDIN";
+        if (fs::exists(r.dir / "empty")) {  // a lying Hub: the bytes of nothing under the file's name
+            out.fields.push_back({"X-Linked-Etag", "\"" + file_digest(file, false) + "\""});
+            out.fields.push_back({"Content-Type", "application/octet-stream"});
+            return out;
+        }
         std::string location = g_cdn + rel + "?" + query;
         if (fs::exists(r.dir / "cdn")) {
             location = read_text(r.dir / "cdn");

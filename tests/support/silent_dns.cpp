@@ -120,21 +120,36 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
-void use_name_server(const temp_dir& dir, const std::string& server, int timeout_s) {
+namespace {
+
+// Mounts `text` (written as dir/NAME) over /etc/NAME in this process's own mount
+// namespace, and checks that a new thread reads it there.
+void bind_over_etc(const temp_dir& dir, const std::string& name, const std::string& text) {
     if (::unshare(CLONE_NEWNS) != 0) skip_test("no mount namespace (unshare: " + std::string(std::strerror(errno)) + ")");
     if (::mount(nullptr, "/", "none", MS_REC | MS_PRIVATE, nullptr) != 0) skip_test("cannot make / private");
-    const std::string conf =
-        "nameserver " + server + "\noptions timeout:" + std::to_string(timeout_s) + " attempts:1\n";
-    write_file(dir / "resolv.conf", conf);
+    write_file(dir / name, text);
+    const std::string etc = "/etc/" + name;
     // An earlier call in this process left its (since deleted) file mounted there:
     // a mount over it fails with ENOENT, so take the earlier ones away first.
-    while (::umount2("/etc/resolv.conf", MNT_DETACH) == 0) {
+    while (::umount2(etc.c_str(), MNT_DETACH) == 0) {
     }
-    if (::mount((dir / "resolv.conf").c_str(), "/etc/resolv.conf", "none", MS_BIND, nullptr) != 0)
-        skip_test("cannot bind-mount /etc/resolv.conf");
+    if (::mount((dir / name).c_str(), etc.c_str(), "none", MS_BIND, nullptr) != 0) skip_test("cannot bind-mount " + etc);
     std::string seen;
-    std::thread([&] { seen = slurp("/etc/resolv.conf"); }).join();
-    if (seen != conf) throw std::runtime_error("a new thread does not see the mounted resolv.conf: not resolving anything");
+    std::thread([&] { seen = slurp(etc); }).join();
+    if (seen != text) throw std::runtime_error("a new thread does not see the mounted " + etc + ": not resolving anything");
+}
+
+}  // namespace
+
+void use_name_server(const temp_dir& dir, const std::string& server, int timeout_s) {
+    bind_over_etc(dir, "resolv.conf",
+                  "nameserver " + server + "\noptions timeout:" + std::to_string(timeout_s) + " attempts:1\n");
+}
+
+void use_hosts_file(const temp_dir& dir, const std::vector<std::string>& names, const std::string& address) {
+    std::string text = address;
+    for (const std::string& n : names) text += " " + n;
+    bind_over_etc(dir, "hosts", text + "\n");
 }
 
 }  // namespace ringsafe::test

@@ -1,5 +1,5 @@
 // A name server that does not answer, for the tests of host-name resolution
-// (asio_resolve, http_resolve).
+// (asio_resolve, http_resolve), and a hosts file of a test's own (stores_azure_accounts).
 //
 // The server is real: a UDP socket on 127.53.x.y:53, named by a resolv.conf
 // bind-mounted over /etc/resolv.conf in a mount namespace of the process's
@@ -73,5 +73,11 @@ private:
 // while this is the process's only thread; throws std::runtime_error if a new
 // thread does not see the file (a query would leave the machine).
 void use_name_server(const temp_dir& dir, const std::string& server, int timeout_s = 10);
+
+// Points this process's /etc/hosts (in a new mount namespace) at a file that
+// names each of `names` `address` and nothing else: host names a test serves
+// on loopback (Azure's ACCOUNT.blob.core.windows.net) resolve there, with no
+// query leaving the machine. The same rules as use_name_server.
+void use_hosts_file(const temp_dir& dir, const std::vector<std::string>& names, const std::string& address = "127.0.0.1");
 
 }  // namespace ringsafe::test

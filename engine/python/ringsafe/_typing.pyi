@@ -57,6 +57,7 @@ class ReaderOptions(TypedDict, total=False):
     cache: bool | None
     cache_dir: str | None
     local_files_only: bool | None
+    verify: bool | None
     max_header_size: int | None
     parallel_shards: int | None
 
