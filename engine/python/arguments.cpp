@@ -1,6 +1,7 @@
 #include "arguments.hpp"
 
 #include "ringsafe/error.hpp"
+#include "ringsafe/open_source.hpp"
 #include "ringsafe/source.hpp"
 
 namespace py = pybind11;
