@@ -19,7 +19,7 @@ tee_pieces cut_for_tee(std::span<const read_op> ops, std::uint64_t size, const s
     const std::deque<http::piece> plain = http::split_into_pieces(ops, size, name, o, describe);  // checks the ranges
     if (!hashed) {
         for (const http::piece& p : plain) {
-            out.pieces.push_back({p.offset, p.length, p.dst, ops[p.op_index].tag});
+            out.pieces.push_back({p.offset, p.length, p.dst, ops[p.op_index].tag, ops[p.op_index].one_request});
             out.op_of.push_back(p.op_index);
         }
         return out;
@@ -32,8 +32,10 @@ tee_pieces cut_for_tee(std::span<const read_op> ops, std::uint64_t size, const s
     const std::uint64_t share = 2ull * std::max(1u, o.connections_per_origin);
     for (std::size_t i = 0; i < ops.size(); ++i)
         for (std::uint64_t at = 0; at < ops[i].length;) {
-            const std::uint64_t n = std::min(ops[i].length - at, std::clamp(remaining / share, least, most));
-            out.pieces.push_back({ops[i].offset + at, n, ops[i].dst + at, ops[i].tag});
+            // An op asked for in one request (a header read: the next read depends on it) stays whole.
+            const std::uint64_t n = ops[i].one_request ? ops[i].length - at
+                                                       : std::min(ops[i].length - at, std::clamp(remaining / share, least, most));
+            out.pieces.push_back({ops[i].offset + at, n, ops[i].dst + at, ops[i].tag, ops[i].one_request});
             out.op_of.push_back(i);
             at += n;
             remaining -= n;

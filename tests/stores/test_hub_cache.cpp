@@ -458,6 +458,11 @@ TEST_CASE("a hashed read is cut front to back, its requests shrinking to 1 MiB a
     for (std::size_t i = 0; i < http_cut.size(); ++i)
         CHECK((plain.pieces[i].offset == http_cut[i].offset && plain.pieces[i].length == http_cut[i].length &&
                plain.op_of[i] == http_cut[i].op_index));
+    // Ops asked for in one request (a GGUF header's reads) stay whole in a hashed read too.
+    const std::vector<read_op> small = {{0, 3 * mib, file.data(), 1, true}, {8 * mib, 5 * mib, file.data() + 8 * mib, 2, true}};
+    const tee_pieces whole = cut_for_tee(small, file.size(), "f", o, true, {});
+    REQUIRE(whole.pieces.size() == 2);
+    CHECK((whole.pieces[0].length == 3 * mib && whole.pieces[1].length == 5 * mib && whole.op_of[1] == 1));
     // An op beyond the file: Truncated naming it, as engine/http says.
     for (const bool hashed : {true, false})
         CHECK_THAT(kind_of([&] { cut_for_tee(ops, 60 * mib, "the file", o, hashed, {}); }),
