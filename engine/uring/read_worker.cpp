@@ -11,6 +11,7 @@
 #include "uring/direct_split.hpp"
 #include "uring/fault_injection.hpp"
 #include "uring/transient_result.hpp"
+#include "uring/refused_work.hpp"
 
 namespace ringsafe::uring {
 namespace {
@@ -218,6 +219,12 @@ void read_worker::handle(unsigned id, int res) {
                         r.base + (r.pos - r.start), t.direct, index_, t.async_punt};
     res = apply_completion_fault(ev, res);
     const bool stopping = job_.stop.load(std::memory_order_relaxed);
+    if (res == -ECANCELED && r.retries > 0 && !stopping) {
+        // Cancelled again by io-wq, which could not start a worker thread (a thread limit,
+        // RLIMIT_NPROC): every resubmission would get the same answer after its backoff. The
+        // read is done here, on this worker's own thread (the threads the load has suffice).
+        res = read_here(ring_.fd(), r.base + (r.pos - r.start), static_cast<std::uint32_t>(r.end - r.pos), r.pos);
+    }
     if (transient_result(res)) {
         if (stopping) return release_slot(r);
         if (++r.retries > max_retries) {

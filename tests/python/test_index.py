@@ -219,7 +219,9 @@ def test_a_weight_map_naming_a_missing_shard_names_index_and_shard(where):
                  lambda: rpt.iter_tensors(spec), lambda: rnp.load_file(spec, select=["step"])):
         with pytest.raises((ringsafe.SafetensorError, OSError)) as info:
             call()
-        message = str(info.value)
+        # A system error's str() is the reference's ('No such file or directory: NAME'); the
+        # engine's message, naming the index and the shard, is its .detail.
+        message = getattr(info.value, "detail", None) or str(info.value)
         assert spec in message
         assert MISSING in message
         if spec.startswith("/"):

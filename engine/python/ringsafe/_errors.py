@@ -20,3 +20,4 @@ class SliceIndexError(SafetensorError, IndexError):
 
     kind = "InvalidArgument"
     whole: bool  # set on an index get_slice reads whole (_index._needs_whole)
+    out_of_range: bool = False  # an int past a dimension's end, or more entries than dimensions

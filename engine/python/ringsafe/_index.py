@@ -174,7 +174,8 @@ def numpy_reference_error(index, shape):
     #1 of size 5"), the index shown with each negative int wrapped and each
     dimension an Ellipsis stands for as ":"."""
     used = sum(1 for x in index if x is not None and x is not Ellipsis)
-    entries, dims = [], []  # what each shown entry is, and the dimension it indexes (None: past the last)
+    entries: list = []  # what each shown entry is (a slice, None, an int or a list of them)
+    dims: list[int] = []  # the dimension each entry that indexes one indexes
     for x in index:
         if x is Ellipsis:
             covered = max(len(shape) - used, 0)

@@ -296,8 +296,8 @@ def _renamed(e, proc, name):
         out = type(e)(e.errno, (e.strerror or "").replace(proc, name), name)
         detail = getattr(e, "detail", None)
         if isinstance(detail, str):
-            out.detail = detail.replace(proc, name)
-            out.__notes__ = [out.detail]
+            out.__notes__ = [detail.replace(proc, name)]
+            setattr(out, "detail", out.__notes__[0])  # the system errors' .detail (_ringsafe.pyi)
     elif isinstance(e, SafetensorError):
         out = SafetensorError(str(e).replace(proc, name))
     else:
@@ -316,7 +316,7 @@ def _open_file_object(f, backend, options):
             return None, name  # closed: reopened by its name, as the reference does
         raise error("InvalidArgument", f"the {type(f).__name__} is closed and has no name to reopen it by")
     if isinstance(f, io.TextIOBase):
-        if named and os.path.isfile(name):
+        if named and os.path.isfile(name):  # type: ignore[arg-type]  # named: a str, bytes or PathLike
             return None, name  # open(path, "r"): the file it names, read by that name, as the reference does
         raise protocol_error(describe(f), f"a {type(f).__name__} is text: its read() returns str, not bytes")
     fd = _os_file(f)
