@@ -48,7 +48,7 @@ struct source_hints {
     // A local file's last modification (st_mtim, in ns) as opened; 0 for other sources.
     std::int64_t mtime_ns = 0;
     // A local file's path as opened (valid while the source lives); empty for other sources.
-    std::string_view file;
+    std::string_view file{};
 };
 
 // A random-access, read-only byte source. Thread-compatible: one execute()
