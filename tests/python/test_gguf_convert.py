@@ -1,0 +1,177 @@
+"""`ringsafe cp` between safetensors and GGUF, by the target's extension.
+
+Each GGUF file cp writes is read back by gguf-py's GGUFReader (ggml's own
+reader is not in the test environment: gguf-py and the conformance rules
+stand in). Round trips: safetensors -> GGUF -> safetensors is byte-identical
+in tensors for every plain dtype GGUF has; GGUF -> safetensors equals
+gguf-py's dequantized values (float32 exactly; bfloat16/float16 as torch
+rounds those float32 values).
+"""
+
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+from gguf import GGMLQuantizationType, quants  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+import gguf_blocks  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = ROOT / "build" / "tools" / "ringsafe"
+
+def raw(t):
+    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+PLAIN = {  # torch dtype -> GGUF type name
+    torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
+    torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64",
+}
+
+
+@pytest.fixture(autouse=True)
+def _cli():
+    if not CLI.exists():
+        pytest.skip(f"{CLI} is not built")
+
+
+def cp(*args, ok=True):
+    run = subprocess.run([str(CLI), "cp", *map(str, args), "--no-sync"], capture_output=True, text=True, timeout=120)
+    if ok:
+        assert run.returncode == 0, run.stderr
+    return run
+
+
+def plain_tensors():
+    g = torch.Generator().manual_seed(5)
+    out = {}
+    for i, (dt, _) in enumerate(PLAIN.items()):
+        if dt.is_floating_point:
+            t = torch.randn((3, 5, 2), generator=g).to(dt)
+        else:
+            t = torch.randint(-100, 100, (7, 2), generator=g).to(dt)
+        out[f"w.{i}"] = t
+    out["scalar"] = torch.tensor(2.5)
+    out["four"] = torch.arange(24, dtype=torch.int16).reshape(1, 2, 3, 4)
+    return out
+
+
+def test_safetensors_to_gguf_and_back_is_byte_identical(tmp_path):
+    tensors = plain_tensors()
+    src, mid, back = tmp_path / "m.safetensors", tmp_path / "m.gguf", tmp_path / "back.safetensors"
+    save_file(tensors, src, metadata={"format": "pt", "note": "größe"})
+    cp(src, mid)
+    r = gguf.GGUFReader(mid)
+    assert r.fields["format"].contents() == "pt"
+    assert r.fields["note"].contents() == "größe"
+    got = {t.name: t for t in r.tensors}
+    for name, t in tensors.items():
+        g = got[name]
+        assert g.tensor_type.name == PLAIN[t.dtype]
+        assert [int(d) for d in g.shape][: t.dim()] == list(reversed(t.shape)) or t.dim() == 0
+        assert g.data.tobytes() == raw(t)
+    cp(mid, back)
+    again = load_file(back)
+    assert set(again) == set(tensors)
+    for name, t in tensors.items():
+        assert again[name].dtype == t.dtype and again[name].shape == t.shape
+        assert raw(again[name]) == raw(t)
+    with safe_open(back, "pt") as f:
+        meta = f.metadata()
+    assert json.loads(meta["gguf.format"]) == "pt"
+    assert json.loads(meta["gguf.note"]) == "größe"
+
+
+def quantized_gguf(path, types=("Q8_0", "Q4_K", "Q6_K", "IQ4_XS", "Q4_0")):
+    rng = np.random.default_rng(3)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_uint32("llama.context_length", 4096)
+    w.add_array("tokenizer.ggml.tokens", ["a", "b", "Ġc"])
+    w.add_float32("llama.rope.freq_base", 10000.0)
+    expect = {}
+    for i, name in enumerate(types):
+        type_size = gguf_blocks.LAYOUT[name][1]
+        rows, blocks_per_row = 3, 2 + i % 2
+        blocks = gguf_blocks.random_blocks(name, rows * blocks_per_row, rng).reshape(rows, blocks_per_row * type_size)
+        qt = GGMLQuantizationType[name]
+        w.add_tensor(f"blk.{i}.weight", blocks, raw_dtype=qt)  # the byte shape: gguf-py derives ne
+        expect[f"blk.{i}.weight"] = np.asarray(quants.dequantize(blocks, qt), dtype=np.float32)
+    # 1.5 MB of Q8_0 (34-byte blocks): a 1M --buffer cuts it inside blocks.
+    big = gguf_blocks.random_blocks("Q8_0", 32 * 1400, rng).reshape(32, 1400 * 34)
+    w.add_tensor("big.weight", big, raw_dtype=GGMLQuantizationType.Q8_0)
+    expect["big.weight"] = np.asarray(quants.dequantize(big, GGMLQuantizationType.Q8_0), dtype=np.float32)
+    norm = rng.standard_normal(64).astype(np.float32)
+    w.add_tensor("output_norm.weight", norm)
+    expect["output_norm.weight"] = norm
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return expect
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_gguf_to_safetensors_equals_gguf_py_dequantized(tmp_path, dtype):
+    src, out = tmp_path / "q.gguf", tmp_path / "q.safetensors"
+    expect = quantized_gguf(src)
+    # A small --buffer cuts tensors across batches: blocks cut between pieces are carried over.
+    cp(src, out, "--dtype", dtype, "--buffer", "1M")
+    got = load_file(out)
+    want_dt = getattr(torch, dtype)
+    for name, values in expect.items():
+        t = got[name]
+        ref = torch.from_numpy(values)
+        if name == "output_norm.weight":  # plain F32 keeps its type
+            assert t.dtype == torch.float32 and torch.equal(t, ref)
+            continue
+        assert t.dtype == want_dt
+        assert t.shape == ref.shape
+        assert torch.equal(t, ref.to(want_dt)), name
+    with safe_open(out, "pt") as f:
+        meta = f.metadata()
+    assert json.loads(meta["gguf.general.architecture"]) == "llama"
+    assert json.loads(meta["gguf.llama.context_length"]) == 4096
+    assert json.loads(meta["gguf.tokenizer.ggml.tokens"]) == ["a", "b", "Ġc"]
+    assert json.loads(meta["gguf.llama.rope.freq_base"]) == 10000.0
+
+
+def test_gguf_to_gguf_keeps_blocks_and_metadata(tmp_path):
+    src, out = tmp_path / "q.gguf", tmp_path / "copy.gguf"
+    quantized_gguf(src)
+    cp(src, out)
+    a, b = gguf.GGUFReader(src), gguf.GGUFReader(out)
+    for key, field in a.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        assert b.fields[key].contents() == field.contents(), key
+    assert [(t.name, t.tensor_type, list(t.shape)) for t in a.tensors] == [
+        (t.name, t.tensor_type, list(t.shape)) for t in b.tensors
+    ]
+    for x, y in zip(a.tensors, b.tensors):
+        assert x.data.tobytes() == y.data.tobytes(), x.name
+
+
+@pytest.mark.parametrize(
+    "tensors, what",
+    [
+        ({"ok": torch.zeros(2), "flags": torch.zeros(3, dtype=torch.bool)}, "'flags'"),
+        ({"u8": torch.zeros(3, dtype=torch.uint8)}, "'u8'"),
+        ({"deep": torch.zeros(1, 1, 1, 1, 2)}, "'deep'"),
+        ({"n" * 64: torch.zeros(2)}, "n" * 64),
+    ],
+)
+def test_what_gguf_cannot_hold_is_named_before_any_byte(tmp_path, tensors, what):
+    src, out = tmp_path / "bad.safetensors", tmp_path / "bad.gguf"
+    save_file(tensors, src)
+    run = cp(src, out, ok=False)
+    assert run.returncode == 1
+    assert what in run.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.safetensors"]

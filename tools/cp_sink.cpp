@@ -1,0 +1,192 @@
+// The safetensors and GGUF destinations of `ringsafe cp` (cp_sink.hpp).
+#include "cp_sink.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "gguf_listing.hpp"
+#include "ringsafe/dequantize.hpp"
+#include "ringsafe/gguf_writer.hpp"
+#include "ringsafe/writer.hpp"
+
+namespace ringsafe::cli {
+namespace {
+
+// Keys that describe a source's layout, not the model: a split set's keys
+// (the output is one file) and the streaming writer's padding.
+bool layout_key(std::string_view key) { return key.starts_with("split.") || key == gguf::padding_key; }
+
+// Whole blocks dequantized per step: the scratch stays small whatever the tensor.
+constexpr std::uint64_t dequant_step = 1u << 20;
+
+// A safetensors file; GGUF block tensors are dequantized as their bytes arrive.
+class safetensors_sink final : public cp_sink {
+public:
+    safetensors_sink(const reader& r, const selection& sel, const std::string& out, const sink_options& o)
+        : to_(o.dequantize_to) {
+        auto tensors = r.tensors();
+        std::vector<tensor_entry> entries;
+        std::uint64_t total = 0;
+        for (auto i : sel.indices()) {
+            const tensor_info& t = tensors[i];
+            std::uint64_t bytes = t.size();
+            dtype dt = t.dtype;
+            if (t.quantized()) {
+                if (!can_dequantize(t.ggml))
+                    raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + " is of GGUF type " +
+                                                     std::string(ggml_type_name(t.ggml)) +
+                                                     ", which cannot be dequantized (select other tensors)");
+                dt = to_;
+                bytes = *dtype_bytes_for(to_, t.elements());
+            }
+            entries.push_back({t.name, dt, t.shape, total, total + bytes});
+            total += bytes;
+        }
+        if (const gguf::header* h = r.gguf()) {
+            metadata_map m;
+            for (const gguf::metadata_entry& e : h->metadata)
+                if (!layout_key(e.key)) m["gguf." + e.key] = metadata_value_json(e);
+            meta_ = std::move(m);
+        } else {
+            meta_ = r.metadata();
+        }
+        writer_options wo;
+        wo.reserve_bytes = serialized_json_size(entries, meta_ ? &*meta_ : nullptr);
+        wo.direct = o.direct;
+        wo.sync = wo.sync_dir = o.sync;
+        w_.emplace(out, wo);
+    }
+
+    void begin(const tensor_info& t) override {
+        quantized_ = t.quantized();
+        type_ = t.ggml;
+        block_ = ggml_traits(t.ggml).type_size;
+        carry_.clear();
+        w_->begin(t.name, quantized_ ? to_ : t.dtype, t.shape);
+    }
+    void append(std::span<const std::byte> bytes, std::shared_ptr<const void> hold) override {
+        if (!quantized_) return w_->append(bytes, std::move(hold));
+        if (!carry_.empty()) {  // complete the block cut by the last piece
+            const std::size_t n = std::min<std::size_t>(block_ - carry_.size(), bytes.size());
+            carry_.insert(carry_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+            bytes = bytes.subspan(n);
+            if (carry_.size() < block_) return;
+            put_blocks(carry_);
+            carry_.clear();
+        }
+        const std::size_t step = static_cast<std::size_t>(std::max<std::uint64_t>(dequant_step / block_, 1) * block_);
+        while (bytes.size() >= block_) {
+            const std::size_t n = std::min(step, bytes.size() / block_ * block_);
+            put_blocks(bytes.first(n));
+            bytes = bytes.subspan(n);
+        }
+        carry_.assign(bytes.begin(), bytes.end());
+    }
+    void end() override { w_->end(); }  // a partial block left is WriterState: its elements are missing
+    unsigned writes_in_flight() const noexcept override { return w_->writes_in_flight(); }
+    void wait_write() override { w_->wait_write(); }
+    void finish() override { w_->finish(meta_ ? &*meta_ : nullptr); }
+    void abandon() noexcept override { w_->abandon(); }
+
+private:
+    void put_blocks(std::span<const std::byte> blocks) {
+        const std::uint64_t n = *dtype_bytes_for(to_, dequantized_elements(type_, blocks.size()).value());
+        scratch_.resize(n);
+        dequantize(type_, blocks, to_, scratch_, 0);
+        w_->append(scratch_);
+    }
+
+    dtype to_;
+    std::optional<metadata_map> meta_;
+    std::optional<writer> w_;
+    bool quantized_ = false;
+    ggml_type type_ = ggml_type::none;
+    std::size_t block_ = 0;
+    std::vector<std::byte> carry_, scratch_;
+};
+
+// A GGUF file, streamed: safetensors tensors as the GGUF type of their dtype,
+// GGUF tensors as they are (block types too).
+class gguf_sink final : public cp_sink {
+public:
+    gguf_sink(const reader& r, const selection& sel, const std::string& out, const sink_options& o) {
+        auto tensors = r.tensors();
+        std::vector<gguf::tensor_record> records;
+        for (auto i : sel.indices()) {
+            const tensor_info& t = tensors[i];
+            gguf::tensor_record rec{t.name, t.ggml, {}};
+            if (t.ggml == ggml_type::none) {
+                auto g = ggml_type_for(t.dtype);
+                if (!g)
+                    raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + " is of dtype " +
+                                                     std::string(dtype_name(t.dtype)) +
+                                                     ", which GGUF has no type for (F32, F16, BF16, F64, I8..I64)");
+                if (t.shape.size() > gguf::max_dims)
+                    raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + " has " +
+                                                     std::to_string(t.shape.size()) + " dimensions; GGUF holds at most " +
+                                                     std::to_string(gguf::max_dims));
+                if (t.name.size() > gguf::max_name_length)
+                    raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + ": its name is " +
+                                                     std::to_string(t.name.size()) + " bytes, over ggml's " +
+                                                     std::to_string(gguf::max_name_length) + "-byte limit");
+                rec.type = *g;
+                rec.ne.assign(t.shape.begin(), t.shape.end());
+                std::reverse(rec.ne.begin(), rec.ne.end());
+            } else {
+                rec.ne = gguf::ne_of(t);
+            }
+            gguf::tensor_bytes(rec);  // what ggml's reader would refuse, named
+            records.push_back(std::move(rec));
+        }
+        gguf::writer_options wo;
+        if (const gguf::header* h = r.gguf()) {
+            wo.alignment = h->alignment;
+            for (const gguf::metadata_entry& e : h->metadata)
+                if (!layout_key(e.key)) meta_.push_back(e);
+        } else if (r.metadata()) {
+            for (const auto& [k, v] : *r.metadata())
+                meta_.push_back(gguf::metadata_entry::make(k, gguf::value_type::STRING, std::string_view(v)));
+        }
+        // The exact header size is known (records_ and meta_): reserve it, nothing ever relocates.
+        wo.reserve_bytes = gguf::serialized_size(meta_, records, wo.alignment) + 64 + gguf::padding_key.size();
+        wo.direct = o.direct;
+        wo.sync = wo.sync_dir = o.sync;
+        records_ = std::move(records);
+        w_.emplace(out, meta_, wo);
+    }
+
+    void begin(const tensor_info& t) override {
+        w_->begin(records_.at(next_++));
+        (void)t;
+    }
+    void append(std::span<const std::byte> bytes, std::shared_ptr<const void>) override { w_->append(bytes); }
+    void end() override { w_->end(); }
+    unsigned writes_in_flight() const noexcept override { return 0; }  // appends copy: no hold outlives them
+    void wait_write() override {}
+    void finish() override { w_->finish(); }
+    void abandon() noexcept override { w_->abandon(); }
+
+private:
+    std::vector<gguf::metadata_entry> meta_;
+    std::vector<gguf::tensor_record> records_;
+    std::size_t next_ = 0;
+    std::optional<gguf::writer> w_;
+};
+
+}  // namespace
+
+bool gguf_target(const std::string& out) {
+    if (out.size() < 5) return false;
+    std::string ext = out.substr(out.size() - 5);
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    return ext == ".gguf";
+}
+
+std::unique_ptr<cp_sink> make_sink(const reader& r, const selection& sel, const std::string& out,
+                                   const sink_options& o) {
+    if (gguf_target(out)) return std::make_unique<gguf_sink>(r, sel, out, o);
+    return std::make_unique<safetensors_sink>(r, sel, out, o);
+}
+
+}  // namespace ringsafe::cli
