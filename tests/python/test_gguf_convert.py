@@ -175,3 +175,43 @@ def test_what_gguf_cannot_hold_is_named_before_any_byte(tmp_path, tensors, what)
     assert what in run.stderr
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.safetensors"]
+
+
+def split_set(tmp_path, parts=3):
+    """A split set as llama.cpp's gguf-split writes it: metadata in the first part, split.* in each."""
+    rng = np.random.default_rng(9)
+    tensors = {}
+    for p in range(parts):
+        path = tmp_path / f"m-{p + 1:05d}-of-{parts:05d}.gguf"
+        w = gguf.GGUFWriter(str(path), "llama" if p == 0 else None)
+        if p == 0:
+            w.add_string("general.name", "split")
+        w.add_uint16("split.no", p)
+        w.add_uint16("split.count", parts)
+        w.add_int32("split.tensors.count", 2 * parts)
+        for k in range(2):
+            name = f"blk.{p}.{k}"
+            if k:
+                data = gguf_blocks.random_blocks("Q4_K", 6, rng).reshape(2, 3 * 144)
+                w.add_tensor(name, data, raw_dtype=GGMLQuantizationType.Q4_K)
+            else:
+                data = rng.standard_normal((4, 8)).astype(np.float32)
+                w.add_tensor(name, data)
+            tensors[name] = data.tobytes()
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    return tmp_path / f"m-00001-of-{parts:05d}.gguf", tensors
+
+
+def test_a_split_set_merges_into_one_gguf_file(tmp_path):
+    first, tensors = split_set(tmp_path)
+    out = tmp_path / "merged.gguf"
+    cp(first, out, "--buffer", "1M")
+    r = gguf.GGUFReader(out)
+    assert not [k for k in r.fields if k.startswith("split.")]
+    assert r.fields["general.name"].contents() == "split"
+    assert [t.name for t in r.tensors] == list(tensors)
+    for t in r.tensors:
+        assert t.data.tobytes() == tensors[t.name], t.name
