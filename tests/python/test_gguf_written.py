@@ -30,7 +30,8 @@ def written(tmp_path_factory):
     if not BINARY.exists():
         pytest.skip(f"{BINARY} is not built")
     out = tmp_path_factory.mktemp("gguf_written")
-    env = dict(os.environ, RINGSAFE_GGUF_KEEP=str(out), RINGSAFE_SHARED=str(ROOT.parent / "shared"))
+    env = dict(os.environ, RINGSAFE_GGUF_KEEP=str(out), RINGSAFE_SHARED=str(ROOT.parent / "shared"),
+               RINGSAFE_CLI=str(ROOT / "build" / "tools" / "ringsafe"))
     run = subprocess.run([str(BINARY)], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     files = sorted(out.glob("*.gguf"))

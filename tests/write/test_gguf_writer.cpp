@@ -1,11 +1,15 @@
 // Tests for include/ringsafe/gguf_writer.hpp: the streaming writer (reserve,
 // padding entry, backfill, one relocation), the declared writer (the exact
 // header, writes in any order from threads), the checks made before any byte,
-// and publishing. Every file written is read back by ringsafe's reader and by
+// publishing, and kill -9 of a child mid-write or mid-conversion (`ringsafe cp`). Every file written is read back by ringsafe's reader and by
 // gguf::parse with metadata and tensors equal; with RINGSAFE_GGUF_KEEP=DIR
 // each is also copied to DIR with a manifest of what was written, which
 // tests/python/test_gguf_written.py reads back with gguf-py.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include "gguf_files.hpp"
 #include "ringsafe/gguf_writer.hpp"
 #include "ringsafe/reader.hpp"
+#include "ringsafe/writer.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -348,4 +353,103 @@ TEST_CASE("gguf declared writer: ranges past a tensor are refused; duplicates be
     CHECK(expect_error([&] { gguf::declared_writer w(p.string(), m.metadata, dup); }).code() ==
           errc::DuplicateTensor);
     CHECK(fs::is_empty(d.path()));
+}
+
+namespace {
+
+// The target after a kill: the old file's bytes, or the whole new file (read back equal).
+void check_old_or_new(const fs::path& p, const std::vector<std::byte>& old, const model& m, int& olds, int& news) {
+    auto bytes = read_file(p);
+    if (bytes == old) {
+        ++olds;
+        return;
+    }
+    check_file(p, m);
+    ++news;
+}
+
+model crash_model() {
+    model m;
+    m.metadata.push_back(metadata_entry::make("general.name", value_type::STRING, std::string_view("crash")));
+    for (std::size_t i = 0; i < 48; ++i) {
+        m.tensors.push_back({"blk." + std::to_string(i), ggml_type::F32, {16384}});
+        m.data.push_back(gguf_tensor_bytes(16384 * 4, 11, i));
+    }
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("gguf writer: kill -9 at any point of a write leaves the old file or the new one") {
+    temp_dir d;
+    const fs::path p = d / "target.gguf";
+    model old_model;
+    old_model.tensors.push_back({"old", ggml_type::F32, {4}});
+    const auto old = make_gguf({}, old_model.tensors, 1);
+    const model m = crash_model();
+    int olds = 0, news = 0;
+    for (int k = 0; k <= 12; ++k) {
+        write_file(p, old);
+        int ready[2];
+        REQUIRE(::pipe(ready) == 0);
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::close(ready[0]);
+            gguf::writer w(p.string(), m.metadata);
+            for (std::size_t i = 0; i < m.tensors.size(); ++i) {
+                w.add(m.tensors[i], m.data[i]);
+                if (::write(ready[1], "t", 1) != 1) ::_exit(3);
+            }
+            w.finish();
+            if (::write(ready[1], "f", 1) != 1) ::_exit(3);
+            for (;;) ::pause();
+        }
+        ::close(ready[1]);
+        // Kill after 4k tensors (k = 12: after finish()), a little later each time.
+        const std::size_t wait_for = k == 12 ? m.tensors.size() + 1 : static_cast<std::size_t>(4 * k);
+        char c;
+        for (std::size_t got = 0; got < wait_for && ::read(ready[0], &c, 1) == 1;) ++got;
+        ::usleep(static_cast<useconds_t>(k * 700));
+        ::kill(pid, SIGKILL);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+        ::close(ready[0]);
+        CHECK(WIFSIGNALED(st));
+        check_old_or_new(p, old, m, olds, news);
+    }
+    CHECK(olds > 0);
+    CHECK(news > 0);  // the last kill comes after finish()
+}
+
+TEST_CASE("cp to GGUF: kill -9 at any point of a conversion leaves the old file or the new one") {
+    temp_dir d;
+    const fs::path src = d / "src.safetensors", p = d / "target.gguf";
+    const model m = crash_model();
+    {
+        writer w(src.string());
+        for (std::size_t i = 0; i < m.tensors.size(); ++i) w.add(m.tensors[i].name, dtype::F32, {16384}, m.data[i]);
+        w.finish(metadata_map{{"general.name", "crash"}});
+    }
+    model expect = m;
+    const std::vector<std::byte> old = make_gguf({}, {{"old", ggml_type::F32, {4}}}, 1);
+    const std::string cli = cli_path();  // before fork(): a child only execs or exits
+    int olds = 0, news = 0;
+    for (int k = 0; k <= 10; ++k) {
+        write_file(p, old);
+        const pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::execl(cli.c_str(), cli.c_str(), "cp", src.c_str(), p.c_str(), "--buffer", "1M", "--buffers", "2",
+                    static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        ::usleep(static_cast<useconds_t>(k * k * 600));  // from before the start to after the end
+        ::kill(pid, SIGKILL);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+        check_old_or_new(p, old, expect, olds, news);
+    }
+    CHECK(olds > 0);
+    INFO("kills that came after the copy: " << news);
 }
