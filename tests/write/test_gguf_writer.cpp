@@ -453,3 +453,29 @@ TEST_CASE("cp to GGUF: kill -9 at any point of a conversion leaves the old file 
     CHECK(olds > 0);
     INFO("kills that came after the copy: " << news);
 }
+
+TEST_CASE("gguf writer: the guide's example (include/ringsafe/README.md, Writing GGUF)") {
+    temp_dir d;
+    const auto cwd = fs::current_path();
+    fs::current_path(d.path());
+    const auto q8_blocks = gguf_tensor_bytes(8 * 34, 3, 0);  // 256 elements: 8 Q8_0 blocks
+    const auto norm_bytes = gguf_tensor_bytes(64 * 4, 3, 1);
+    {
+        namespace gguf = ringsafe::gguf;
+        using ringsafe::ggml_type;
+        std::vector<gguf::metadata_entry> md{
+            gguf::metadata_entry::make("general.architecture", gguf::value_type::STRING, std::string_view("llama")),
+            gguf::metadata_entry::make("llama.context_length", gguf::value_type::UINT32, std::uint64_t{4096})};
+        gguf::writer w("model.gguf", md);                     // streaming: a temporary beside the target
+        w.add({"token_embd.weight", ggml_type::Q8_0, {64, 4}}, q8_blocks);  // ne in ggml's order; raw blocks pass through
+        w.add({"output_norm.weight", ggml_type::F32, {64}}, norm_bytes);
+        w.finish();                                           // the header backfilled, fsync, rename
+    }
+    model m;
+    m.metadata = {metadata_entry::make("general.architecture", value_type::STRING, std::string_view("llama")),
+                  metadata_entry::make("llama.context_length", value_type::UINT32, std::uint64_t{4096})};
+    m.tensors = {{"token_embd.weight", ggml_type::Q8_0, {64, 4}}, {"output_norm.weight", ggml_type::F32, {64}}};
+    m.data = {q8_blocks, norm_bytes};
+    check_file(d / "model.gguf", m);
+    fs::current_path(cwd);
+}
