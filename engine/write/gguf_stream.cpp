@@ -109,15 +109,9 @@ writer::writer(const std::string& path, std::vector<metadata_entry> metadata, co
     s.data_start = format::align_up<std::uint64_t>(std::max<std::uint64_t>(want, 1), s.start_alignment());
     s.tmp = std::make_unique<file::temp_file>(path, opts.direct);
     s.stats.direct = s.tmp->direct();
-    write::stream_config cfg;
-    cfg.direct = s.tmp->direct();
-    cfg.block_size = opts.block_size;
-    cfg.staging_blocks = opts.staging_blocks;
-    cfg.depth = opts.queue_depth;
-    cfg.path = path;
     impl* self = impl_.get();
-    s.stream = std::make_unique<write::data_stream>(s.tmp->fd(), s.data_start, cfg,
-                                                    [self](std::uint64_t off) { return self->describe_offset(off); });
+    s.stream = write::open_data_stream(*s.tmp, s.data_start, opts.block_size, opts.staging_blocks, opts.queue_depth,
+                                       path, [self](std::uint64_t off) { return self->describe_offset(off); });
 }
 
 writer::~writer() {

@@ -90,6 +90,12 @@ extern void (*append_step_hook)(append_step);
 // `what`, with `path` (the file written) as the error's error::path().
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what,
                 const std::string& path);
+// The data stream of a new file's temporary `tmp` from file offset `start`:
+// writes of `block_size` bytes (O_DIRECT when tmp is), `staging_blocks` of
+// staging, `depth` in flight; `describe` names what lives at a file offset.
+std::unique_ptr<data_stream> open_data_stream(const file::temp_file& tmp, std::uint64_t start, std::uint64_t block_size,
+                                              unsigned staging_blocks, unsigned depth, const std::string& path,
+                                              std::function<std::string(std::uint64_t)> describe);
 // Moves the data section [data_start, data_start + data_size) of `tmp` to
 // `new_start` (new_start - data_start a multiple of 4096), once, in the
 // kernel: FALLOC_FL_INSERT_RANGE when `in_place` and the filesystem allows
