@@ -59,7 +59,8 @@ constexpr std::string_view help =
     "    hold is an error naming it, before anything is written. Names are kept:\n"
     "    llama.cpp's names per architecture are convert_hf_to_gguf.py's job.\n"
     "  GGUF -> GGUF: tensors (blocks too) and metadata as they are; a split set\n"
-    "    becomes one file.\n"
+    "    becomes one file, or with --split-max-size / --split-max-tensors a split\n"
+    "    set OUT-00001-of-0000N.gguf as llama.cpp's gguf-split names and keys it.\n"
     "Reading and writing run as a pipeline: the next batches are read into free\n"
     "buffers while earlier ones are written from theirs (no copy in between).\n"
     "Memory stays at about BUFFERS x SIZE (+ < 64 MiB) whatever the file size.\n"
@@ -69,6 +70,10 @@ constexpr std::string_view help =
     "                     (default 64M; K, M, G suffixes)\n"
     "  --dtype TYPE       what GGUF block tensors become in a safetensors OUT:\n"
     "                     float32 (default, exact), float16 or bfloat16\n"
+    "  --split-max-size SIZE, --split-max-tensors N\n"
+    "                     a GGUF OUT as parts of at most SIZE bytes of tensor data\n"
+    "                     (K, M, G suffixes) / N tensors each (a part's first tensor\n"
+    "                     may exceed SIZE alone); parts appear one by one\n"
     "  --buffers N        pipeline buffers, 2..1024 (default 4); a batch is read\n"
     "                     into one buffer, so N - 1 batches can be read ahead\n"
     "  --no-direct        buffered writes instead of O_DIRECT\n"
@@ -272,6 +277,7 @@ struct cp_options {
     std::uint64_t nbufs = 4;
     bool direct = true, sync = true, json = false;
     dtype dequantize_to = dtype::F32;  // --dtype
+    std::uint64_t split_max_bytes = 0, split_max_tensors = 0;  // --split-max-size / --split-max-tensors
     http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
     parse_options parse;  // --max-header-size
 };
@@ -329,6 +335,8 @@ cp_result copy(const cp_options& o) {
     sk.dequantize_to = o.dequantize_to;
     sk.direct = o.direct;
     sk.sync = o.sync;
+    sk.split_max_bytes = o.split_max_bytes;
+    sk.split_max_tensors = o.split_max_tensors;
     auto sink = make_sink(r, sel, o.out, sk);  // every check of the target's format, before any byte
     cp_sink& w = *sink;
 
@@ -483,7 +491,8 @@ int interrupted(const std::string& out) {
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
-    for (auto o : {"--select", "--buffer", "--buffers", "--dtype"}) p.option(o);
+    for (auto o : {"--select", "--buffer", "--buffers", "--dtype", "--split-max-size", "--split-max-tensors"})
+        p.option(o);
     cp_options o;
     declare_http_flags(p);
     declare_header_limit(p);
@@ -501,6 +510,10 @@ int run(const std::vector<std::string_view>& args) {
             else if (v == "bfloat16" || v == "BF16") o.dequantize_to = dtype::BF16;
             else throw usage_error{"--dtype " + v + ": float32, float16 or bfloat16"};
         }
+        o.split_max_bytes = p.size_or("--split-max-size", 0);
+        o.split_max_tensors = p.uint_or("--split-max-tensors", 0);
+        if ((o.split_max_bytes || o.split_max_tensors) && !gguf_target(std::string(p.positional()[1])))
+            throw usage_error{"--split-max-size and --split-max-tensors split a GGUF OUT (OUT.gguf)"};
         o.buf_size = p.size_or("--buffer", o.buf_size);
         o.nbufs = p.uint_or("--buffers", o.nbufs);
         if (o.buf_size < min_buffer || o.buf_size > max_buffer)

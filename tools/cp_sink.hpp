@@ -22,6 +22,12 @@ bool gguf_target(const std::string& out);
 struct sink_options {
     dtype dequantize_to = dtype::F32;  // --dtype: F32, F16 or BF16
     bool direct = true, sync = true;
+    // A GGUF target split into parts named as llama.cpp's gguf-split names them
+    // (OUT-00001-of-00003.gguf), each with the split.* keys, the metadata in the
+    // first: a new part before a tensor that would take it past split_max_bytes
+    // of tensor data or split_max_tensors tensors (0: no limit). Parts are
+    // published one by one as they are complete.
+    std::uint64_t split_max_bytes = 0, split_max_tensors = 0;
 };
 
 // A destination for the selected tensors, in selection order: begin(),
@@ -38,6 +44,9 @@ public:
     virtual void finish() = 0;      // publishes the file
     virtual void abandon() noexcept = 0;
 };
+
+// llama.cpp's name of part `no` (0-based) of `count` for OUT.gguf: OUT-00001-of-00003.gguf.
+std::string split_part_name(const std::string& out, std::size_t no, std::size_t count);
 
 // The sink for `out`: a safetensors or a GGUF file by its extension, for the
 // tensors `sel` of `r`. Throws (InvalidArgument naming the tensor or key)

@@ -215,3 +215,30 @@ def test_a_split_set_merges_into_one_gguf_file(tmp_path):
     assert [t.name for t in r.tensors] == list(tensors)
     for t in r.tensors:
         assert t.data.tobytes() == tensors[t.name], t.name
+
+
+@pytest.mark.parametrize("flag, value, parts", [("--split-max-tensors", "2", 3), ("--split-max-size", "1K", 3)])
+def test_a_gguf_file_splits_as_gguf_split_does_and_merges_back(tmp_path, flag, value, parts):
+    first, tensors = split_set(tmp_path)
+    whole = tmp_path / "whole.gguf"
+    cp(first, whole)
+    out = tmp_path / "s.gguf"
+    cp(whole, out, flag, value)
+    names = [tmp_path / f"s-{i + 1:05d}-of-{parts:05d}.gguf" for i in range(parts)]
+    assert not out.exists()
+    seen = []
+    for i, name in enumerate(names):
+        r = gguf.GGUFReader(name)
+        assert r.fields["split.no"].contents() == i
+        assert r.fields["split.count"].contents() == parts
+        assert r.fields["split.tensors.count"].contents() == len(tensors)
+        assert ("general.name" in r.fields) == (i == 0)  # the metadata in the first part, as gguf-split
+        for t in r.tensors:
+            assert t.data.tobytes() == tensors[t.name]
+            seen.append(t.name)
+    assert seen == list(tensors)
+    merged = tmp_path / "merged.gguf"
+    cp(names[0], merged)
+    a, b = gguf.GGUFReader(whole), gguf.GGUFReader(merged)
+    assert [(t.name, t.data.tobytes()) for t in a.tensors] == [(t.name, t.data.tobytes()) for t in b.tensors]
+    assert [k for k in a.fields] == [k for k in b.fields]
