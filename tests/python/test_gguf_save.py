@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from safetensors.torch import load_file  # noqa: E402
 
 import ringsafe  # noqa: E402
-from ringsafe._gguf_write import save_file  # noqa: E402
+from ringsafe._gguf_write import Writer, save_file  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = ROOT / "build" / "tools" / "ringsafe"
@@ -112,4 +112,51 @@ def test_values_without_a_gguf_type_are_type_errors(tmp_path):
         save_file({}, tmp_path / "x.gguf", {"k": {"a": 1}})
     with pytest.raises(TypeError, match="one type"):
         save_file({}, tmp_path / "x.gguf", {"k": [1, "a"]})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_streams_tensors_and_raw_blocks(tmp_path):
+    import gguf_blocks
+
+    path = tmp_path / "s.gguf"
+    q4 = gguf_blocks.random_blocks("Q4_K", 4, np.random.default_rng(1))
+    tensors = {"a": torch.randn(3, 8).bfloat16(), "n": np.arange(10, dtype=np.int32)}
+    with Writer(path, {"general.architecture": "llama"}, reserve_bytes=4096) as w:
+        for name, t in tensors.items():
+            w.write(name, t)
+        w.write_bytes("q", "Q4_K", [2, 512], q4.tobytes())
+    assert w.stats["tensors"] == 3 and w.stats["relocation"] == ""
+    r = gguf.GGUFReader(path)
+    assert r.fields["general.architecture"].contents() == "llama"
+    assert set(bytes(r.fields["ringsafe.padding"].contents(), "ascii")) <= {0x20}
+    got = {t.name: t for t in r.tensors}
+    assert got["a"].data.tobytes() == raw(tensors["a"])
+    assert got["n"].data.tobytes() == tensors["n"].tobytes()
+    assert got["q"].tensor_type.name == "Q4_K" and got["q"].data.tobytes() == q4.tobytes()
+    assert [int(d) for d in got["q"].shape] == [512, 2]
+    assert ringsafe_listing(path)["tensors"][2]["ne"] == [512, 2]
+
+
+def test_writer_relocates_once_for_metadata_given_at_finish(tmp_path):
+    path = tmp_path / "r.gguf"
+    w = Writer(path, reserve_bytes=4096)
+    w.write("x", torch.ones(1000))
+    stats = w.finish({"tokenizer.ggml.tokens": [f"token{i}" for i in range(2000)]})
+    assert stats["relocation"] in ("insert_range", "copy_file_range")
+    r = gguf.GGUFReader(path)
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == 2000
+    assert r.tensors[0].data.tobytes() == raw(torch.ones(1000))
+
+
+def test_writer_leaves_nothing_on_an_exception(tmp_path):
+    path = tmp_path / "x.gguf"
+    with pytest.raises(RuntimeError):
+        with Writer(path) as w:
+            w.write("x", torch.ones(4))
+            raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []
+    with Writer(path) as w:
+        with pytest.raises(ringsafe.SafetensorError, match="'x'"):
+            w.write_bytes("x", "Q4_K", [3], b"\0" * 4)
+        w.abandon()
     assert list(tmp_path.iterdir()) == []
