@@ -70,6 +70,8 @@ constexpr std::string_view help =
     "                     (default 64M; K, M, G suffixes)\n"
     "  --dtype TYPE       what GGUF block tensors become in a safetensors OUT:\n"
     "                     float32 (default, exact), float16 or bfloat16\n"
+    "  --max-shard-size SIZE  a safetensors OUT as shards of at most SIZE bytes\n"
+    "                     (OUT-00001-of-0000N.safetensors + OUT.safetensors.index.json)\n"
     "  --split-max-size SIZE, --split-max-tensors N\n"
     "                     a GGUF OUT as parts of at most SIZE bytes of tensor data\n"
     "                     (K, M, G suffixes) / N tensors each (a part's first tensor\n"
@@ -278,6 +280,7 @@ struct cp_options {
     bool direct = true, sync = true, json = false;
     dtype dequantize_to = dtype::F32;  // --dtype
     std::uint64_t split_max_bytes = 0, split_max_tensors = 0;  // --split-max-size / --split-max-tensors
+    std::uint64_t max_shard_bytes = 0;                          // --max-shard-size
     http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
     parse_options parse;  // --max-header-size
 };
@@ -337,6 +340,7 @@ cp_result copy(const cp_options& o) {
     sk.sync = o.sync;
     sk.split_max_bytes = o.split_max_bytes;
     sk.split_max_tensors = o.split_max_tensors;
+    sk.max_shard_bytes = o.max_shard_bytes;
     auto sink = make_sink(r, sel, o.out, sk);  // every check of the target's format, before any byte
     cp_sink& w = *sink;
 
@@ -491,7 +495,8 @@ int interrupted(const std::string& out) {
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
-    for (auto o : {"--select", "--buffer", "--buffers", "--dtype", "--split-max-size", "--split-max-tensors"})
+    for (auto o : {"--select", "--buffer", "--buffers", "--dtype", "--split-max-size", "--split-max-tensors",
+                   "--max-shard-size"})
         p.option(o);
     cp_options o;
     declare_http_flags(p);
@@ -514,6 +519,9 @@ int run(const std::vector<std::string_view>& args) {
         o.split_max_tensors = p.uint_or("--split-max-tensors", 0);
         if ((o.split_max_bytes || o.split_max_tensors) && !gguf_target(std::string(p.positional()[1])))
             throw usage_error{"--split-max-size and --split-max-tensors split a GGUF OUT (OUT.gguf)"};
+        o.max_shard_bytes = p.size_or("--max-shard-size", 0);
+        if (o.max_shard_bytes && gguf_target(std::string(p.positional()[1])))
+            throw usage_error{"--max-shard-size shards a safetensors OUT; a GGUF OUT splits by --split-max-size"};
         o.buf_size = p.size_or("--buffer", o.buf_size);
         o.nbufs = p.uint_or("--buffers", o.nbufs);
         if (o.buf_size < min_buffer || o.buf_size > max_buffer)

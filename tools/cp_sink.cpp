@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "gguf_listing.hpp"
+#include "json_text.hpp"
 #include "ringsafe/dequantize.hpp"
 #include "ringsafe/gguf_writer.hpp"
 #include "ringsafe/writer.hpp"
@@ -21,13 +24,13 @@ bool layout_key(std::string_view key) { return key.starts_with("split.") || key 
 // Whole blocks dequantized per step: the scratch stays small whatever the tensor.
 constexpr std::uint64_t dequant_step = 1u << 20;
 
-// A safetensors file; GGUF block tensors are dequantized as their bytes arrive.
+// A safetensors file, or a sharded checkpoint of them with its index; GGUF
+// block tensors are dequantized as their bytes arrive.
 class safetensors_sink final : public cp_sink {
 public:
     safetensors_sink(const reader& r, const selection& sel, const std::string& out, const sink_options& o)
-        : to_(o.dequantize_to) {
+        : to_(o.dequantize_to), out_(out), opts_(o) {
         auto tensors = r.tensors();
-        std::vector<tensor_entry> entries;
         std::uint64_t total = 0;
         for (auto i : sel.indices()) {
             const tensor_info& t = tensors[i];
@@ -41,9 +44,21 @@ public:
                 dt = to_;
                 bytes = *dtype_bytes_for(to_, t.elements());
             }
-            entries.push_back({t.name, dt, t.shape, total, total + bytes});
+            entries_.push_back({t.name, dt, t.shape, total, total + bytes});
             total += bytes;
         }
+        // Shards as transformers cuts them: a new one before a tensor that would take it past the limit.
+        starts_ = {0};
+        std::uint64_t in_shard = 0;
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            const std::uint64_t n = entries_[i].end - entries_[i].begin;
+            if (o.max_shard_bytes && in_shard && in_shard + n > o.max_shard_bytes) {
+                starts_.push_back(i);
+                in_shard = 0;
+            }
+            in_shard += n;
+        }
+        sharded_ = o.max_shard_bytes != 0;
         if (const gguf::header* h = r.gguf()) {
             metadata_map m;
             for (const gguf::metadata_entry& e : h->metadata)
@@ -52,14 +67,15 @@ public:
         } else {
             meta_ = r.metadata();
         }
-        writer_options wo;
-        wo.reserve_bytes = serialized_json_size(entries, meta_ ? &*meta_ : nullptr);
-        wo.direct = o.direct;
-        wo.sync = wo.sync_dir = o.sync;
-        w_.emplace(out, wo);
+        open_shard(0);
     }
 
     void begin(const tensor_info& t) override {
+        if (shard_ + 1 < starts_.size() && next_ == starts_[shard_ + 1]) {
+            w_->finish(meta_ ? &*meta_ : nullptr);
+            open_shard(shard_ + 1);
+        }
+        ++next_;
         quantized_ = t.quantized();
         type_ = t.ggml;
         block_ = ggml_traits(t.ggml).type_size;
@@ -87,10 +103,59 @@ public:
     void end() override { w_->end(); }  // a partial block left is WriterState: its elements are missing
     unsigned writes_in_flight() const noexcept override { return w_->writes_in_flight(); }
     void wait_write() override { w_->wait_write(); }
-    void finish() override { w_->finish(meta_ ? &*meta_ : nullptr); }
+    void finish() override {
+        w_->finish(meta_ ? &*meta_ : nullptr);
+        if (sharded_) write_index();
+    }
     void abandon() noexcept override { w_->abandon(); }
 
 private:
+    // Shard i's name: OUT's stem-00001-of-00003.safetensors (OUT ends in .safetensors, or gets it).
+    std::string shard_name(std::size_t i) const {
+        std::string stem = out_;
+        if (stem.ends_with(".safetensors")) stem.resize(stem.size() - 12);
+        char tail[48];
+        std::snprintf(tail, sizeof tail, "-%05zu-of-%05zu.safetensors", i + 1, starts_.size());
+        return stem + tail;
+    }
+    void open_shard(std::size_t i) {
+        shard_ = i;
+        const std::size_t end = i + 1 < starts_.size() ? starts_[i + 1] : entries_.size();
+        std::vector<tensor_entry> mine(entries_.begin() + static_cast<std::ptrdiff_t>(starts_[i]),
+                                       entries_.begin() + static_cast<std::ptrdiff_t>(end));
+        const std::uint64_t base = mine.empty() ? 0 : mine.front().begin;
+        for (auto& e : mine) e.begin -= base, e.end -= base;
+        writer_options wo;
+        wo.reserve_bytes = serialized_json_size(mine, meta_ ? &*meta_ : nullptr);  // exact: nothing relocates
+        wo.direct = opts_.direct;
+        wo.sync = wo.sync_dir = opts_.sync;
+        w_.emplace(sharded_ ? shard_name(i) : out_, wo);
+    }
+    // OUT's stem + .safetensors.index.json, as transformers writes it, published by rename.
+    void write_index() const {
+        std::string stem = out_;
+        if (stem.ends_with(".safetensors")) stem.resize(stem.size() - 12);
+        std::string j = "{\"metadata\": {\"total_size\": " +
+                        std::to_string(entries_.empty() ? 0 : entries_.back().end) + "}, \"weight_map\": {";
+        for (std::size_t s = 0, i = 0; s < starts_.size(); ++s) {
+            const std::string file = std::filesystem::path(shard_name(s)).filename().string();
+            for (const std::size_t end = s + 1 < starts_.size() ? starts_[s + 1] : entries_.size(); i < end; ++i) {
+                if (i) j += ", ";
+                append_json_string(j, entries_[i].name);
+                j += ": ";
+                append_json_string(j, file);
+            }
+        }
+        j += "}}\n";
+        const std::string index = stem + ".safetensors.index.json", tmp = index + ".ringsafe-tmp";
+        {
+            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+            f << j;
+            if (!f.flush()) raise(errc::IoError, "writing '" + tmp + "'");
+        }
+        std::filesystem::rename(tmp, index);
+    }
+
     void put_blocks(std::span<const std::byte> blocks) {
         const std::uint64_t n = *dtype_bytes_for(to_, dequantized_elements(type_, blocks.size()).value());
         scratch_.resize(n);
@@ -99,6 +164,12 @@ private:
     }
 
     dtype to_;
+    std::string out_;
+    sink_options opts_;
+    std::vector<tensor_entry> entries_;
+    std::vector<std::size_t> starts_;  // each shard's first tensor
+    bool sharded_ = false;
+    std::size_t next_ = 0, shard_ = 0;
     std::optional<metadata_map> meta_;
     std::optional<writer> w_;
     bool quantized_ = false;

@@ -28,6 +28,11 @@ struct sink_options {
     // of tensor data or split_max_tensors tensors (0: no limit). Parts are
     // published one by one as they are complete.
     std::uint64_t split_max_bytes = 0, split_max_tensors = 0;
+    // A safetensors target as a sharded checkpoint (OUT-00001-of-00003.safetensors
+    // + OUT.safetensors.index.json, transformers' names), a new shard before a
+    // tensor that would take it past max_shard_bytes (0: one file). Shards are
+    // published one by one, the index last.
+    std::uint64_t max_shard_bytes = 0;
 };
 
 // A destination for the selected tensors, in selection order: begin(),

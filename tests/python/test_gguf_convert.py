@@ -242,3 +242,27 @@ def test_a_gguf_file_splits_as_gguf_split_does_and_merges_back(tmp_path, flag, v
     a, b = gguf.GGUFReader(whole), gguf.GGUFReader(merged)
     assert [(t.name, t.data.tobytes()) for t in a.tensors] == [(t.name, t.data.tobytes()) for t in b.tensors]
     assert [k for k in a.fields] == [k for k in b.fields]
+
+
+def test_gguf_to_a_sharded_safetensors_checkpoint_with_its_index(tmp_path):
+    src = tmp_path / "q.gguf"
+    expect = quantized_gguf(src)
+    out = tmp_path / "model.safetensors"
+    cp(src, out, "--max-shard-size", "2M")
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) >= 3 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
+    assert not out.exists()
+    got = {}
+    for f in files:
+        got.update(load_file(tmp_path / f))
+        with safe_open(tmp_path / f, "pt") as h:
+            assert json.loads(h.metadata()["gguf.general.architecture"]) == "llama"
+    assert set(got) == set(expect) == set(index["weight_map"])
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in got.values())
+    for name, values in expect.items():
+        assert torch.equal(got[name], torch.from_numpy(values)), name
+    # ringsafe's reader opens the index as one checkpoint
+    run = subprocess.run([str(CLI), "ls", str(tmp_path / "model.safetensors.index.json"), "--json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
