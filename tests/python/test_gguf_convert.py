@@ -266,3 +266,29 @@ def test_gguf_to_a_sharded_safetensors_checkpoint_with_its_index(tmp_path):
     run = subprocess.run([str(CLI), "ls", str(tmp_path / "model.safetensors.index.json"), "--json"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def peak_rss(*args):
+    run = cp(*args, "--json")
+    return json.loads(run.stdout)["peak_rss_kib"] * 1024
+
+
+def test_conversions_stream_in_bounded_memory(tmp_path):
+    """Peak RSS of each conversion stays within --buffers x --buffer plus a constant
+    (the writer's 48 MiB of staging, the program), far below the files' sizes."""
+    rng = np.random.default_rng(4)
+    src = tmp_path / "big.gguf"
+    w = gguf.GGUFWriter(str(src), "llama")
+    for i in range(8):  # 8 x 24 MiB of Q8_0 blocks: 360 MiB of bf16 out
+        blocks = gguf_blocks.random_blocks("Q8_0", 740 * 1000, rng).reshape(1000, 740 * 34)
+        w.add_tensor(f"blk.{i}.weight", blocks, raw_dtype=GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    bound = 2 * (4 << 20) + (112 << 20)
+    st = tmp_path / "big.safetensors"
+    assert peak_rss(src, st, "--dtype", "bfloat16", "--buffer", "4M", "--buffers", "2") < bound
+    assert st.stat().st_size > 3 * bound
+    assert peak_rss(st, tmp_path / "back.gguf", "--buffer", "4M", "--buffers", "2") < bound
+    assert peak_rss(src, tmp_path / "copy.gguf", "--buffer", "4M", "--buffers", "2") < bound
