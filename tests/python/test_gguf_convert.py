@@ -292,3 +292,74 @@ def test_conversions_stream_in_bounded_memory(tmp_path):
     assert st.stat().st_size > 3 * bound
     assert peak_rss(st, tmp_path / "back.gguf", "--buffer", "4M", "--buffers", "2") < bound
     assert peak_rss(src, tmp_path / "copy.gguf", "--buffer", "4M", "--buffers", "2") < bound
+
+
+def edit(*args):
+    return subprocess.run([str(CLI), "edit", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_edit_sets_and_deletes_keys_and_keeps_the_tensors(tmp_path):
+    src = tmp_path / "q.gguf"
+    quantized_gguf(src)
+    before = gguf.GGUFReader(src)
+    tensors = [(t.name, t.tensor_type, t.data.tobytes()) for t in before.tensors]
+    run = edit(src, "--set", "general.name=Tiny", "--set", "llama.context_length=8192",
+               "--set", "new.ratio=0.25:FLOAT64", "--delete", "llama.rope.freq_base")
+    assert run.returncode == 0, run.stderr
+    assert "rewrote" in run.stdout
+    r = gguf.GGUFReader(src)
+    assert r.fields["general.name"].contents() == "Tiny"
+    assert r.fields["llama.context_length"].contents() == 8192
+    assert r.fields["llama.context_length"].types[0].name == "UINT32"  # a replaced key keeps its type
+    assert r.fields["new.ratio"].types[0].name == "FLOAT64" and r.fields["new.ratio"].contents() == 0.25
+    assert "llama.rope.freq_base" not in r.fields
+    assert r.fields["tokenizer.ggml.tokens"].contents() == ["a", "b", "Ġc"]
+    assert [(t.name, t.tensor_type, t.data.tobytes()) for t in r.tensors] == tensors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.gguf"]
+
+
+def test_edit_refusals_leave_the_file_unchanged(tmp_path):
+    src = tmp_path / "q.gguf"
+    quantized_gguf(src)
+    old = src.read_bytes()
+    assert edit(src, "--delete", "no.such.key").returncode == 1
+    assert "UINT32" in edit(src, "--set", "llama.context_length=-1").stderr  # the type kept: a negative refused
+    assert edit(src, "--set", "x=300:UINT8").returncode == 1
+    assert edit(src).returncode == 2
+    assert src.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.gguf"]
+
+
+def test_kill_9_during_an_edit_leaves_the_old_file_or_the_new_one(tmp_path):
+    import signal
+    import time
+
+    src = tmp_path / "e.gguf"
+    w = gguf.GGUFWriter(str(src), "llama")
+    rng = np.random.default_rng(6)
+    for i in range(16):
+        w.add_tensor(f"blk.{i}", rng.standard_normal(1 << 20).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    old = src.read_bytes()
+    orig = tmp_path / "orig.gguf"
+    orig.write_bytes(old)
+    want = [t.data.tobytes() for t in gguf.GGUFReader(orig).tensors]
+    olds = news = 0
+    for k in range(12):
+        src.write_bytes(old)
+        p = subprocess.Popen([str(CLI), "edit", str(src), "--set", "general.name=edited"])
+        time.sleep(k * k * 0.002)  # from before the start to after the end
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        data = src.read_bytes()
+        if data == old:
+            olds += 1
+            continue
+        r = gguf.GGUFReader(src)
+        assert r.fields["general.name"].contents() == "edited"
+        assert [t.data.tobytes() for t in r.tensors] == want
+        news += 1
+    assert olds > 0  # the first kill comes before the rename
