@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "cp_sink.hpp"
 #include "command.hpp"
 #include "failure_report.hpp"
 #include "header_limit_flag.hpp"
@@ -46,11 +47,20 @@ using namespace ringsafe::cli;
 using clock_type = std::chrono::steady_clock;
 
 constexpr std::string_view help =
-    "usage: ringsafe cp SOURCE OUT.safetensors [--select PATTERN]... [options]\n"
+    "usage: ringsafe cp SOURCE OUT.safetensors|OUT.gguf [--select PATTERN]... [options]\n"
     "Copies the selected tensors (all by default) and the metadata of SOURCE (a\n"
-    "path, an http(s)://, s3://, gs://, az:// or hf:// URL, or a sharded *.index.json)\n"
-    "into a new file. From a GGUF file, plain tensors (F32, F16, BF16, F64, I8..I64)\n"
-    "are copied (GGUF's metadata is not); block types (Q4_K, ...) are refused.\n"
+    "path, an http(s)://, s3://, gs://, az:// or hf:// URL, a sharded *.index.json,\n"
+    "or a GGUF file or split set) into a new file, converting by OUT's extension:\n"
+    "  GGUF -> safetensors: plain tensors keep their type; block types (Q4_K, ...)\n"
+    "    are dequantized to --dtype; the GGUF metadata goes into __metadata__ as\n"
+    "    \"gguf.KEY\": its value's JSON text (split.* keys dropped).\n"
+    "  safetensors -> GGUF: dtypes GGUF has (F32, F16, BF16, F64, I8..I64), shapes\n"
+    "    reversed into ne, __metadata__ as STRING entries; a tensor GGUF cannot\n"
+    "    hold is an error naming it, before anything is written. Names are kept:\n"
+    "    llama.cpp's names per architecture are convert_hf_to_gguf.py's job.\n"
+    "  GGUF -> GGUF: tensors (blocks too) and metadata as they are; a split set\n"
+    "    becomes one file, or with --split-max-size / --split-max-tensors a split\n"
+    "    set OUT-00001-of-0000N.gguf as llama.cpp's gguf-split names and keys it.\n"
     "Reading and writing run as a pipeline: the next batches are read into free\n"
     "buffers while earlier ones are written from theirs (no copy in between).\n"
     "Memory stays at about BUFFERS x SIZE (+ < 64 MiB) whatever the file size.\n"
@@ -58,6 +68,14 @@ constexpr std::string_view help =
     "  --select PATTERN   glob over tensor names (*, ?, [...]); repeatable\n"
     "  --buffer SIZE      bytes per pipeline buffer, 1M..16G, rounded up to 4K\n"
     "                     (default 64M; K, M, G suffixes)\n"
+    "  --dtype TYPE       what GGUF block tensors become in a safetensors OUT:\n"
+    "                     float32 (default, exact), float16 or bfloat16\n"
+    "  --max-shard-size SIZE  a safetensors OUT as shards of at most SIZE bytes\n"
+    "                     (OUT-00001-of-0000N.safetensors + OUT.safetensors.index.json)\n"
+    "  --split-max-size SIZE, --split-max-tensors N\n"
+    "                     a GGUF OUT as parts of at most SIZE bytes of tensor data\n"
+    "                     (K, M, G suffixes) / N tensors each (a part's first tensor\n"
+    "                     may exceed SIZE alone); parts appear one by one\n"
     "  --buffers N        pipeline buffers, 2..1024 (default 4); a batch is read\n"
     "                     into one buffer, so N - 1 batches can be read ahead\n"
     "  --no-direct        buffered writes instead of O_DIRECT\n"
@@ -260,6 +278,9 @@ struct cp_options {
     std::uint64_t buf_size = 64u << 20;
     std::uint64_t nbufs = 4;
     bool direct = true, sync = true, json = false;
+    dtype dequantize_to = dtype::F32;  // --dtype
+    std::uint64_t split_max_bytes = 0, split_max_tensors = 0;  // --split-max-size / --split-max-tensors
+    std::uint64_t max_shard_bytes = 0;                          // --max-shard-size
     http_options http;  // --connections / --chunk (0: the environment's, else the defaults)
     parse_options parse;  // --max-header-size
 };
@@ -283,19 +304,8 @@ cp_result copy(const cp_options& o) {
     auto sel = o.patterns.empty() ? r.all() : r.select_glob(o.patterns);
     auto tensors = r.tensors();
 
-    // The exact header size is known: reserve it so nothing ever relocates.
-    std::vector<tensor_entry> entries;
     std::uint64_t total = 0;
-    for (auto i : sel.indices()) {
-        const auto& t = tensors[i];
-        if (t.quantized())
-            raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + o.src + " is of GGUF block type " +
-                                             std::string(ggml_type_name(t.ggml)) +
-                                             ", which safetensors has no dtype for (select plain tensors only)");
-        entries.push_back({t.name, t.dtype, t.shape, total, total + t.size()});
-        total += t.size();
-    }
-    const metadata_map* meta = r.metadata() ? &*r.metadata() : nullptr;
+    for (auto i : sel.indices()) total += tensors[i].size();
     // A file smaller than the pool is still cut into about one batch per
     // buffer (of at least 4 MiB), so that its reads and writes overlap too.
     const std::uint64_t spread = std::max<std::uint64_t>(4u << 20, (total / o.nbufs + 2 * page - 1) / page * page);
@@ -324,11 +334,15 @@ cp_result copy(const cp_options& o) {
     res.readers = readers;
     std::vector<double> read_waited(readers, 0.0);
 
-    writer_options wo;
-    wo.reserve_bytes = serialized_json_size(entries, meta);
-    wo.direct = o.direct;
-    wo.sync = wo.sync_dir = o.sync;
-    writer w(o.out, wo);
+    sink_options sk;
+    sk.dequantize_to = o.dequantize_to;
+    sk.direct = o.direct;
+    sk.sync = o.sync;
+    sk.split_max_bytes = o.split_max_bytes;
+    sk.split_max_tensors = o.split_max_tensors;
+    sk.max_shard_bytes = o.max_shard_bytes;
+    auto sink = make_sink(r, sel, o.out, sk);  // every check of the target's format, before any byte
+    cp_sink& w = *sink;
 
     auto read_loop = [&](unsigned id) {
         std::map<std::uint32_t, std::unique_ptr<source>> sources;  // this reader's, per shard
@@ -436,7 +450,7 @@ cp_result copy(const cp_options& o) {
         try {
             for (auto& pc : batches[k].pieces) {
                 const auto& t = tensors[pc.tensor];
-                if (pc.offset == 0) w.begin(t.name, t.dtype, t.shape);
+                if (pc.offset == 0) w.begin(t);
                 if (pc.length) w.append(std::span(data, pc.length), hold);
                 data += pc.length;
                 if (pc.offset + pc.length == t.size()) w.end();
@@ -461,7 +475,7 @@ cp_result copy(const cp_options& o) {
     }
     for (auto& th : threads) th.join();
     threads.clear();
-    w.finish(meta);
+    w.finish();
     bar.finish();
     res.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
     res.bytes = total;
@@ -481,7 +495,9 @@ int interrupted(const std::string& out) {
 int run(const std::vector<std::string_view>& args) {
     arg_parser p(args);
     for (auto f : {"--help", "-h", "--no-direct", "--no-sync", "--json"}) p.flag(f);
-    for (auto o : {"--select", "--buffer", "--buffers"}) p.option(o);
+    for (auto o : {"--select", "--buffer", "--buffers", "--dtype", "--split-max-size", "--split-max-tensors",
+                   "--max-shard-size"})
+        p.option(o);
     cp_options o;
     declare_http_flags(p);
     declare_header_limit(p);
@@ -491,7 +507,21 @@ int run(const std::vector<std::string_view>& args) {
             std::fwrite(help.data(), 1, help.size(), stdout);
             return exit_ok;
         }
-        if (p.positional().size() != 2) throw usage_error{"expected SOURCE and OUT.safetensors"};
+        if (p.positional().size() != 2) throw usage_error{"expected SOURCE and OUT.safetensors or OUT.gguf"};
+        if (auto d = p.value("--dtype")) {
+            const std::string v(*d);
+            if (v == "float32" || v == "F32") o.dequantize_to = dtype::F32;
+            else if (v == "float16" || v == "F16") o.dequantize_to = dtype::F16;
+            else if (v == "bfloat16" || v == "BF16") o.dequantize_to = dtype::BF16;
+            else throw usage_error{"--dtype " + v + ": float32, float16 or bfloat16"};
+        }
+        o.split_max_bytes = p.size_or("--split-max-size", 0);
+        o.split_max_tensors = p.uint_or("--split-max-tensors", 0);
+        if ((o.split_max_bytes || o.split_max_tensors) && !gguf_target(std::string(p.positional()[1])))
+            throw usage_error{"--split-max-size and --split-max-tensors split a GGUF OUT (OUT.gguf)"};
+        o.max_shard_bytes = p.size_or("--max-shard-size", 0);
+        if (o.max_shard_bytes && gguf_target(std::string(p.positional()[1])))
+            throw usage_error{"--max-shard-size shards a safetensors OUT; a GGUF OUT splits by --split-max-size"};
         o.buf_size = p.size_or("--buffer", o.buf_size);
         o.nbufs = p.uint_or("--buffers", o.nbufs);
         if (o.buf_size < min_buffer || o.buf_size > max_buffer)

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "ringsafe/writer.hpp"
+#include "write/byte_cover.hpp"
 #include "write/stream_writer.hpp"
 #include "write/tensor_check.hpp"
 
@@ -38,8 +39,7 @@ struct declared_writer::impl {
     int sink = -1;                   // sequential mode (not owned)
     std::uint64_t cursor = 0;        // sequential mode: next data-relative offset
     std::mutex mu;
-    std::vector<std::map<std::uint64_t, std::uint64_t>> written;  // per tensor: begin -> end, disjoint
-    std::vector<std::uint64_t> covered;                           // per tensor: bytes written
+    std::vector<byte_cover> written;  // per tensor: the bytes written
     bool failed = false, finished = false;
 
     void setup(std::vector<tensor_decl>& decls, const metadata_map* metadata) {
@@ -62,23 +62,9 @@ struct declared_writer::impl {
         header = serialize_header(entries, metadata);
         data_start = 8 + header.size();
         written.resize(entries.size());
-        covered.assign(entries.size(), 0);
     }
 
-    // Records [a, b) of tensor i as written; returns the bytes newly covered.
-    void mark(std::size_t i, std::uint64_t a, std::uint64_t b) {
-        auto& m = written[i];
-        auto it = m.upper_bound(a);
-        if (it != m.begin() && std::prev(it)->second >= a) --it;
-        while (it != m.end() && it->first <= b) {
-            a = std::min(a, it->first);
-            b = std::max(b, it->second);
-            covered[i] -= it->second - it->first;
-            it = m.erase(it);
-        }
-        m.emplace(a, b);
-        covered[i] += b - a;
-    }
+    void mark(std::size_t i, std::uint64_t a, std::uint64_t b) { written[i].mark(a, b); }
 };
 
 declared_writer::declared_writer(const std::string& path, std::vector<tensor_decl> tensors,
@@ -376,13 +362,10 @@ void declared_writer::finish() {
     std::lock_guard lock(s.mu);
     if (s.failed || s.finished) raise(errc::WriterState, "finish() after a failed write or a finish");
     for (std::size_t i = 0; i < s.entries.size(); ++i) {
-        if (s.covered[i] == (s.entries[i].end - s.entries[i].begin)) continue;
-        std::uint64_t missing = 0;
-        auto& m = s.written[i];
-        if (!m.empty() && m.begin()->first == 0) missing = m.begin()->second;
+        const std::uint64_t size = s.entries[i].end - s.entries[i].begin;
+        if (s.written[i].covered() == size) continue;
         raise(errc::WriterState, describe_tensor(s.entries[i].name) + " is incomplete: " +
-                                     std::to_string(s.covered[i]) + " of " + std::to_string((s.entries[i].end - s.entries[i].begin)) +
-                                     " bytes written, first missing byte at offset " + std::to_string(missing));
+                                     s.written[i].describe_missing(size));
     }
     if (s.tmp) {
         try {

@@ -14,28 +14,18 @@ namespace ringsafe {
 using namespace write;
 using file::temp_file;
 
-void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
-    constexpr std::uint64_t page = 4096;
-    std::uint64_t new_start = format::align_up(8 + json_size, page);
+namespace write {
+
+std::string relocate_data(temp_file& tmp, const std::string& path, std::uint64_t data_start, std::uint64_t new_start,
+                          std::uint64_t data_size, bool in_place) {
     std::uint64_t extra = new_start - data_start;
-    if (data_size == 0) {  // nothing to move: the header simply grows
-        data_start = new_start;
-        reserved = new_start - 8;
-        return;
-    }
-    if (opts.relocate_in_place &&
-        ::fallocate(tmp->fd(), FALLOC_FL_INSERT_RANGE, static_cast<off_t>(data_start),
-                    static_cast<off_t>(extra)) == 0) {
-        // The filesystem shifted the data's extents; no byte was copied.
-        data_start = new_start;
-        reserved = new_start - 8;
-        stats.relocation = "insert_range";
-        return;
-    }
+    if (in_place && ::fallocate(tmp.fd(), FALLOC_FL_INSERT_RANGE, static_cast<off_t>(data_start),
+                                static_cast<off_t>(extra)) == 0)
+        return "insert_range";  // the filesystem shifted the data's extents; no byte was copied
     // Copy the data section into a new temporary behind a larger header. The
     // source is reopened without O_DIRECT so the in-kernel copy may read the
     // unaligned tail.
-    std::string proc = "/proc/self/fd/" + std::to_string(tmp->fd());
+    std::string proc = "/proc/self/fd/" + std::to_string(tmp.fd());
     int src = ::open(proc.c_str(), O_RDONLY | O_CLOEXEC);
     if (src < 0) raise_errno(errno, "reopening the temporary of '" + path + "' for relocation");
     try {
@@ -57,15 +47,25 @@ void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
         }
         ::close(src);
         src = -1;
-        tmp->adopt(dst);
+        tmp.adopt(dst);
     } catch (...) {
         if (src >= 0) ::close(src);
         throw;
     }
+    return "copy_file_range";
+}
+
+}  // namespace write
+
+void writer::impl::relocate(std::uint64_t json_size, std::uint64_t data_size) {
+    constexpr std::uint64_t page = 4096;
+    std::uint64_t new_start = format::align_up(8 + json_size, page);
+    std::uint64_t old_start = data_start;
     data_start = new_start;
     reserved = new_start - 8;
-    stats.relocation = "copy_file_range";
-    stats.relocated_bytes = data_size;
+    if (data_size == 0) return;  // nothing to move: the header simply grows
+    stats.relocation = relocate_data(*tmp, path, old_start, new_start, data_size, opts.relocate_in_place);
+    if (stats.relocation == "copy_file_range") stats.relocated_bytes = data_size;
 }
 
 }  // namespace ringsafe

@@ -90,6 +90,19 @@ extern void (*append_step_hook)(append_step);
 // `what`, with `path` (the file written) as the error's error::path().
 void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset, const std::string& what,
                 const std::string& path);
+// The data stream of a new file's temporary `tmp` from file offset `start`:
+// writes of `block_size` bytes (O_DIRECT when tmp is), `staging_blocks` of
+// staging, `depth` in flight; `describe` names what lives at a file offset.
+std::unique_ptr<data_stream> open_data_stream(const file::temp_file& tmp, std::uint64_t start, std::uint64_t block_size,
+                                              unsigned staging_blocks, unsigned depth, const std::string& path,
+                                              std::function<std::string(std::uint64_t)> describe);
+// Moves the data section [data_start, data_start + data_size) of `tmp` to
+// `new_start` (new_start - data_start a multiple of 4096), once, in the
+// kernel: FALLOC_FL_INSERT_RANGE when `in_place` and the filesystem allows
+// it, else copy_file_range into a new temporary that `tmp` adopts. Returns
+// "insert_range" or "copy_file_range"; throws naming `path`.
+std::string relocate_data(file::temp_file& tmp, const std::string& path, std::uint64_t data_start,
+                          std::uint64_t new_start, std::uint64_t data_size, bool in_place);
 // Builds the 8-byte prefix + the header padded to exactly n bytes, in an
 // aligned buffer of 8 + n bytes (suitable for O_DIRECT when 8 + n is aligned).
 std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded);

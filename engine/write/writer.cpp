@@ -44,6 +44,18 @@ void pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset
     }
 }
 
+std::unique_ptr<data_stream> open_data_stream(const file::temp_file& tmp, std::uint64_t start, std::uint64_t block_size,
+                                              unsigned staging_blocks, unsigned depth, const std::string& path,
+                                              std::function<std::string(std::uint64_t)> describe) {
+    stream_config cfg;
+    cfg.direct = tmp.direct();
+    cfg.block_size = block_size;
+    cfg.staging_blocks = staging_blocks;
+    cfg.depth = depth;
+    cfg.path = path;
+    return std::make_unique<data_stream>(tmp.fd(), start, cfg, std::move(describe));
+}
+
 std::unique_ptr<std::byte, void (*)(void*)> header_block(const std::string& json_padded) {
     std::uint64_t total = 8 + json_padded.size();
     void* mem = std::aligned_alloc(page, format::align_up<std::uint64_t>(total, page));
@@ -109,15 +121,9 @@ writer::writer(const std::string& path, const writer_options& opts) : impl_(std:
     s.data_start = 8 + n;
     s.tmp = std::make_unique<temp_file>(path, opts.direct);
     s.stats.direct = s.tmp->direct();
-    stream_config cfg;
-    cfg.direct = s.tmp->direct();
-    cfg.block_size = opts.block_size;
-    cfg.staging_blocks = opts.staging_blocks;
-    cfg.depth = opts.queue_depth;
-    cfg.path = path;
     impl* self = impl_.get();
-    s.stream = std::make_unique<data_stream>(s.tmp->fd(), s.data_start, cfg,
-                                             [self](std::uint64_t off) { return self->describe_offset(off); });
+    s.stream = open_data_stream(*s.tmp, s.data_start, opts.block_size, opts.staging_blocks, opts.queue_depth, path,
+                                [self](std::uint64_t off) { return self->describe_offset(off); });
 }
 
 writer::~writer() {

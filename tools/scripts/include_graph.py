@@ -55,6 +55,7 @@ HOMES = {
     "open_source.hpp": "dispatch",
     "reader.hpp": "read",
     "writer.hpp": "write",
+    "gguf_writer.hpp": "write",
     "device.hpp": "device",
     "asio.hpp": "asio",
     "detail/asio_initiate.hpp": "asio",
