@@ -17,4 +17,5 @@ PYBIND11_MODULE(_ringsafe, m) {
     ringsafe::python::bind_header(m);
     ringsafe::python::bind_device(m);
     ringsafe::python::bind_dequantize(m);
+    ringsafe::python::bind_gguf(m);
 }

@@ -38,7 +38,7 @@ READER_OPTIONS = {
     "headers", "cross_origin_headers", "allow_https_downgrade", "ca_file", "verify_tls", "max_attempts",
     "max_total_attempts", "low_speed_limit", "low_speed_time", "s3_endpoint", "s3_region", "endpoint_url",
     "anonymous", "gcs_credentials", "azure_account", "azure_key", "azure_sas_token", "azure_connection_string",
-    "max_header_size", "parallel_shards", "cache", "cache_dir", "local_files_only", "verify",
+    "max_header_size", "parallel_shards", "split_set", "cache", "cache_dir", "local_files_only", "verify",
 }
 INDEX, SINGLE = "model.safetensors.index.json", "model.safetensors"
 
