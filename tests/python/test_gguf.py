@@ -328,3 +328,37 @@ def test_copy_of_a_part_alone(tmp_path):
         assert [t.shard for t in f.tensors] == [0, 0]
     with pytest.raises(ringsafe.SafetensorError):
         rg.open(tmp_path / SPLIT_PARTS[0])
+
+
+def test_interrupt_a_load_then_load_again(tmp_path):
+    """Ctrl-C during load_file of a cold 256 MiB Q8_0 file: KeyboardInterrupt, no
+    result, and the process loads the same file afterwards (in a subprocess)."""
+    from test_interrupt import _run
+    path = tmp_path / "big.gguf"
+    rows, cols = 4096, 16384  # 64 Mi elements: 68 MiB of Q8_0 blocks per tensor, 4 tensors
+    w = gguf.GGUFWriter(path, "llama")
+    rng = np.random.default_rng(1)
+    for i in range(4):
+        blocks = rng.integers(0, 256, size=(rows * cols // 32, 34), dtype=np.uint8)
+        blocks[:, 0:2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)  # finite scales
+        w.add_tensor(f"t{i}", blocks.reshape(rows, -1), raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    try:
+        r = _run("""
+            import ringsafe.gguf as rg
+            path = sys.argv[1]
+            make_cold(path)
+            got = []
+            state = interrupted(lambda: got.append(rg.load_file(path)))
+            gc.collect()
+            again = rg.load_file(path, select="t3")
+            with rg.open(path) as f:
+                same = torch.equal(again["t3"], f.get_tensor("t3"))
+            result(state=state, got=len(got), shape=list(again["t3"].shape), same=same)
+        """, path)
+    finally:
+        path.unlink(missing_ok=True)
+    assert r == {"state": "interrupted", "got": 0, "shape": [rows, cols], "same": True}, r
