@@ -108,6 +108,11 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
     checkpoint: its model.safetensors.index.json, else model.safetensors), or
     with a path, a folder of the repo holding config.json and the
     checkpoint; an http(s):// or s3:// folder URL; or a local directory.
+    ``gguf_file``: the name of a GGUF file under ``source`` (or any part of a
+    split set) to build the model from instead, as transformers'
+    ``from_pretrained(..., gguf_file=)`` does (its config mapping, tensor-name
+    mapping and per-architecture processors), every tensor read and
+    dequantized by ringsafe.
     ``model_class``: a transformers model class or Auto class (default: the
     config's ``architectures``, else AutoModel). ``progress``: as
     ringsafe.torch.load_file's. Keyword options of the engine go to it
@@ -123,6 +128,14 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
 
     source = os.fspath(source)
     options = {k: kwargs.pop(k) for k in list(kwargs) if k in READER_OPTIONS}
+    gguf_file = kwargs.pop("gguf_file", None)
+    if gguf_file is not None:
+        from . import _transformers_gguf
+        spec = source.rstrip("/") + "/" + gguf_file if _ringsafe.is_url(source) else os.path.join(source, gguf_file)
+        model = _transformers_gguf.from_pretrained(spec, model_class, _model_class, options, kwargs)
+        model.config.name_or_path = source
+        model.name_or_path = source
+        return model
     config_bytes, config_name = _fetch(source, "config.json", options)
     # Every later file at the commit config.json came from (hf://ORG/NAME@COMMIT).
     base = config_name[: -len("/config.json")] if config_name.endswith("/config.json") else source
