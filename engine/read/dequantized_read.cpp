@@ -25,15 +25,31 @@ struct free_deleter {
     void operator()(std::byte* p) const noexcept { std::free(p); }
 };
 
-// The targets of one plan, and the staging their raw blocks land in.
+std::uint64_t round_up(std::uint64_t n, std::uint64_t a) { return (n + a - 1) / a * a; }
+
+// The targets of one plan, and the bytes of staging their raw blocks need.
 struct batch {
     std::vector<std::size_t> items;        // indices into the targets
     std::vector<std::uint64_t> offsets;    // each item's place in staging (dequantized items)
     std::uint64_t staging_size = 0;
-    std::unique_ptr<std::byte, free_deleter> staging;
 };
 
-std::uint64_t round_up(std::uint64_t n, std::uint64_t a) { return (n + a - 1) / a * a; }
+// A staging buffer, kept from batch to batch (its pages faulted in once).
+struct staging {
+    std::unique_ptr<std::byte, free_deleter> bytes;
+    std::uint64_t capacity = 0;
+
+    std::byte* at_least(std::uint64_t n) {
+        if (n <= capacity) return bytes.get();
+        n = round_up(n, 4096);
+        bytes.reset();
+        capacity = 0;
+        bytes.reset(static_cast<std::byte*>(std::aligned_alloc(4096, n)));
+        if (!bytes) throw std::bad_alloc();
+        capacity = n;
+        return bytes.get();
+    }
+};
 
 std::string described(const tensor_info& t) {
     return "tensor '" + t.name + "' (" + std::string(ggml_type_name(t.ggml)) + ")";
@@ -104,28 +120,25 @@ void read_dequantized(reader& r, std::span<const dequantized_target> targets, co
     // A submit refused (out of memory) is rethrown once the reads are done.
     std::mutex failed_m;
     std::exception_ptr failed;
-    // Declared after the batches: destroyed first, so that no job runs on a
-    // staging buffer or destination once this function has left.
+    // Batch k reads into stage[k % 2] and is dequantized by queues[k % 2]. The
+    // queues are declared after the staging: destroyed first, so that no job
+    // runs on a staging buffer or destination once this function has left.
+    staging stage[2];
     dequantize_queue q0(o.threads), q1(o.threads);
     dequantize_queue* queues[2] = {&q0, &q1};
     std::uint64_t landed = 0;
 
     for (std::size_t k = 0; k < batches.size(); ++k) {
         dequantize_queue& q = *queues[k % 2];
-        drain(q, ctl.cancel);  // batch k - 2's jobs, which used its staging
-        if (k >= 2) batches[k - 2].staging.reset();
+        drain(q, ctl.cancel);  // batch k - 2's jobs, which used this staging
         batch& b = batches[k];
-        if (b.staging_size) {
-            const std::uint64_t n = round_up(b.staging_size, 4096);
-            b.staging.reset(static_cast<std::byte*>(std::aligned_alloc(4096, n)));
-            if (!b.staging) throw std::bad_alloc();
-        }
+        std::byte* const base = b.staging_size ? stage[k % 2].at_least(b.staging_size) : nullptr;
         std::vector<std::uint32_t> indices;
         std::vector<std::span<std::byte>> spans;
         for (std::size_t j = 0; j < b.items.size(); ++j) {
             const auto& d = targets[b.items[j]];
             indices.push_back(d.tensor);
-            spans.push_back(d.out ? std::span(b.staging.get() + b.offsets[j], tensors[d.tensor].size()) : d.dst);
+            spans.push_back(d.out ? std::span(base + b.offsets[j], tensors[d.tensor].size()) : d.dst);
         }
         const read_plan plan = r.plan(r.select_indices(indices), spans);
 

@@ -28,10 +28,11 @@ struct dequantized_read_options {
 };
 
 // Reads every target (in the given order, data order reads best), through
-// batches of at most staging_bytes of raw blocks; at most two batches' blocks
-// are held at once (one being read, one still being dequantized), so memory
-// beyond the destinations is at most 2 x staging_bytes, or the largest
-// tensor's blocks and one batch. Throws before any I/O: InvalidArgument (an
+// batches of at most staging_bytes of raw blocks (a larger tensor is a batch
+// alone), read into two staging buffers in turn (one being read, one still
+// being dequantized), each kept and reused from batch to batch: memory beyond
+// the destinations is at most 2 x max(staging_bytes, the largest tensor's
+// blocks). Throws before any I/O: InvalidArgument (an
 // index out of range or given twice; a type it cannot dequantize, naming the
 // tensor and type; not a GGUF tensor) or BufferTooSmall (naming the tensor);
 // afterwards the reader's errors, or Cancelled when ctl.cancel is set (no

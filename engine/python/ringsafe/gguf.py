@@ -13,8 +13,8 @@ with ``raw=True`` as their blocks (uint8); plain types (F32, F16, BF16, F64,
 I8-I64) as their own dtype. Dequantization runs in C++ on the engine's
 threads with the GIL released, each tensor as soon as its bytes have landed
 while later reads are still in flight; raw blocks are staged in batches of at
-most 256 MiB (two at once), so memory beyond the returned tensors stays under
-512 MiB (or the largest tensor's blocks plus one batch).
+most 256 MiB in two buffers used in turn, so memory beyond the returned
+tensors is at most 2 x max(256 MiB, the largest tensor's blocks).
 """
 
 from __future__ import annotations
