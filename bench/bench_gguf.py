@@ -74,19 +74,10 @@ def make_llama(path, type_name, params_m):
     per_layer = 4 * hidden * hidden + 3 * hidden * ffn
     layers = max(1, (params_m * 10**6 - 2 * vocab * hidden) // per_layer)
     qtype = gguf.GGMLQuantizationType[type_name]
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    from gguf_blocks import add_llama_metadata
     w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(2048)
-    w.add_embedding_length(hidden)
-    w.add_block_count(layers)
-    w.add_feed_forward_length(ffn)
-    w.add_head_count(heads)
-    w.add_head_count_kv(heads)
-    w.add_rope_dimension_count(hidden // heads)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_tokenizer_model("llama")
-    w.add_token_list([f"<t{i}>" for i in range(vocab)])
-    w.add_token_scores([0.0] * vocab)
-    w.add_token_types([1] * vocab)
+    add_llama_metadata(w, hidden=hidden, ffn=ffn, layers=layers, heads=heads, kv_heads=heads, vocab=vocab)
 
     def mat(name, rows, cols):
         w.add_tensor(name, _blocks(type_name, rows, cols, rng), raw_dtype=qtype)
@@ -168,22 +159,9 @@ def run_arm(op, arm, path):
 
 # ---------------------------------------------------------------- driver
 
-def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def warm(path):
-    with open(path, "rb") as f:
-        while f.read(64 << 20):
-            pass
-
-
 def child(op, arm, path, cache):
-    (evict if cache == "cold" else warm)(path)
+    from page_cache import drop_cache, warm
+    (drop_cache if cache == "cold" else warm)(path)
     p = subprocess.run([sys.executable, __file__, "--child", op, arm, path], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"{op} {arm} failed:\n{p.stderr[-3000:]}")

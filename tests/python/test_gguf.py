@@ -196,20 +196,10 @@ def test_split_set_over_http(served):
 
 
 def test_split_set_over_the_hub(tmp_path, tmp_path_factory, monkeypatch):
-    from servers import HubStandin, ServerUnavailable
-    try:
-        hub = HubStandin(tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("hub-run"))
-    except ServerUnavailable as e:
-        pytest.skip(str(e))
-    try:
-        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
-        monkeypatch.delenv("HF_TOKEN", raising=False)
+    from servers import hub_environment
+    with hub_environment(tmp_path_factory, monkeypatch, tmp_path / "cache") as hub:
         hub.add_repo("org/split", {p: CORPUS / "valid" / p for p in SPLIT_PARTS})
         check_split("hf://org/split/" + SPLIT_PARTS[2])
-        assert hub.cdn_auth_requests() == []
-    finally:
-        hub.close()
 
 
 def test_split_set_with_a_part_missing(tmp_path):

@@ -13,6 +13,7 @@ gguf = pytest.importorskip("gguf")
 pytest.importorskip("accelerate")  # transformers' gguf_file loading needs it
 
 import ringsafe.transformers  # noqa: E402
+from gguf_blocks import add_llama_metadata  # noqa: E402
 
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 64, 128, 2, 4, 2, 96
 NAME = "tiny-llama-Q8_0.gguf"
@@ -23,20 +24,9 @@ def write_llama(path):
     q8 = gguf.GGMLQuantizationType.Q8_0
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("tiny llama")
-    w.add_context_length(128)
-    w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_dimension_count(HIDDEN // HEADS)
-    w.add_layer_norm_rms_eps(1e-5)
+    add_llama_metadata(w, hidden=HIDDEN, ffn=FFN, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS, vocab=VOCAB)
     w.add_rope_freq_base(10000.0)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    w.add_tokenizer_model("llama")
-    w.add_token_list([f"<t{i}>" for i in range(VOCAB)])
-    w.add_token_scores([float(-i) for i in range(VOCAB)])
-    w.add_token_types([1] * VOCAB)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 
@@ -104,15 +94,8 @@ def test_the_same_model_as_transformers(folder, dtype, tmp_path):
 
 
 def test_from_the_hub(folder, tmp_path, tmp_path_factory, monkeypatch):
-    from servers import HubStandin, ServerUnavailable
-    try:
-        hub = HubStandin(tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("hub-run"))
-    except ServerUnavailable as e:
-        pytest.skip(str(e))
-    try:
-        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
-        monkeypatch.delenv("HF_TOKEN", raising=False)
+    from servers import hub_environment
+    with hub_environment(tmp_path_factory, monkeypatch, tmp_path / "cache") as hub:
         hub.add_repo("acme/tiny-llama-gguf", {NAME: folder / NAME})
         theirs = transformers.LlamaForCausalLM.from_pretrained(folder, gguf_file=NAME, dtype=torch.bfloat16)
         ours = ringsafe.transformers.from_pretrained("hf://acme/tiny-llama-gguf", transformers.LlamaForCausalLM,
@@ -120,6 +103,3 @@ def test_from_the_hub(folder, tmp_path, tmp_path_factory, monkeypatch):
         assert_same_model(ours, theirs)
         assert ours.name_or_path == "hf://acme/tiny-llama-gguf"
         assert not (tmp_path / "cache").exists()  # no disk copy
-        assert hub.cdn_auth_requests() == []
-    finally:
-        hub.close()
