@@ -22,6 +22,14 @@ gives medians over repetitions and the median of the per-repetition ratios.
               gguf_file=) against transformers' LlamaForCausalLM.from_pretrained
               (folder, gguf_file=), a llama of --params-m million parameters
               whose matrices are of the type (norms F32)
+  header      over the Hub stand-in, its CDN at --store-rate bytes/s a connection
+              with --store-delay-ms before each answer: the header of a file with a
+              150k-token vocabulary and 300k merges plus --size-gib of tensors,
+              ringsafe.gguf.open("hf://...") (what `ringsafe ls` reads) against
+              hf_hub_download + GGUFReader; the CDN's requests and bytes are counted
+  part        the same file: 16 % of its tensors (every sixth), ringsafe.gguf.load_file
+              ("hf://...", select=) dequantized, against hf_hub_download + GGUFReader +
+              dequantize of those tensors (each arm with an empty Hub cache)
 """
 import argparse
 import json
@@ -38,7 +46,11 @@ ARMS = {
     "load": ["ringsafe", "gguf-py"],
     "raw": ["ringsafe", "gguf-py", "mmap+memcpy"],
     "pretrained": ["ringsafe", "transformers"],
+    "header": ["ringsafe", "hf_hub_download + gguf-py"],
+    "part": ["ringsafe", "hf_hub_download + gguf-py"],
 }
+REMOTE = ("header", "part")
+HF_REPO = "bench/gguf"
 
 
 # ---------------------------------------------------------------- files
@@ -103,11 +115,69 @@ def make_llama(path, type_name, params_m):
     return 2 * vocab * hidden + layers * (per_layer + 2 * hidden) + hidden
 
 
+def make_remote(path, type_name, size_bytes):
+    """A llama.cpp-sized tokenizer (150k tokens, 300k merges) and tensors of 4096 x 4096."""
+    import gguf
+    import numpy as np
+    rng = np.random.default_rng(8)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"tok{i:06d}" for i in range(150_000)])
+    w.add_token_merges([f"t{i % 977} k{i:06d}" for i in range(300_000)])
+    one = _blocks(type_name, 4096, 4096, rng)
+    for i in range(max(6, size_bytes // one.nbytes)):
+        w.add_tensor(f"blk.{i}.weight", one, raw_dtype=gguf.GGMLQuantizationType[type_name])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def part_names(n):
+    return [f"blk.{i}.weight" for i in range(0, n, 6)]
+
+
 # ---------------------------------------------------------------- arms (each in a fresh process)
+
+def remote_arm(op, arm, name):
+    """The Hub arms (HF_ENDPOINT and an empty HF_HUB_CACHE set by the parent)."""
+    import numpy as np
+    url = f"hf://{HF_REPO}/{name}"
+    t0 = time.perf_counter()
+    if arm == "ringsafe":
+        import ringsafe.gguf
+        t0 = time.perf_counter()
+        if op == "header":
+            with ringsafe.gguf.open(url) as f:
+                out = len(f.metadata["tokenizer.ggml.tokens"])
+        else:
+            with ringsafe.gguf.open(url) as f:
+                names = part_names(len(f.tensors))
+                out = f.load(select=names)
+    else:
+        from gguf import GGUFReader, dequantize
+        from huggingface_hub import hf_hub_download
+        t0 = time.perf_counter()
+        local = hf_hub_download(HF_REPO, name)
+        download = time.perf_counter() - t0
+        r = GGUFReader(local)
+        if op == "header":
+            out = len(r.fields["tokenizer.ggml.tokens"].data)
+        else:
+            chosen = set(part_names(len(r.tensors)))
+            out = {t.name: np.copy(dequantize(t.data, t.tensor_type)) for t in r.tensors if t.name in chosen}
+    seconds = time.perf_counter() - t0
+    del out
+    return seconds, (download if arm != "ringsafe" else 0.0)
+
 
 def run_arm(op, arm, path):
     import numpy as np
     import torch  # noqa: F401  (imported before the clock in every arm: the torch arms' users have it)
+    if op in REMOTE:
+        seconds, download = remote_arm(op, arm, os.path.basename(path))
+        print(json.dumps({"seconds": seconds, "download": download}))
+        return
     t0 = time.perf_counter()
     if op == "load" and arm == "ringsafe":
         import ringsafe.gguf
@@ -159,13 +229,28 @@ def run_arm(op, arm, path):
 
 # ---------------------------------------------------------------- driver
 
-def child(op, arm, path, cache):
+def child(op, arm, path, cache, hub=None):
+    """Seconds of one arm in a fresh process; for the Hub arms also (requests, bytes) at its CDN."""
     from page_cache import drop_cache, warm
     (drop_cache if cache == "cold" else warm)(path)
-    p = subprocess.run([sys.executable, __file__, "--child", op, arm, path], capture_output=True, text=True)
+    env = None
+    if hub is not None:
+        import tempfile
+        env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_HUB_CACHE=tempfile.mkdtemp(dir=os.path.dirname(path)),
+                   HF_HUB_DISABLE_TELEMETRY="1")
+        env.pop("HF_TOKEN", None)
+        mark = hub.cdn.mark()
+    p = subprocess.run([sys.executable, __file__, "--child", op, arm, path], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"{op} {arm} failed:\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])["seconds"]
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    seconds = result["seconds"]
+    if hub is None:
+        return seconds
+    import shutil
+    shutil.rmtree(env["HF_HUB_CACHE"], ignore_errors=True)
+    entries = hub.cdn.log(since=mark)
+    return seconds, len(entries), sum(e.body_bytes for e in entries), result["download"]
 
 
 def main():
@@ -177,14 +262,19 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--params-m", type=int, default=160)
     ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--store-rate", type=int, default=50_000_000, help="header/part: CDN bytes/s a connection")
+    ap.add_argument("--store-delay-ms", type=int, default=20, help="header/part: before each answer")
     ap.add_argument("--child", nargs=3, metavar=("OP", "ARM", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         run_arm(*args.child)
         return
 
-    rows = []
+    rows, remote_rows = [], []
     for op in args.only.split(","):
+        if op in REMOTE:
+            remote_rows += remote(op, args)
+            continue
         for type_name in args.types.split(","):
             path = os.path.join(args.dir, f"ringsafe-bench-{op}-{type_name}.gguf")
             if op == "pretrained":
@@ -219,6 +309,57 @@ def main():
         speed = ", ".join(f"**{r:.1f}x** {a}" for a, r in ratios.items())
         print(f"| {op} | {what} | {cache} | {size / 1e6:.0f} | {med['ringsafe']:.2f} | "
               f"{size / med['ringsafe'] / 1e9:.2f} | {base} | {speed} |")
+    if remote_rows:
+        print(f"\nOver the Hub stand-in (CDN {args.store_rate / 1e6:.0f} MB/s a connection, "
+              f"{args.store_delay_ms} ms before each answer), medians")
+        print("| op | file (MB) | header (MB) | arm | seconds (of which download) | CDN requests | CDN MB | "
+              "ringsafe speedup |")
+        print("|---|---|---|---|---|---|---|---|")
+        for op, size, header, arm, sec, req, nbytes, download, ratio in remote_rows:
+            speed = "" if ratio is None else f"**{ratio:.1f}x**"
+            took = f"{sec:.2f}" if arm == "ringsafe" else f"{sec:.2f} ({download:.2f})"
+            print(f"| {op} | {size / 1e6:.0f} | {header / 1e6:.1f} | {arm} | {took} | {req:.0f} | "
+                  f"{nbytes / 1e6:.1f} | {speed} |")
+
+
+def remote(op, args):
+    """Rows of a Hub operation: per arm, the median seconds, requests and bytes at the CDN."""
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    import tempfile
+    import servers
+    work = Path(tempfile.mkdtemp(dir=args.dir, prefix="ringsafe-bench-hub-"))
+    type_name = args.types.split(",")[0]
+    path = work / f"model-{type_name}.gguf"
+    make_remote(path, type_name, int(args.size_gib * (1 << 30)))
+    size = path.stat().st_size
+    import ringsafe.gguf
+    with ringsafe.gguf.open(path) as f:
+        header = f.data_offset
+    hub = servers.HubStandin(work / "hub-root", work / "hub-run", cdn_extra=f"    limit_rate {args.store_rate};\n")
+    try:
+        hub.add_repo(HF_REPO, {path.name: path})
+        hub.control(HF_REPO, "delay_ms", args.store_delay_ms)
+        arms = ARMS[op]
+        got = {a: [] for a in arms}
+        for rep in range(args.reps):
+            k = rep % len(arms)
+            for arm in arms[k:] + arms[:k]:
+                got[arm].append(child(op, arm, str(path), "hot", hub))
+        print(f"{op} done", file=sys.stderr)
+    finally:
+        hub.close()
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for arm in arms:
+        sec = statistics.median(g[0] for g in got[arm])
+        req = statistics.median(g[1] for g in got[arm])
+        nbytes = statistics.median(g[2] for g in got[arm])
+        download = statistics.median(g[3] for g in got[arm])
+        ratio = None if arm == "ringsafe" else statistics.median(
+            b[0] / r[0] for b, r in zip(got[arm], got["ringsafe"]))
+        rows.append((op, size, header, arm, sec, req, nbytes, download, ratio))
+    return rows
 
 
 if __name__ == "__main__":
