@@ -12,6 +12,10 @@ parameters: transformers builds the model on the meta device and takes the
 state dict as it is (no copy when the dtype matches), renaming keys, tying
 weights and initialising non-persistent buffers as its own from_pretrained
 does, so the state dict is the one transformers' from_pretrained gives.
+
+``from_pretrained(source, gguf_file=NAME)`` builds the model from a GGUF file
+instead, through transformers' own GGUF loading code over ringsafe's reads
+(_transformers_gguf).
 """
 
 from __future__ import annotations
