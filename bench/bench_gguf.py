@@ -62,6 +62,14 @@ def _blocks(type_name, rows, cols, rng):
     return gguf_blocks.random_blocks(type_name, rows * cols // per, rng).reshape(rows, cols // per * size)
 
 
+def finish(w):
+    """Writes a GGUFWriter's header, metadata and tensors, and closes it."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def make_flat(path, type_name, size_bytes):
     """Tensors of 4096 x 4096 elements of `type_name` up to about `size_bytes`."""
     import gguf
@@ -71,10 +79,7 @@ def make_flat(path, type_name, size_bytes):
     one = _blocks(type_name, 4096, 4096, rng)
     for i in range(max(1, size_bytes // one.nbytes)):
         w.add_tensor(f"blk.{i}.weight", one, raw_dtype=gguf.GGMLQuantizationType[type_name])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def make_llama(path, type_name, params_m):
@@ -108,10 +113,7 @@ def make_llama(path, type_name, params_m):
         mat(f"blk.{i}.ffn_down.weight", hidden, ffn)
     norm("output_norm.weight")
     mat("output.weight", vocab, hidden)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return 2 * vocab * hidden + layers * (per_layer + 2 * hidden) + hidden
 
 
@@ -127,10 +129,7 @@ def make_remote(path, type_name, size_bytes):
     one = _blocks(type_name, 4096, 4096, rng)
     for i in range(max(6, size_bytes // one.nbytes)):
         w.add_tensor(f"blk.{i}.weight", one, raw_dtype=gguf.GGMLQuantizationType[type_name])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def part_names(n):
