@@ -15,6 +15,7 @@ void bind_mapping(pybind11::module_& m);  // MappedFile
 void bind_header(pybind11::module_& m);   // TensorInfo, ShardInfo, parse_bytes, parse_prefix, parse_header, glob_match
 void bind_device(pybind11::module_& m);   // cuda_runtime_available, DeviceStager
 void bind_dequantize(pybind11::module_& m);  // dequantize, can_dequantize
+void bind_gguf(pybind11::module_& m);        // gguf_header, gguf_tensors, gguf_read
 void bind_gguf_writer(pybind11::module_& m);  // gguf_save
 
 }  // namespace ringsafe::python

@@ -17,5 +17,6 @@ PYBIND11_MODULE(_ringsafe, m) {
     ringsafe::python::bind_header(m);
     ringsafe::python::bind_device(m);
     ringsafe::python::bind_dequantize(m);
+    ringsafe::python::bind_gguf(m);
     ringsafe::python::bind_gguf_writer(m);
 }

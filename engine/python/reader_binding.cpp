@@ -18,6 +18,7 @@
 #include "device/staged_read.hpp"
 #include "device_request.hpp"
 #include "header_objects.hpp"
+#include "reader_object.hpp"
 #include "ringsafe/header.hpp"
 #include "ringsafe/device.hpp"
 #include "ringsafe/error.hpp"
@@ -98,6 +99,7 @@ reader_options make_options(const py::dict& kw) {
             o.source.http.hub.verify = option_bool(v, key) ? hub_options::verification::always : hub_options::verification::never;
         else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
         else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
+        else if (key == "split_set") o.gguf_split_set = option_bool(v, key);
         else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
     }
     return o;
@@ -105,18 +107,6 @@ reader_options make_options(const py::dict& kw) {
 
 // The largest file fetch_file reads whole (a config.json, a tokenizer).
 constexpr std::uint64_t max_fetched_file = 64u << 20;
-
-// A reader shared with the jobs that run on it: close() drops the Python
-// side's reference; a job still running keeps the reader until it ends.
-struct py_reader {
-    std::shared_ptr<reader> r;
-    bool remote = false;  // some shard is read over the network: no read runs inline (it could stall)
-
-    reader& get() const {
-        if (!r) raise(errc::InvalidArgument, "the reader is closed");
-        return *r;
-    }
-};
 
 std::vector<dim_range> to_box(const py::handle& box) {
     std::vector<dim_range> out;
@@ -199,7 +189,8 @@ constexpr const char* reader_open_doc =
     "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
     "HF_HUB_OFFLINE), verify (hf://: True also hashes a file found in the Hub cache against its blob's "
     "name, False skips the check of the bytes fetched against the Hub's sha256; left out, the fetched "
-    "bytes are checked), max_header_size, parallel_shards.";
+    "bytes are checked), max_header_size, parallel_shards, split_set (a part of a split GGUF set opens the "
+    "whole set; False: the file named alone).";
 
 // Module-level helpers: is_url, fetch_file, http_connections.
 void bind_module_calls(py::module_& m) {

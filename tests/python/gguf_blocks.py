@@ -70,3 +70,21 @@ def random_blocks(type_name, n_blocks, rng):
         return (values.astype("<f4").view("<u4") >> 16).astype("<u2").view(np.uint8)  # BF16, truncated
     blocks = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
     return set_finite_scales(type_name, blocks, rng).reshape(-1)
+
+
+def add_llama_metadata(w, *, hidden, ffn, layers, heads, kv_heads, vocab, context=2048):
+    """llama.cpp's config keys of a llama and a tokenizer of ``vocab`` made-up
+    tokens, written to gguf-py's GGUFWriter ``w`` (test_transformers_gguf.py,
+    bench/bench_gguf.py)."""
+    w.add_context_length(context)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(hidden // heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"<t{i}>" for i in range(vocab)])
+    w.add_token_scores([float(-i) for i in range(vocab)])
+    w.add_token_types([1] * vocab)

@@ -16,6 +16,7 @@ stopped in its fixture's finalizer and, as a backstop, at interpreter exit.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import pathlib
@@ -592,6 +593,25 @@ class HubStandin:
     def close(self):
         self.child.stop()
         self.cdn.close()
+
+
+@contextlib.contextmanager
+def hub_environment(tmp_path_factory, monkeypatch, cache):
+    """A HubStandin that is HF_ENDPOINT for the block, with ``cache`` as HF_HUB_CACHE and no
+    HF_TOKEN (the test skips without the stand-in); on leaving, no request that reached its
+    CDN carried Authorization, and it is closed."""
+    try:
+        hub = HubStandin(tmp_path_factory.mktemp("hub"), tmp_path_factory.mktemp("hub-run"))
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield hub
+        assert hub.cdn_auth_requests() == []
+    finally:
+        hub.close()
 
 
 # ---------------------------------------------------------------- pytest fixtures

@@ -61,6 +61,13 @@ def test_guide_examples_run(tmp_path, monkeypatch, capsys):
     with ringsafe.safe_open("quantized.safetensors", "pt") as f:
         assert "extra.scale" in f.keys() and f.metadata() == {"quant": "int8"}
         assert f.get_tensor("model.layers.0.norm.weight").dtype == torch.int8
+    import gguf
+    import numpy as np
+    assert (ns["arch"], ns["context"]) == ("llama", 2048)
+    assert ns["records"] == [("token_embd.weight", "Q8_0", (8, 64), (64, 8)), ("output_norm.weight", "F32", (64,), (64,))]
+    q8 = gguf.quants.dequantize(ns["blocks"].numpy(), gguf.GGMLQuantizationType.Q8_0)
+    assert np.array_equal(ns["embed"].numpy(), q8)
+    assert ns["blocks"].shape == (8, 68) and ns["weights"]["token_embd.weight"].dtype == torch.bfloat16
 
 
 def test_sources_example_runs_against_the_stand_ins(tmp_path, tmp_path_factory, monkeypatch, radosgw_cluster):

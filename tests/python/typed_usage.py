@@ -20,6 +20,7 @@ from typing_extensions import assert_type
 
 import ringsafe
 import ringsafe.distributed as rd
+import ringsafe.gguf
 import ringsafe.lowlevel
 import ringsafe.numpy
 import ringsafe.torch
@@ -155,8 +156,22 @@ def transformers_api() -> None:
     assert_type(model, PreTrainedModel)
 
 
+def gguf_api(path: str) -> None:
+    with ringsafe.gguf.open(path, connections=8, split_set=True) as f:
+        assert_type(f, ringsafe.gguf.GGUFFile)
+        assert_type(f.metadata, dict[str, Any])
+        t = f.tensors[0]
+        assert_type(t, ringsafe.gguf.GGUFTensor)
+        assert_type(t.ne, tuple[int, ...])
+        f.get_tensor(t.name, dtype=torch.bfloat16)
+        f.get_tensor(t.name, raw=True, framework="np")
+    ringsafe.gguf.load_file(path, select=lambda t: t.type == "Q8_0", dtype="F16")
+
+
 def rejected(path: str) -> None:
     tensors = {"a": torch.zeros(3)}
+    ringsafe.gguf.open(path, conections=8)  # type: ignore[call-arg]
+    ringsafe.gguf.load_file(path, framework="jax")  # type: ignore[arg-type]
     load_file(123)  # type: ignore[arg-type]
     load_file(path, thread=4)  # type: ignore[call-arg]
     load_file(path, threads="4")  # type: ignore[arg-type]

@@ -259,6 +259,16 @@ def dequantize(type_name: str, data: Buffer, out_dtype: str = "F32", *, out: Non
                threads: int = 0) -> bytes: ...
 def can_dequantize(type_name: str) -> bool: ...
 
+# ---------------------------------------------------------------- GGUF (gguf_binding.cpp)
+
+# (version, alignment, data_offset, [(key, type, element_type or None, value)]).
+def gguf_header(reader: Reader) -> tuple[int, int, int, list[tuple[str, str, str | None, Any]]]: ...
+# [(name, type, shape, offset, nbytes, shard)] in data order.
+def gguf_tensors(reader: Reader) -> list[tuple[str, str, tuple[int, ...], int, int, int]]: ...
+def gguf_read(reader: Reader, names: Sequence[str], dsts: list[Buffer], outs: list[str | None], *,
+              threads: int = 0, staging_bytes: int | None = None,
+              progress: ProgressCallback | None = None) -> None: ...
+
 # ---------------------------------------------------------------- GGUF writing (gguf_writer_binding.cpp)
 _GGUFEntry: TypeAlias = tuple[str, str, "str | None", list[Any]]  # (key, type, element type of an ARRAY, values)
 def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[_GGUFEntry], alignment: int,

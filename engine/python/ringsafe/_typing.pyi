@@ -60,6 +60,7 @@ class ReaderOptions(TypedDict, total=False):
     verify: bool | None
     max_header_size: int | None
     parallel_shards: int | None
+    split_set: bool | None
 
 class WriterOptions(TypedDict, total=False):
     """The keyword options of StreamWriter()."""

@@ -12,6 +12,10 @@ parameters: transformers builds the model on the meta device and takes the
 state dict as it is (no copy when the dtype matches), renaming keys, tying
 weights and initialising non-persistent buffers as its own from_pretrained
 does, so the state dict is the one transformers' from_pretrained gives.
+
+``from_pretrained(source, gguf_file=NAME)`` builds the model from a GGUF file
+instead, through transformers' own GGUF loading code over ringsafe's reads
+(_transformers_gguf).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ READER_OPTIONS = {
     "headers", "cross_origin_headers", "allow_https_downgrade", "ca_file", "verify_tls", "max_attempts",
     "max_total_attempts", "low_speed_limit", "low_speed_time", "s3_endpoint", "s3_region", "endpoint_url",
     "anonymous", "gcs_credentials", "azure_account", "azure_key", "azure_sas_token", "azure_connection_string",
-    "max_header_size", "parallel_shards", "cache", "cache_dir", "local_files_only", "verify",
+    "max_header_size", "parallel_shards", "split_set", "cache", "cache_dir", "local_files_only", "verify",
 }
 INDEX, SINGLE = "model.safetensors.index.json", "model.safetensors"
 
@@ -108,6 +112,11 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
     checkpoint: its model.safetensors.index.json, else model.safetensors), or
     with a path, a folder of the repo holding config.json and the
     checkpoint; an http(s):// or s3:// folder URL; or a local directory.
+    ``gguf_file``: the name of a GGUF file under ``source`` (or any part of a
+    split set) to build the model from instead, as transformers'
+    ``from_pretrained(..., gguf_file=)`` does (its config mapping, tensor-name
+    mapping and per-architecture processors), every tensor read and
+    dequantized by ringsafe.
     ``model_class``: a transformers model class or Auto class (default: the
     config's ``architectures``, else AutoModel). ``progress``: as
     ringsafe.torch.load_file's. Keyword options of the engine go to it
@@ -123,6 +132,14 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
 
     source = os.fspath(source)
     options = {k: kwargs.pop(k) for k in list(kwargs) if k in READER_OPTIONS}
+    gguf_file = kwargs.pop("gguf_file", None)
+    if gguf_file is not None:
+        from . import _transformers_gguf
+        spec = source.rstrip("/") + "/" + gguf_file if _ringsafe.is_url(source) else os.path.join(source, gguf_file)
+        model = _transformers_gguf.from_pretrained(spec, model_class, _model_class, options, kwargs)
+        model.config.name_or_path = source
+        model.name_or_path = source
+        return model
     config_bytes, config_name = _fetch(source, "config.json", options)
     # Every later file at the commit config.json came from (hf://ORG/NAME@COMMIT).
     base = config_name[: -len("/config.json")] if config_name.endswith("/config.json") else source

@@ -1,0 +1,24 @@
+// What Python holds of an open reader (ringsafe._ringsafe.Reader), shared by
+// the bindings that take one (engine-internal, the Python front end only).
+#pragma once
+
+#include <memory>
+
+#include "ringsafe/error.hpp"
+#include "ringsafe/reader.hpp"
+
+namespace ringsafe::python {
+
+// A reader shared with the jobs that run on it: close() drops the Python
+// side's reference; a job still running keeps the reader until it ends.
+struct py_reader {
+    std::shared_ptr<reader> r;
+    bool remote = false;  // some shard is read over the network: no read runs inline (it could stall)
+
+    reader& get() const {
+        if (!r) raise(errc::InvalidArgument, "the reader is closed");
+        return *r;
+    }
+};
+
+}  // namespace ringsafe::python
