@@ -32,4 +32,19 @@ std::string trim(std::string_view s) {
     return std::string(s.substr(a, s.find_last_not_of(" \t") - a + 1));
 }
 
+std::string printable(std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
 }  // namespace ringsafe::http

@@ -16,5 +16,7 @@ bool starts_with_icase(std::string_view s, std::string_view prefix) noexcept;
 std::string lower(std::string_view s);
 // `s` without leading and trailing spaces and tabs (a field value's OWS).
 std::string trim(std::string_view s);
+// `s` as an error message shows text a peer sent: bytes outside printable ASCII as \xNN.
+std::string printable(std::string_view s);
 
 }  // namespace ringsafe::http

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <thread>
 
+#include "http/ascii_case.hpp"
 #include "http/environment.hpp"
 #include "ringsafe/error.hpp"
 
@@ -115,22 +116,6 @@ bool is_token(std::string_view name) {
         if (!ok) return false;
     }
     return true;
-}
-
-// A printable rendering of a header name for an error message (control bytes as \xNN).
-std::string printable(std::string_view s) {
-    std::string out;
-    for (unsigned char c : s) {
-        if (c >= 0x20 && c < 0x7f) {
-            out += static_cast<char>(c);
-        } else {
-            static constexpr char hex[] = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        }
-    }
-    return out;
 }
 
 }  // namespace

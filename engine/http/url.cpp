@@ -203,7 +203,7 @@ url resolve_location(const url& base, std::string_view loc) {
         // Only http and https are followed: an s3://, ftp:// or file: Location would otherwise be read
         // (s3 over plain TCP, its key as a request target without '/').
         if (scheme != "http" && scheme != "https")
-            raise(errc::HttpError, "refused a redirect from " + base.shown() + " to '" + std::string(loc) +
+            raise(errc::HttpError, "refused a redirect from " + base.shown() + " to '" + printable(loc) +
                                        "': only http and https Locations are followed");
         return parse_url(loc);
     }

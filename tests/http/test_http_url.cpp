@@ -349,3 +349,18 @@ TEST_CASE("CR, LF or NUL in a header, token or S3 credential is refused before a
     ::unsetenv("AWS_SECRET_ACCESS_KEY");
     ::unsetenv("AWS_SESSION_TOKEN");
 }
+
+TEST_CASE("a refused redirect shows the server's Location printable: no control byte reaches a message") {
+    const http::url base = http::parse_url("https://h.example/a");
+    const std::string loc = std::string("s3://b/k\r\nSet-Cookie: x") + std::string(1, '\0') + "tail";
+    try {
+        http::resolve_location(base, loc);
+        FAIL("an s3:// Location was followed");
+    } catch (const error& e) {
+        CHECK(e.code() == errc::HttpError);
+        const std::string what = e.what();
+        CHECK_THAT(what, Catch::Contains("'s3://b/k\\x0d\\x0aSet-Cookie: x\\x00tail'") &&
+                             Catch::Contains("only http and https Locations are followed"));
+        CHECK(what.find_first_of(std::string("\r\n\0", 3)) == std::string::npos);
+    }
+}

@@ -29,8 +29,7 @@ SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
 COUNTS=$(mktemp)
 trap 'rm -f "$COUNTS"' EXIT
-# url: out until its seed "s3://bucket/dir/key with space.safetensors" no longer trips its check (open bug)
-FUZZ_TARGETS=(header gguf index http_response sigv4 hub_url dequant)
+FUZZ_TARGETS=(header gguf index http_response url sigv4 hub_url dequant)
 have_clang() { command -v clang++-14 >/dev/null; }
 # Sanitizer builds use clang when it is there (faster to build, and its TSan models fences).
 SAN_CXX=c++
