@@ -349,12 +349,14 @@ def test_mypy_rejects_each_misuse_of_the_typed_usage(tmp_path):
 
 def _public_callables():
     import ringsafe.distributed
+    import ringsafe.gguf
     import ringsafe.numpy
     import ringsafe.torch
     import ringsafe.transformers
 
     out = []
-    for module in (ringsafe, ringsafe.torch, ringsafe.numpy, ringsafe.distributed, ringsafe.transformers):
+    for module in (ringsafe, ringsafe.torch, ringsafe.numpy, ringsafe.distributed, ringsafe.transformers,
+                   ringsafe.gguf):
         names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
         for n in names:
             obj = getattr(module, n)
@@ -362,10 +364,16 @@ def _public_callables():
                 out.append((f"{module.__name__}.{n}", obj))
             elif inspect.isclass(obj) and obj.__module__.startswith("ringsafe.") and \
                     obj.__module__ != "ringsafe._ringsafe":
-                for m, fn in vars(obj).items():
-                    if inspect.isfunction(fn) and (not m.startswith("_") or m in ("__init__", "__getitem__",
-                                                                                   "__enter__", "__exit__")):
-                        out.append((f"{module.__name__}.{n}.{m}", fn))
+                seen = set()  # its own methods and those it inherits from the package's classes
+                for klass in obj.__mro__:
+                    if not klass.__module__.startswith("ringsafe."):
+                        continue
+                    for m, fn in vars(klass).items():
+                        if m in seen or not inspect.isfunction(fn):
+                            continue
+                        seen.add(m)
+                        if not m.startswith("_") or m in ("__init__", "__getitem__", "__enter__", "__exit__"):
+                            out.append((f"{module.__name__}.{n}.{m}", fn))
     return out
 
 

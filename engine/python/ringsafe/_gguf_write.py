@@ -13,13 +13,10 @@ from typing import TYPE_CHECKING, Any, Union
 from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._ringsafe import GGUFStreamWriter, gguf_save
+from ._write import OnePassWriter
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from types import TracebackType
-    from typing import Literal
-
-    from typing_extensions import Self
 
     from ._typing import Buffer, StrPath
 
@@ -102,7 +99,7 @@ def _entries(metadata: Mapping[str, MetadataValue] | None) -> list[tuple[str, st
     return [_entry(k, v) for k, v in (metadata or {}).items()]
 
 
-class Writer:
+class Writer(OnePassWriter):
     """Streams a GGUF file: ``with Writer(path, metadata) as w: w.write(name, tensor)``.
     Header space is reserved up front (``reserve_bytes``, else from
     ``expected_tensors``) and filled in at the end, the slack held by a
@@ -118,49 +115,14 @@ class Writer:
                                    expected_tensors or 0, direct)
         self.stats: dict[str, Any] | None = None
 
-    def write(self, name: str, tensor: Any) -> None:  # a torch.Tensor or numpy.ndarray
-        """Adds a whole tensor of a dtype GGUF has (its shape reversed into ne)."""
-        adapter = adapter_of(tensor)
-        if adapter is None:
-            raise TypeError(f"write() takes a torch tensor or a NumPy array, got {type(tensor).__name__}")
-        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name)
-        self._w.add(name, dtype, list(shape), addr, nbytes)
-        del owner
-
     def write_bytes(self, name: str, type_name: str, shape: Sequence[int], data: Buffer) -> None:
         """Adds a tensor from raw little-endian bytes: ``type_name`` a GGUF type
         ("Q4_K", "BF16", ...) or a safetensors dtype, ``shape`` in elements,
         PyTorch order (a block type's blocks pass through as they are)."""
-        import numpy as np
-
-        view = memoryview(data)
-        if not view.c_contiguous:
-            raise TypeError(f"write_bytes() of '{name}': data must be C-contiguous memory")
-        raw = np.frombuffer(view.cast("B"), dtype=np.uint8)
-        self._w.add(name, type_name, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
+        self._add_bytes(name, type_name, shape, data)
 
     def finish(self, metadata: Mapping[str, MetadataValue] | None = None) -> dict[str, Any]:
         """Writes the header (with ``metadata`` in place of the constructor's when
         given), syncs and publishes; returns the writer's stats."""
         self.stats = self._w.finish(None if metadata is None else _entries(metadata))
         return self.stats
-
-    def abandon(self) -> None:
-        """Drops everything written; nothing appears at the path."""
-        self._w.abandon()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
-        if exc_type is None and not self._w.closed:
-            self.finish()
-        else:
-            self.abandon()
-        return False
-
-    def __del__(self) -> None:
-        w = getattr(self, "_w", None)
-        if w is not None and not w.closed:
-            w.abandon()

@@ -81,7 +81,59 @@ def save_bytes(adapter, tensors, metadata):
     return out
 
 
-class Writer:
+class OnePassWriter:
+    """What both streaming writers (safetensors' Writer, GGUF's) share over the
+    engine's writer ``_w``: adding tensors, and the lifecycle: the file is
+    published by finish(), by a ``with`` block that ends without an exception,
+    and is otherwise abandoned (nothing at the path)."""
+
+    _w: Any  # the engine's streaming writer (StreamWriter, GGUFStreamWriter)
+
+    def finish(self) -> Any:
+        raise NotImplementedError
+
+    def write(self, name: str, tensor: Any) -> None:  # a torch.Tensor or numpy.ndarray
+        """Adds a whole tensor (a torch tensor or NumPy array)."""
+        adapter = adapter_of(tensor)
+        if adapter is None:
+            raise TypeError(f"write() takes a torch tensor or a NumPy array, got {type(tensor).__name__}")
+        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name)
+        self._w.add(name, dtype, list(shape), addr, nbytes)
+        del owner
+
+    def _add_bytes(self, name: str, type_name: str, shape: Sequence[int], data: Buffer) -> None:
+        """write_bytes(): raw little-endian bytes of ``type_name`` and ``shape``, added as they are."""
+        import numpy as np
+
+        view = memoryview(data)
+        if not view.c_contiguous:
+            raise TypeError(f"write_bytes() of '{name}': data must be C-contiguous memory; this "
+                            f"{type(data).__name__} is strided or reversed (copy it first, e.g. bytes(view))")
+        raw = np.frombuffer(view.cast("B"), dtype=np.uint8)
+        self._w.add(name, type_name, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
+
+    def abandon(self) -> None:
+        """Drops everything written; nothing appears at the path."""
+        self._w.abandon()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
+        if exc_type is None and not self._w.closed:
+            self.finish()
+        else:
+            self.abandon()
+        return False
+
+    def __del__(self) -> None:
+        w = getattr(self, "_w", None)
+        if w is not None and not w.closed:
+            w.abandon()
+
+
+class Writer(OnePassWriter):
     """Writes a safetensors file one tensor at a time, in one pass:
     ``with Writer(path) as w: w.write(name, tensor)``. Header space is reserved
     up front and filled in at the end; the file appears at ``path`` only when
@@ -103,49 +155,13 @@ class Writer:
         self.path: str = spec
         self.stats: WriterStats | None = None
 
-    def write(self, name: str, tensor: Any) -> None:  # a torch.Tensor or numpy.ndarray
-        """Adds a whole tensor (a torch tensor or NumPy array, any device)."""
-        adapter = adapter_of(tensor)
-        if adapter is None:
-            raise TypeError(f"write() takes a torch tensor or a NumPy array, got {type(tensor).__name__}")
-        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name)
-        self._w.add(name, dtype, shape, addr, nbytes)
-        del owner
-
     def write_bytes(self, name: str, dtype: str, shape: Sequence[int], data: Buffer) -> None:
         """Adds a tensor from raw little-endian bytes (any buffer) of the given
         safetensors dtype ("F32", "BF16", ...) and shape."""
-        import numpy as np
-
-        view = memoryview(data)
-        if not view.c_contiguous:
-            raise TypeError(f"write_bytes() of '{name}': data must be C-contiguous memory; this "
-                            f"{type(data).__name__} is strided or reversed (copy it first, e.g. bytes(view))")
-        raw = np.frombuffer(view.cast("B"), dtype=np.uint8)
-        self._w.add(name, dtype, list(shape), raw.ctypes.data if raw.size else 0, raw.nbytes)
+        self._add_bytes(name, dtype, shape, data)
 
     def finish(self, metadata: Metadata | None = None) -> WriterStats:
         """Writes the header, syncs and publishes; returns the writer's stats."""
         md = check_metadata(metadata) if metadata is not None else self._metadata
         self.stats = self._w.finish(md)
         return self.stats
-
-    def abandon(self) -> None:
-        """Drops everything written; nothing appears at the path."""
-        self._w.abandon()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
-        if exc_type is None and not self._w.closed:
-            self.finish()
-        else:
-            self.abandon()
-        return False
-
-    def __del__(self) -> None:
-        w = getattr(self, "_w", None)
-        if w is not None and not w.closed:
-            w.abandon()

@@ -102,7 +102,7 @@ class _Target:
     buffer's bytes, and the dtype and shape it is handed out as; ``cast`` is a
     dtype applied afterwards (an integer or F64 tensor given a dtype=)."""
 
-    def __init__(self, t: GGUFTensor, out: str | None, raw: bool, np_only: bool):
+    def __init__(self, t: GGUFTensor, out: str | None, raw: bool, np_only: bool) -> None:
         self.t = t
         self.cast = None
         if raw:
@@ -178,7 +178,7 @@ class GGUFFile:
     value_types: dict[str, tuple[str, str | None]]
     tensors: list[GGUFTensor]
 
-    def __init__(self, source: StrPath, **source_options: Unpack[ReaderOptions]):
+    def __init__(self, source: StrPath, **source_options: Unpack[ReaderOptions]) -> None:
         self._reader = _ringsafe.Reader(source, **source_options)
         try:
             self.version, self.alignment, self.data_offset, entries = _ringsafe.gguf_header(self._reader)
