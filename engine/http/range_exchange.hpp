@@ -45,8 +45,11 @@ struct range_response {
     std::optional<std::chrono::milliseconds> retry_after;    // for 429 / 5xx
     std::string etag, last_modified;
     std::string pinned;                                      // the value of range_request::pin_field
+    std::string content_range;                               // as sent
     std::uint64_t total = 0;                                 // from Content-Range (206, 416)
     std::optional<std::uint64_t> content_length;             // as announced
+    std::string content_encoding;                            // as sent ("" when none)
+    bool chunked = false;                                    // Transfer-Encoding: chunked
     std::uint64_t expected = 0;                              // body bytes the 206 announced (<= length)
     std::uint64_t received = 0;
     bool stopped = false;                                    // request.stop() ended it early
@@ -55,8 +58,9 @@ struct range_response {
 
 // Exchanges one request on `c`. Returns with the status for non-206
 // responses (the body is not read; the connection is marked not reusable).
-// For a 206 it validates Content-Range (exactly [first, first+length) clipped
-// to the total, and the known total) and Content-Length, then reads the body.
+// For a 206 it reads the body when judge_head (response_verdict.hpp) says so
+// (Content-Range exactly [first, first+length) clipped to the total, the known
+// total, validators, Content-Length) and raises its failure otherwise.
 // Throws ringsafe::error (RangeNotSupported / HttpError naming URL and range)
 // for an invalid 206, transport_failure for resets, early closes and timeouts.
 net::awaitable<void> exchange_range(connection& c, const range_request& rq, range_response& rs);

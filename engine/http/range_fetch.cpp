@@ -8,13 +8,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http/range_exchange.hpp"
+#include "http/response_verdict.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::http {
 namespace {
-
-bool is_redirect(unsigned s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
-bool is_retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
 // Whether the caller lets header `name` follow redirects to other origins.
 bool crosses_origins(const http_options& o, std::string_view name) {
@@ -63,8 +61,8 @@ url request_target(const remote_object& obj) {
 }
 
 // What the first answer (206, or 416 / empty 200 for an empty object) says of the object.
-void learn_object(remote_object& obj, const range_response& rs) {
-    obj.size = rs.total;
+void learn_object(remote_object& obj, const range_response& rs, std::uint64_t size) {
+    obj.size = size;
     obj.etag = rs.etag;
     obj.last_modified = rs.last_modified;
     obj.pinned = rs.pinned;
@@ -132,64 +130,46 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         done += rs.received;
         if (rs.stopped || (!failure.empty() && stop && stop())) co_return done;
 
+        verdict v;
         if (failure.empty()) {
-            const unsigned s = rs.status;
             if (rq.keep_fields) try {
-                    obj.on_origin_response(obj, rq.target, s, rs.fields);
+                    obj.on_origin_response(obj, rq.target, rs.status, rs.fields);
                 } catch (const error& e) {  // the store's verdict, about this request
                     throw error(e.code(), e.message() + " (" + what + ")", e.path());
                 }
             if (rs.received > 0) refreshes = 0;
-            if (s == 206) {
-                if (!obj.size) {  // the first response describes the object
-                    learn_object(obj, rs);
-                    obj.etag_origin = rq.target.origin();
-                    length = rs.expected;
-                }
-                ctx.pool.release(std::move(c), std::max(1u, o.connections_per_origin));
-                continue;
-            }
-            if (c) c->close();
-            if (is_redirect(s)) {
-                if (rs.location.empty()) raise(errc::HttpError, "HTTP " + std::to_string(s) + " without Location for " + what);
-                if (++redirects > o.max_redirects)
-                    raise(errc::HttpError, "more than " + std::to_string(o.max_redirects) + " redirects for " + what);
-                url next = resolve_location(rq.target, rs.location);  // http or https only
-                // After https anything else is a downgrade; only https -> http can be allowed.
-                if (rq.target.scheme == "https" && next.scheme != "https" &&
-                    !(next.scheme == "http" && o.allow_https_downgrade))
-                    raise(errc::HttpError, "refused a redirect from " + rq.target.shown() + " to " + next.shown() +
-                                               ": https to " + next.scheme + " (allow_https_downgrade permits http)");
-                obj.location = std::move(next);
-                continue;
-            }
-            // An empty object: "416 bytes */0", or (nginx) a 200 with an empty body.
-            if (!obj.size && rq.first == 0 && s == 200 && rs.content_length == 0u) rs.total = 0;
-            if ((s == 416 || (s == 200 && rs.content_length == 0u)) && !obj.size && rq.first == 0) {
-                learn_object(obj, rs);
-                if (rs.total == 0) co_return 0;
-            }
-            if (s == 412 || (s == 200 && obj.size))
-                raise(errc::ObjectChanged, "object changed while being read (HTTP " + std::to_string(s) +
-                                               " to a conditional request): " + what);
-            if (s == 404 && obj.size && !obj.pinned.empty() && rq.target.origin() == obj.requested.origin())
-                raise(errc::ObjectChanged, "object changed while being read (" + obj.pin_query + " " + obj.pinned +
-                                               " is gone: HTTP 404): " + what);
-            if (s == 200)
-                raise(errc::RangeNotSupported, "server ignored the Range request (HTTP 200 instead of 206): " + what);
-            if ((s == 403 || s == 410) && obj.resolver && rq.target.origin() != obj.requested.origin() && refreshes < 3) {
-                ++refreshes;  // an expired presigned location: back to the resolver for a fresh one
-                obj.location = obj.requested;
-                continue;
-            }
-            if (!is_retryable(s)) raise(errc::HttpError, "HTTP " + std::to_string(s) + " for " + what);
-            failure = "HTTP " + std::to_string(s) + (rs.retry_after ? " with Retry-After" : "") + " for " + what;
+            v = judge_answer(obj, rq, rs, fetch_tally{redirects, refreshes}, o);
+            if (v.kind != verdict_kind::landed && c) c->close();
         } else {
             c.reset();
-            if (reused && rs.status == 0 && !stale_retry_used) {  // an idle connection the server had closed
-                stale_retry_used = true;
-                continue;
+            v = judge_transport(reused, rs, stale_retry_used, std::move(failure));
+        }
+        if (v.learn) learn_object(obj, rs, v.size);
+        switch (v.kind) {
+        case verdict_kind::landed:
+            if (v.learn) {  // the first response describes the object
+                obj.etag_origin = rq.target.origin();
+                length = v.bytes;
             }
+            ctx.pool.release(std::move(c), std::max(1u, o.connections_per_origin));
+            continue;
+        case verdict_kind::empty_object: co_return 0;
+        case verdict_kind::redirect:
+            ++redirects;
+            obj.location = std::move(v.next);
+            continue;
+        case verdict_kind::re_resolve:
+            ++refreshes;  // an expired presigned location: back to the resolver for a fresh one
+            obj.location = obj.requested;
+            continue;
+        case verdict_kind::stale_retry:  // an idle connection the server had closed
+            stale_retry_used = true;
+            continue;
+        case verdict_kind::retry: failure = std::move(v.message); break;
+        case verdict_kind::fail: throw error(v.code, v.message);
+        case verdict_kind::skip_body:  // judge_head's alone
+        case verdict_kind::read_body:
+            raise(errc::HttpError, std::string("unexpected verdict ") + verdict_name(v.kind) + " for " + what);
         }
         if (stop && stop()) co_return done;
         if (rs.received > 0) failures = 0;
@@ -200,7 +180,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
                                        std::to_string(done) + " of " + std::to_string(length) +
                                        " bytes received): " + failure);
         net::steady_timer timer(co_await net::this_coro::executor);
-        timer.expires_after(backoff(o, failures, ctx.random, rs.retry_after));
+        timer.expires_after(backoff(o, failures, ctx.random, v.retry_after));
         const detail::abandon_list::entry waking(ctx.abandon, [&timer] { timer.cancel(); });
         boost::system::error_code waited;
         co_await timer.async_wait(net::redirect_error(net::use_awaitable, waited));  // cancelled: `stop` ends the loop
