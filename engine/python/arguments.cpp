@@ -62,19 +62,30 @@ py::str path_str(const std::string& path) {
 
 std::string shown_spec(const std::string& spec) { return is_url(spec) ? without_url_secrets(spec) : spec; }
 
-std::string tensor_name(const py::handle& obj) {
-    if (!PyUnicode_Check(obj.ptr())) throw py::type_error("tensor names must be str, not " + type_name(obj));
+std::optional<std::string> utf8_of(const py::handle& obj) {
     Py_ssize_t n = 0;
     const char* p = PyUnicode_AsUTF8AndSize(obj.ptr(), &n);
     if (!p) {
         PyErr_Clear();
-        py::object shown = py::reinterpret_steal<py::object>(PyObject_ASCII(obj.ptr()));
-        if (!shown) throw py::error_already_set();
-        raise(errc::InvalidArgument, "tensor name " + std::string(py::str(shown)) +
-                                         " cannot be encoded as UTF-8 (it holds a lone surrogate); safetensors "
-                                         "names are UTF-8");
+        return std::nullopt;
     }
     return std::string(p, static_cast<std::size_t>(n));
+}
+
+std::string ascii_of(const py::handle& obj) {
+    py::object shown = py::reinterpret_steal<py::object>(PyObject_ASCII(obj.ptr()));
+    if (!shown) throw py::error_already_set();
+    return std::string(py::str(shown));
+}
+
+std::string tensor_name(const py::handle& obj) {
+    if (!PyUnicode_Check(obj.ptr())) throw py::type_error("tensor names must be str, not " + type_name(obj));
+    auto text = utf8_of(obj);
+    if (!text)
+        raise(errc::InvalidArgument, "tensor name " + ascii_of(obj) +
+                                         " cannot be encoded as UTF-8 (it holds a lone surrogate); safetensors "
+                                         "names are UTF-8");
+    return std::move(*text);
 }
 
 std::vector<std::string> tensor_names(const py::handle& seq) {
@@ -122,13 +133,9 @@ bool option_bool(const py::handle& v, const std::string& owner, const std::strin
 
 std::string option_str(const py::handle& v, const std::string& owner, const std::string& key) {
     if (!py::isinstance<py::str>(v)) throw py::type_error(owner + " option " + key + " must be a str, not " + type_name(v));
-    Py_ssize_t n = 0;
-    const char* p = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
-    if (!p) {
-        PyErr_Clear();
-        throw py::value_error(owner + " option " + key + " cannot be encoded as UTF-8 (it holds a lone surrogate)");
-    }
-    return std::string(p, static_cast<std::size_t>(n));
+    auto text = utf8_of(v);
+    if (!text) throw py::value_error(owner + " option " + key + " cannot be encoded as UTF-8 (it holds a lone surrogate)");
+    return std::move(*text);
 }
 
 }  // namespace ringsafe::python

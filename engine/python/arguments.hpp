@@ -43,6 +43,12 @@ pybind11::str path_str(const std::string& path);
 // message); a local path unchanged. What Reader.spec and ShardInfo.spec return.
 std::string shown_spec(const std::string& spec);
 
+// A str as UTF-8; nullopt (the Python error cleared) when it has none (it
+// holds a lone surrogate). The one place the bindings encode a str they check.
+std::optional<std::string> utf8_of(const pybind11::handle& obj);
+// ascii(obj): how a message shows a str that may not be printable or encodable.
+std::string ascii_of(const pybind11::handle& obj);
+
 // A tensor name as UTF-8. SafetensorError (InvalidArgument) naming it, with
 // ascii()'s escapes, when the str cannot be encoded (a lone surrogate);
 // TypeError when it is not a str.

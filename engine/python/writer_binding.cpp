@@ -56,15 +56,10 @@ std::vector<std::uint64_t> parse_shape(const py::handle& shape, const std::strin
 
 // A metadata str as UTF-8, named when it cannot be encoded.
 std::string metadata_text(const py::handle& v) {
-    Py_ssize_t n = 0;
-    const char* p = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
-    if (!p) {
-        PyErr_Clear();
-        py::object shown = py::reinterpret_steal<py::object>(PyObject_ASCII(v.ptr()));
-        raise(errc::InvalidArgument, "metadata " + (shown ? std::string(py::str(shown)) : std::string("text")) +
-                                         " cannot be encoded as UTF-8 (it holds a lone surrogate)");
-    }
-    return std::string(p, static_cast<std::size_t>(n));
+    auto text = utf8_of(v);
+    if (!text)
+        raise(errc::InvalidArgument, "metadata " + ascii_of(v) + " cannot be encoded as UTF-8 (it holds a lone surrogate)");
+    return std::move(*text);
 }
 
 std::optional<metadata_map> parse_metadata(const py::object& md) {

@@ -234,6 +234,12 @@ def test_write_bytes_refuses_a_strided_view(tmp_path):
 SURROGATE = "bad\udcffname"
 
 
+def test_a_str_option_with_no_utf8_form_is_a_value_error_naming_it(tmp_path):
+    spt.save_file({"ok": torch.zeros(2)}, str(tmp_path / "o.safetensors"))
+    with pytest.raises(ValueError, match="reader option token cannot be encoded as UTF-8"):
+        ringsafe.Reader(str(tmp_path / "o.safetensors"), token=SURROGATE)
+
+
 def test_names_that_have_no_utf8_form_raise_named_errors(tmp_path):
     t = torch.zeros(2)
     for call in (lambda: rpt.save_file({SURROGATE: t}, str(tmp_path / "n.safetensors")),
