@@ -29,7 +29,7 @@ SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
 COUNTS=$(mktemp)
 trap 'rm -f "$COUNTS"' EXIT
-FUZZ_TARGETS=(header gguf index http_response url sigv4 hub_url dequant)
+FUZZ_TARGETS=(header gguf index http_response response_verdict url sigv4 hub_url dequant)
 have_clang() { command -v clang++-14 >/dev/null; }
 # Sanitizer builds use clang when it is there (faster to build, and its TSan models fences).
 SAN_CXX=c++
