@@ -1,20 +1,19 @@
-// The safetensors and GGUF destinations of `ringsafe cp` (cp_sink.hpp).
-#include "cp_sink.hpp"
-
+// A safetensors target: one file, or a sharded checkpoint with its index;
+// GGUF block tensors dequantized as their bytes arrive (sink.hpp).
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
-#include "gguf_listing.hpp"
-#include "json_text.hpp"
+#include "convert/metadata_json.hpp"
+#include "convert/sink.hpp"
 #include "ringsafe/dequantize.hpp"
 #include "ringsafe/gguf_writer.hpp"
 #include "ringsafe/writer.hpp"
 
-namespace ringsafe::cli {
+namespace ringsafe::convert {
 namespace {
 
 // Keys that describe a source's layout, not the model: a split set's keys
@@ -26,7 +25,7 @@ constexpr std::uint64_t dequant_step = 1u << 20;
 
 // A safetensors file, or a sharded checkpoint of them with its index; GGUF
 // block tensors are dequantized as their bytes arrive.
-class safetensors_sink final : public cp_sink {
+class safetensors_sink final : public sink {
 public:
     safetensors_sink(const reader& r, const selection& sel, const std::string& out, const sink_options& o)
         : to_(o.dequantize_to), out_(out), opts_(o) {
@@ -73,6 +72,7 @@ public:
     void begin(const tensor_info& t) override {
         if (shard_ + 1 < starts_.size() && next_ == starts_[shard_ + 1]) {
             w_->finish(meta_ ? &*meta_ : nullptr);
+            files_.push_back(path_);
             open_shard(shard_ + 1);
         }
         ++next_;
@@ -105,7 +105,8 @@ public:
     void wait_write() override { w_->wait_write(); }
     void finish() override {
         w_->finish(meta_ ? &*meta_ : nullptr);
-        if (sharded_) write_index();
+        files_.push_back(path_);
+        if (sharded_) files_.push_back(write_index());
     }
     void abandon() noexcept override { w_->abandon(); }
 
@@ -129,10 +130,11 @@ private:
         wo.reserve_bytes = serialized_json_size(mine, meta_ ? &*meta_ : nullptr);  // exact: nothing relocates
         wo.direct = opts_.direct;
         wo.sync = wo.sync_dir = opts_.sync;
-        w_.emplace(sharded_ ? shard_name(i) : out_, wo);
+        path_ = sharded_ ? shard_name(i) : out_;
+        w_.emplace(path_, wo);
     }
-    // OUT's stem + .safetensors.index.json, as transformers writes it, published by rename.
-    void write_index() const {
+    // OUT's stem + .safetensors.index.json, as transformers writes it, published by rename; its path.
+    std::string write_index() const {
         std::string stem = out_;
         if (stem.ends_with(".safetensors")) stem.resize(stem.size() - 12);
         std::string j = "{\"metadata\": {\"total_size\": " +
@@ -154,6 +156,7 @@ private:
             if (!f.flush()) raise(errc::IoError, "writing '" + tmp + "'");
         }
         std::filesystem::rename(tmp, index);
+        return index;
     }
 
     void put_blocks(std::span<const std::byte> blocks) {
@@ -164,7 +167,7 @@ private:
     }
 
     dtype to_;
-    std::string out_;
+    std::string out_, path_;  // the target; the file being written
     sink_options opts_;
     std::vector<tensor_entry> entries_;
     std::vector<std::size_t> starts_;  // each shard's first tensor
@@ -178,143 +181,11 @@ private:
     std::vector<std::byte> carry_, scratch_;
 };
 
-// A GGUF file, streamed, or a split set of them: safetensors tensors as the
-// GGUF type of their dtype, GGUF tensors as they are (block types too).
-class gguf_sink final : public cp_sink {
-public:
-    gguf_sink(const reader& r, const selection& sel, const std::string& out, const sink_options& o)
-        : out_(out), opts_(o) {
-        auto tensors = r.tensors();
-        for (auto i : sel.indices()) records_.push_back(record_of(r, tensors[i]));
-        if (const gguf::header* h = r.gguf()) {
-            alignment_ = h->alignment;
-            for (const gguf::metadata_entry& e : h->metadata)
-                if (!layout_key(e.key)) meta_.push_back(e);
-        } else if (r.metadata()) {
-            for (const auto& [k, v] : *r.metadata())
-                meta_.push_back(gguf::metadata_entry::make(k, gguf::value_type::STRING, std::string_view(v)));
-        }
-        plan_parts();
-        open_part(0);
-    }
-
-    void begin(const tensor_info&) override {
-        if (part_ + 1 < starts_.size() && next_ == starts_[part_ + 1]) {
-            w_->finish();
-            open_part(part_ + 1);
-        }
-        w_->begin(records_.at(next_++));
-    }
-    void append(std::span<const std::byte> bytes, std::shared_ptr<const void>) override { w_->append(bytes); }
-    void end() override { w_->end(); }
-    unsigned writes_in_flight() const noexcept override { return 0; }  // appends copy: no hold outlives them
-    void wait_write() override {}
-    void finish() override {
-        while (part_ + 1 < starts_.size()) {  // parts left without tensors (none: a plan never makes one)
-            w_->finish();
-            open_part(part_ + 1);
-        }
-        w_->finish();
-    }
-    void abandon() noexcept override { w_->abandon(); }
-
-private:
-    static gguf::tensor_record record_of(const reader& r, const tensor_info& t) {
-        gguf::tensor_record rec{t.name, t.ggml, {}};
-        if (t.ggml != ggml_type::none) {
-            rec.ne = gguf::ne_of(t);
-        } else {
-            auto g = ggml_type_for(t.dtype);
-            if (!g)
-                raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + " is of dtype " +
-                                                 std::string(dtype_name(t.dtype)) +
-                                                 ", which GGUF has no type for (F32, F16, BF16, F64, I8..I64)");
-            if (t.shape.size() > gguf::max_dims)
-                raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + " has " +
-                                                 std::to_string(t.shape.size()) + " dimensions; GGUF holds at most " +
-                                                 std::to_string(gguf::max_dims));
-            if (t.name.size() > gguf::max_name_length)
-                raise(errc::InvalidArgument, "tensor '" + t.name + "' of " + r.spec() + ": its name is " +
-                                                 std::to_string(t.name.size()) + " bytes, over ggml's " +
-                                                 std::to_string(gguf::max_name_length) + "-byte limit");
-            rec.type = *g;
-            rec.ne.assign(t.shape.begin(), t.shape.end());
-            std::reverse(rec.ne.begin(), rec.ne.end());
-        }
-        gguf::tensor_bytes(rec);  // what ggml's reader would refuse, named
-        return rec;
-    }
-    // The index of each part's first tensor.
-    void plan_parts() {
-        starts_ = {0};
-        std::uint64_t bytes = 0, count = 0;
-        for (std::size_t i = 0; i < records_.size(); ++i) {
-            const std::uint64_t n = gguf::tensor_bytes(records_[i]);
-            const bool full = (opts_.split_max_tensors && count == opts_.split_max_tensors) ||
-                              (opts_.split_max_bytes && count && bytes + n > opts_.split_max_bytes);
-            if (full) {
-                starts_.push_back(i);
-                bytes = count = 0;
-            }
-            bytes += n;
-            ++count;
-        }
-        split_ = opts_.split_max_bytes || opts_.split_max_tensors;
-    }
-    void open_part(std::size_t part) {
-        part_ = part;
-        std::vector<gguf::metadata_entry> md;
-        if (part == 0) md = meta_;
-        if (split_) {
-            using gguf::value_type;
-            md.push_back(gguf::metadata_entry::make("split.no", value_type::UINT16, std::uint64_t{part}));
-            md.push_back(gguf::metadata_entry::make("split.count", value_type::UINT16, std::uint64_t{starts_.size()}));
-            md.push_back(gguf::metadata_entry::make("split.tensors.count", value_type::INT32,
-                                                    static_cast<std::int64_t>(records_.size())));
-        }
-        const std::size_t end = part + 1 < starts_.size() ? starts_[part + 1] : records_.size();
-        gguf::writer_options wo;
-        wo.alignment = alignment_;
-        // The exact header size is known: reserve it, nothing ever relocates.
-        wo.reserve_bytes = gguf::serialized_size(md, std::span(records_).subspan(starts_[part], end - starts_[part]),
-                                                 alignment_) +
-                           64 + gguf::padding_key.size();
-        wo.direct = opts_.direct;
-        wo.sync = wo.sync_dir = opts_.sync;
-        const std::string path = split_ ? split_part_name(out_, part, starts_.size()) : out_;
-        w_.emplace(path, std::move(md), wo);
-    }
-
-    std::string out_;
-    sink_options opts_;
-    std::uint32_t alignment_ = gguf::default_alignment;
-    std::vector<gguf::metadata_entry> meta_;
-    std::vector<gguf::tensor_record> records_;
-    std::vector<std::size_t> starts_;
-    bool split_ = false;
-    std::size_t next_ = 0, part_ = 0;
-    std::optional<gguf::writer> w_;
-};
-
 }  // namespace
 
-bool gguf_target(const std::string& out) {
-    if (out.size() < 5) return false;
-    std::string ext = out.substr(out.size() - 5);
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-    return ext == ".gguf";
-}
-
-std::string split_part_name(const std::string& out, std::size_t no, std::size_t count) {
-    char tail[40];
-    std::snprintf(tail, sizeof tail, "-%05zu-of-%05zu.gguf", no + 1, count);
-    return out.substr(0, out.size() - 5) + tail;  // OUT ends in .gguf (gguf_target)
-}
-
-std::unique_ptr<cp_sink> make_sink(const reader& r, const selection& sel, const std::string& out,
-                                   const sink_options& o) {
-    if (gguf_target(out)) return std::make_unique<gguf_sink>(r, sel, out, o);
+std::unique_ptr<sink> make_safetensors_sink(const reader& r, const selection& sel, const std::string& out,
+                                            const sink_options& o) {
     return std::make_unique<safetensors_sink>(r, sel, out, o);
 }
 
-}  // namespace ringsafe::cli
+}  // namespace ringsafe::convert
