@@ -186,6 +186,8 @@ convert_result convert_file(const std::string& source, const std::string& target
             std::unique_lock l(h.mu);
             auto t_wait = clock_type::now();
             for (;;) {
+                if (cancelled()) stop = true;  // before a batch already read: a cancel stops at the next batch
+                if (stop) break;
                 if (auto it = h.ready.find(k); it != h.ready.end()) {
                     buf = it->second;
                     h.ready.erase(it);
@@ -195,8 +197,6 @@ convert_result convert_file(const std::string& source, const std::string& target
                     failure = h.error;
                     break;
                 }
-                if (cancelled()) stop = true;
-                if (stop) break;
                 if (h.running == 0) {
                     failure = "the reads stopped before batch " + std::to_string(k);
                     break;
