@@ -8,7 +8,8 @@ The API is the reference ``safetensors`` package's (``safe_open``,
 what the reference lacks: parallel io_uring reads, mapped loads made resident
 before they return, http(s)://, s3:// and hf:// sources, sharded ``*.index.json``
 checkpoints, ``select=``, in-place ``read_into``, a bounded-memory streaming
-iterator, a single-pass ``Writer`` with append, progress, and the GIL
+iterator, a single-pass ``Writer`` with append, ``convert`` between
+safetensors and GGUF (``ringsafe cp``'s pipeline), progress, and the GIL
 released during the engine's reads and writes (not while a Python file object
 is read through its own read(), nor for bytes parsed by load/deserialize).
 """
