@@ -187,6 +187,36 @@ def test_a_gguf_file_over_http_lands_as_one_local_file(tmp_path, nginx_server):
         assert torch.equal(got[name], torch.from_numpy(values)), name
 
 
+def test_a_remote_split_set_lands_as_one_local_file(tmp_path, nginx_server):
+    d = nginx_server.root / "convert-split"
+    d.mkdir(exist_ok=True)
+    first, tensors = split_set(d)
+    out = tmp_path / "merged.gguf"
+    ringsafe.convert(nginx_server.url(f"convert-split/{first.name}"), out, buffer_size="1M", sync=False)
+    r = gguf.GGUFReader(out)
+    assert r.fields["general.name"].contents() == "split"
+    assert [(t.name, t.data.tobytes()) for t in r.tensors] == list(tensors.items())
+
+
+def test_safetensors_to_safetensors_reshards_a_selection(tmp_path):
+    g = torch.Generator().manual_seed(2)
+    tensors = {f"model.layers.{i}.weight": torch.randn(256, 256, generator=g) for i in range(6)}
+    tensors["lm_head.weight"] = torch.randn(64, 256, generator=g).to(torch.bfloat16)
+    src = tmp_path / "m.safetensors"
+    save_file(tensors, src, metadata={"format": "pt"})
+    res = ringsafe.convert(src, tmp_path / "out.safetensors", select="model.layers.*", max_shard_size=600_000,
+                           sync=False)
+    index = json.loads((tmp_path / "out.safetensors.index.json").read_text())
+    assert len(res.files) == 4 and sorted(index["weight_map"]) == sorted(n for n in tensors if n.startswith("model"))
+    for f in res.files[:-1]:
+        with safe_open(f, "pt") as h:
+            assert h.metadata() == {"format": "pt"}
+            for name in h.keys():
+                assert torch.equal(h.get_tensor(name), tensors[name])
+    again = ringsafe.convert(tmp_path / "out.safetensors.index.json", tmp_path / "whole.safetensors", sync=False)
+    assert again.tensors == 6 and set(load_file(tmp_path / "whole.safetensors")) == set(index["weight_map"])
+
+
 CHILD = textwrap.dedent("""
     import json, os, sys
     import ringsafe
