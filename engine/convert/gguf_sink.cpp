@@ -11,10 +11,6 @@
 namespace ringsafe::convert {
 namespace {
 
-// Keys that describe a source's layout, not the model: a split set's keys
-// (the output has its own, or none) and the streaming writer's padding.
-bool layout_key(std::string_view key) { return key.starts_with("split.") || key == gguf::padding_key; }
-
 // A GGUF file, streamed, or a split set of them: safetensors tensors as the
 // GGUF type of their dtype, GGUF tensors as they are (block types too).
 class gguf_sink final : public sink {

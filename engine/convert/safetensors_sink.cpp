@@ -16,10 +16,6 @@
 namespace ringsafe::convert {
 namespace {
 
-// Keys that describe a source's layout, not the model: a split set's keys
-// (the output is one file) and the streaming writer's padding.
-bool layout_key(std::string_view key) { return key.starts_with("split.") || key == gguf::padding_key; }
-
 // Whole blocks dequantized per step: the scratch stays small whatever the tensor.
 constexpr std::uint64_t dequant_step = 1u << 20;
 

@@ -14,9 +14,15 @@
 #include <vector>
 
 #include "ringsafe/dtype.hpp"
+#include "ringsafe/gguf_writer.hpp"
 #include "ringsafe/reader.hpp"
 
 namespace ringsafe::convert {
+
+// Keys of a GGUF source that describe its layout, not the model, and that no
+// target copies: a split set's keys (a target has its own, or none) and the
+// streaming writer's padding.
+inline bool layout_key(std::string_view key) { return key.starts_with("split.") || key == gguf::padding_key; }
 
 // The sinks' share of convert_options.
 struct sink_options {
