@@ -49,25 +49,6 @@ void append_entry(block_writer& w, const metadata_entry& e) {
     w.text() += "]}";
 }
 
-}  // namespace
-
-std::string metadata_value_json(const metadata_entry& e) {
-    std::string s;
-    if (!e.is_array()) {
-        append_element(s, e, 0);
-        return s;
-    }
-    s += '[';
-    for (std::uint64_t i = 0; i < e.count; ++i) {
-        if (i) s += ',';
-        append_element(s, e, i);
-    }
-    s += ']';
-    return s;
-}
-
-namespace {
-
 // The split keys of a single file, or of a set with its parts; nullopt without them.
 std::optional<gguf::split_info> split_of(const gguf::header& h) {
     try {

@@ -17,9 +17,6 @@ namespace ringsafe::cli {
 // Version, alignment, data_offset and metadata are the first part's; in a
 // set of parts each tensor says which ("split": its part's split.no).
 void print_gguf_json(std::FILE* out, const reader& r, digest_store* sha256);
-// The JSON text of an entry's value: a scalar, or an array of its elements
-// (what `cp` puts under `gguf.` keys of a safetensors file's __metadata__).
-std::string metadata_value_json(const gguf::metadata_entry& e);
 
 // The architecture, name, parameter count, quantization (general.file_type
 // and the tensor types), context length; the tensor rows; then every

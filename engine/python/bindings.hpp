@@ -17,5 +17,6 @@ void bind_device(pybind11::module_& m);   // cuda_runtime_available, DeviceStage
 void bind_dequantize(pybind11::module_& m);  // dequantize, can_dequantize
 void bind_gguf(pybind11::module_& m);        // gguf_header, gguf_tensors, gguf_read
 void bind_gguf_writer(pybind11::module_& m);  // gguf_save
+void bind_convert(pybind11::module_& m);      // convert (ringsafe::convert_file)
 
 }  // namespace ringsafe::python

@@ -19,4 +19,5 @@ PYBIND11_MODULE(_ringsafe, m) {
     ringsafe::python::bind_dequantize(m);
     ringsafe::python::bind_gguf(m);
     ringsafe::python::bind_gguf_writer(m);
+    ringsafe::python::bind_convert(m);
 }

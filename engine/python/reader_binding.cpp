@@ -44,9 +44,8 @@ std::string option_str(const py::handle& v, const std::string& key) { return pyt
 
 bool option_bool(const py::handle& v, const std::string& key) { return python::option_bool(v, "reader", key); }
 
-// reader_options from the keyword arguments of Reader(); unknown keys are
-// refused. connections, http_threads and http_chunk left out (or None) are the
-// engine's: RINGSAFE_CONNECTIONS / RINGSAFE_HTTP_THREADS / RINGSAFE_CHUNK, else its defaults.
+}  // namespace
+
 reader_options make_options(const py::dict& kw) {
     reader_options o;
     for (auto [k, v] : kw) {
@@ -104,6 +103,8 @@ reader_options make_options(const py::dict& kw) {
     }
     return o;
 }
+
+namespace {
 
 // The largest file fetch_file reads whole (a config.json, a tokenizer).
 constexpr std::uint64_t max_fetched_file = 64u << 20;

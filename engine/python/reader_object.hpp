@@ -2,6 +2,8 @@
 // the bindings that take one (engine-internal, the Python front end only).
 #pragma once
 
+#include <pybind11/pybind11.h>
+
 #include <memory>
 
 #include "ringsafe/error.hpp"
@@ -20,5 +22,11 @@ struct py_reader {
         return *r;
     }
 };
+
+// reader_options from the keyword arguments of Reader() (and of every call that
+// opens a checkpoint); unknown keys are refused. connections, http_threads and
+// http_chunk left out (or None) are the engine's: RINGSAFE_CONNECTIONS /
+// RINGSAFE_HTTP_THREADS / RINGSAFE_CHUNK, else its defaults.
+reader_options make_options(const pybind11::dict& kw);
 
 }  // namespace ringsafe::python

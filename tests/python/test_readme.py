@@ -68,6 +68,13 @@ def test_guide_examples_run(tmp_path, monkeypatch, capsys):
     q8 = gguf.quants.dequantize(ns["blocks"].numpy(), gguf.GGMLQuantizationType.Q8_0)
     assert np.array_equal(ns["embed"].numpy(), q8)
     assert ns["blocks"].shape == (8, 68) and ns["weights"]["token_embd.weight"].dtype == torch.bfloat16
+    from safetensors.torch import load_file as reference_load
+    converted = reference_load("tiny.safetensors")
+    assert ns["st"].files == ("tiny.safetensors",) and converted["token_embd.weight"].dtype == torch.bfloat16
+    assert torch.equal(converted["token_embd.weight"], torch.from_numpy(q8).to(torch.bfloat16))
+    assert gguf.GGUFReader("tiny-bf16.gguf").tensors[0].tensor_type.name == "BF16"
+    assert ns["parts"].files == ("split-00001-of-00002.gguf", "split-00002-of-00002.gguf")
+    assert [t.name for t in gguf.GGUFReader("split-00002-of-00002.gguf").tensors] == ["output_norm.weight"]
 
 
 def test_sources_example_runs_against_the_stand_ins(tmp_path, tmp_path_factory, monkeypatch, radosgw_cluster):

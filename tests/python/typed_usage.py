@@ -166,12 +166,19 @@ def gguf_api(path: str) -> None:
         f.get_tensor(t.name, dtype=torch.bfloat16)
         f.get_tensor(t.name, raw=True, framework="np")
     ringsafe.gguf.load_file(path, select=lambda t: t.type == "Q8_0", dtype="F16")
+    res = ringsafe.gguf.convert(path, "model.safetensors", dtype=torch.bfloat16, max_shard_size="5G", connections=4)
+    assert_type(res, ringsafe.ConvertResult)
+    assert_type(res.files, tuple[str, ...])
+    ringsafe.convert("model.safetensors", "model.gguf", select=["model.*"], split_max_tensors=100,
+                     progress=lambda done, total: None)
 
 
 def rejected(path: str) -> None:
     tensors = {"a": torch.zeros(3)}
     ringsafe.gguf.open(path, conections=8)  # type: ignore[call-arg]
     ringsafe.gguf.load_file(path, framework="jax")  # type: ignore[arg-type]
+    ringsafe.convert(path, "x.gguf", split_max_tensors="100")  # type: ignore[arg-type]
+    ringsafe.convert(path, "x.gguf", conections=8)  # type: ignore[call-arg]
     load_file(123)  # type: ignore[arg-type]
     load_file(path, thread=4)  # type: ignore[call-arg]
     load_file(path, threads="4")  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ LEVELS = [
     ["stores", "dequant"],   # what each URL scheme names, built on http; GGUF blocks to floats
     ["dispatch"],            # the one dispatcher: picks the store and the source
     ["read", "write"],       # the reader and the writer
-    ["asio", "device"],      # front ends and destinations above the reader
+    ["asio", "device", "convert"],  # front ends and destinations above the reader; conversions (read -> write)
     ["python"],              # the Python extension
 ]
 
@@ -57,6 +57,7 @@ HOMES = {
     "writer.hpp": "write",
     "gguf_writer.hpp": "write",
     "device.hpp": "device",
+    "convert.hpp": "convert",
     "asio.hpp": "asio",
     "detail/asio_initiate.hpp": "asio",
 }

@@ -269,6 +269,13 @@ def gguf_read(reader: Reader, names: Sequence[str], dsts: list[Buffer], outs: li
               threads: int = 0, staging_bytes: int | None = None,
               progress: ProgressCallback | None = None) -> None: ...
 
+# ---------------------------------------------------------------- conversions (convert_binding.cpp)
+def convert(source: StrPath, target: StrPath, *, select: Sequence[str] | None = None, dtype: str = "F32",
+            max_shard_size: int | None = None, split_max_size: int | None = None,
+            split_max_tensors: int | None = None, buffer_size: int = 67108864, buffers: int = 4,
+            direct_write: bool = True, sync: bool = True, progress: ProgressCallback | None = None,
+            **kwargs: Unpack[ReaderOptions]) -> tuple[int, int, list[str], int, int, int, float, float, float]: ...
+
 # ---------------------------------------------------------------- GGUF writing (gguf_writer_binding.cpp)
 _GGUFEntry: TypeAlias = tuple[str, str, "str | None", list[Any]]  # (key, type, element type of an ARRAY, values)
 def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[_GGUFEntry], alignment: int,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _ringsafe
+from ._convert import ConvertResult, convert  # noqa: F401  (one implementation: ringsafe.convert)
 from ._dtypes import NUMPY_NAMES, TORCH_NAMES, unsupported
 from ._errors import error
 from ._gguf_write import Writer, save_file  # noqa: F401  (the writing side: _gguf_write.py)
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from ._typing import ReaderOptions, StrPath
 
-__all__ = ["GGUFFile", "GGUFTensor", "Writer", "load_file", "open", "save_file"]
+__all__ = ["ConvertResult", "GGUFFile", "GGUFTensor", "Writer", "convert", "load_file", "open", "save_file"]
 
 # Tensor types held as they are stored (ggml's plain types, named as safetensors dtypes are).
 PLAIN_TYPES = ("F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64")
