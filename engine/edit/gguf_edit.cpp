@@ -171,6 +171,19 @@ edit_result edit_gguf(const std::string& path, std::span<const metadata_change> 
         while (now[lo] == old_bytes[lo]) ++lo;
         while (now[hi - 1] == old_bytes[hi - 1]) --hi;
         const std::uint64_t a = 16 + lo, b = 16 + hi;
+        // The padding's string spans [p0, p1): bytes no reader interprets (stale ones after a kill during a cleanup).
+        std::uint64_t p0 = 0, p1 = 0;
+        if (pad_index != std::string::npos) {
+            const std::size_t at = last && !first ? real.size() : std::min(pad_index, real.size());
+            p0 = kv_start + entries_bytes(std::span(same).first(at)) + pad_head;
+            p1 = p0 + same[at].data.size();
+        }
+        if (opts.in_place && a >= p0 && b <= p1) {
+            t.write(now.data() + lo, hi - lo, a, "writing spaces over the padding");
+            t.sync(opts.sync);
+            return {edit_way::in_place, "the metadata already says so; " + std::to_string(hi - lo) +
+                                            " stale bytes of the padding made spaces", hi - lo};
+        }
         if (opts.in_place && a / page == (b - 1) / page) {
             edit::stall_point("commit");
             t.write(now.data() + lo, hi - lo, a, "writing the new metadata");
