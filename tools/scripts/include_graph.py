@@ -30,7 +30,7 @@ LEVELS = [
     ["stores", "dequant"],   # what each URL scheme names, built on http; GGUF blocks to floats
     ["dispatch"],            # the one dispatcher: picks the store and the source
     ["read", "write"],       # the reader and the writer
-    ["asio", "device", "convert"],  # front ends and destinations above the reader; conversions (read -> write)
+    ["asio", "device", "convert", "edit"],  # front ends and destinations above the reader; conversions (read -> write); metadata edits
     ["python"],              # the Python extension
 ]
 
@@ -56,6 +56,7 @@ HOMES = {
     "reader.hpp": "read",
     "writer.hpp": "write",
     "gguf_writer.hpp": "write",
+    "edit.hpp": "edit",
     "device.hpp": "device",
     "convert.hpp": "convert",
     "asio.hpp": "asio",
