@@ -12,6 +12,10 @@
 
 namespace ringsafe::edit {
 
+// A write inside one page of this size is all or nothing for a killed process (the kernel
+// copies a write page by page and checks for a fatal signal between pages).
+inline constexpr std::uint64_t atomic_page = 4096;
+
 // The file being edited, open read-write.
 class target {
 public:

@@ -14,7 +14,6 @@
 namespace ringsafe::gguf {
 namespace {
 
-constexpr std::uint64_t page = 4096;
 constexpr std::uint64_t kv_start = 24;                                     // after magic, version, the two counts
 constexpr std::uint64_t pad_head = 8 + padding_key.size() + 4 + 8;         // key length, key, type, string length
 constexpr std::uint64_t commit_end = kv_start + pad_head;                  // the commit write is [16, commit_end)
@@ -184,7 +183,7 @@ edit_result edit_gguf(const std::string& path, std::span<const metadata_change> 
             return {edit_way::in_place, "the metadata already says so; " + std::to_string(hi - lo) +
                                             " stale bytes of the padding made spaces", hi - lo};
         }
-        if (opts.in_place && a / page == (b - 1) / page) {
+        if (opts.in_place && a / edit::atomic_page == (b - 1) / edit::atomic_page) {
             edit::stall_point("commit");
             t.write(now.data() + lo, hi - lo, a, "writing the new metadata");
             t.sync(opts.sync);

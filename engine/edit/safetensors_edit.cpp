@@ -13,7 +13,6 @@
 namespace ringsafe {
 namespace {
 
-constexpr std::uint64_t page = 4096;
 constexpr std::uint64_t rewrite_slack = 4096;
 
 // The header's JSON, compact, tensors in `tensors`' order and `__metadata__` last.
@@ -66,7 +65,7 @@ edit_result edit_st(const std::string& path, std::span<const metadata_change> ch
         while (now[lo] == old[lo]) ++lo;
         while (now[hi - 1] == old[hi - 1]) --hi;
         const std::uint64_t a = 8 + lo, b = 8 + hi;
-        if (opts.in_place && a / page == (b - 1) / page) {
+        if (opts.in_place && a / edit::atomic_page == (b - 1) / edit::atomic_page) {
             edit::stall_point("commit");
             t.write(now.data() + lo, hi - lo, a, "writing the new header");
             t.sync(opts.sync);
