@@ -1,8 +1,10 @@
-// TensorInfo, the record every header listing hands out, ShardInfo, the Reader's record of each shard, and header parsing for bytes held in Python: a whole file in memory (load(),
-// deserialize()) or a header read piecewise from a Python file object.
+// TensorInfo, the record every header listing hands out, ShardInfo, the Reader's record of each shard,
+// FileStat, what a shard's or a mapping's file was when opened, and header parsing for bytes held in
+// Python: a whole file in memory (load(), deserialize()) or a header read piecewise from a Python file object.
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -80,31 +82,82 @@ void bind_tensor_info(py::module_& m) {
         }));
 }
 
-py::tuple shard_state(const shard_record& s) { return py::make_tuple(s.spec, s.size, s.data_start); }
+py::tuple stat_state(const file_stat_record& s) { return py::make_tuple(s.device, s.inode, s.size, s.mtime_ns); }
+
+std::string stat_repr(const file_stat_record& s) {
+    return "FileStat(device=" + std::to_string(s.device) + ", inode=" + std::to_string(s.inode) +
+           ", size=" + std::to_string(s.size) + ", mtime_ns=" + std::to_string(s.mtime_ns) + ")";
+}
+
+void bind_file_stat(py::module_& m) {
+    py::class_<file_stat_record>(m, "FileStat",
+                                 "What a file was when it was opened (read-only): device and inode (st_dev, st_ino: "
+                                 "which file), size (its bytes) and mtime_ns (st_mtime_ns: a rewrite in place "
+                                 "changes it). A URL's has device, inode and mtime_ns 0.")
+        .def(py::init([](std::uint64_t device, std::uint64_t inode, std::uint64_t size, std::int64_t mtime_ns) {
+                 return file_stat_record{device, inode, size, mtime_ns};
+             }),
+             py::kw_only(), py::arg("device"), py::arg("inode"), py::arg("size"), py::arg("mtime_ns"),
+             "A record made by hand (tests); the engine's come from ShardInfo.stat and MappedFile.stat.")
+        .def_readonly("device", &file_stat_record::device)
+        .def_readonly("inode", &file_stat_record::inode)
+        .def_readonly("size", &file_stat_record::size)
+        .def_readonly("mtime_ns", &file_stat_record::mtime_ns)
+        .def("same_file",
+             [](const file_stat_record& a, const file_stat_record& b) {
+                 return a.device == b.device && a.inode == b.inode;
+             },
+             py::arg("other"),
+             "Whether `other` is of the same file (device and inode), whatever its size and time now.")
+        .def("__repr__", &stat_repr)
+        .def("__eq__",
+             [](const file_stat_record& a, const py::object& b) -> py::object {
+                 if (!py::isinstance<file_stat_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                 return py::bool_(stat_state(a).equal(stat_state(b.cast<const file_stat_record&>())));
+             })
+        .def("__hash__", [](const file_stat_record& s) { return py::hash(stat_state(s)); })
+        .def(py::pickle(&stat_state, [](const py::tuple& s) {
+            if (s.size() != 4) throw py::value_error("FileStat state is (device, inode, size, mtime_ns)");
+            return file_stat_record{s[0].cast<std::uint64_t>(), s[1].cast<std::uint64_t>(),
+                                    s[2].cast<std::uint64_t>(), s[3].cast<std::int64_t>()};
+        }));
+}
+
+py::tuple shard_state(const shard_record& s) {
+    return py::make_tuple(s.spec, s.size, s.data_start, py::cast(s.stat));
+}
 
 // The spec a person may see (shown_spec): a URL without its signing values.
 py::str shown_shard_spec(const shard_record& s) { return path_str(shown_spec(path_arg(s.spec, "spec"))); }
 
 std::string shard_repr(const shard_record& s) {
     return "ShardInfo(spec=" + std::string(py::repr(shown_shard_spec(s))) + ", size=" + std::to_string(s.size) +
-           ", data_start=" + std::to_string(s.data_start) + ")";
+           ", data_start=" + std::to_string(s.data_start) + ", stat=" + stat_repr(s.stat) + ")";
 }
 
-shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_start) {
+// A record made by hand: data_start within the file, stat (default: a URL's,
+// no identity) of the same size.
+shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_start,
+                           const std::optional<file_stat_record>& stat) {
     if (data_start < 8 || data_start > size)
         raise(errc::InvalidArgument, "ShardInfo " + std::string(py::repr(spec)) + ": data_start " +
                                          std::to_string(data_start) + " is not between 8 and its size " +
                                          std::to_string(size));
-    return shard_record{std::move(spec), size, data_start};
+    if (stat && stat->size != size)
+        raise(errc::InvalidArgument, "ShardInfo " + std::string(py::repr(spec)) + ": its stat's size " +
+                                         std::to_string(stat->size) + " is not its size " + std::to_string(size));
+    return shard_record{std::move(spec), size, data_start, stat.value_or(file_stat_record{0, 0, size, 0})};
 }
 
 void bind_shard_info(py::module_& m) {
     py::class_<shard_record>(m, "ShardInfo",
                              "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
                              "hf:// one names the commit read; a URL's signing values written '...'), raw_spec "
-                             "(the same with them), size (its bytes) and data_start (where its data section "
-                             "begins: 8 + the header's length). repr() and str() show spec.")
+                             "(the same with them), size (its bytes), data_start (where its data section "
+                             "begins: 8 + the header's length) and stat (a FileStat: the file as the reader "
+                             "opened it). repr() and str() show spec.")
         .def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
+             py::arg("stat") = py::none(),
              "A record made by hand (tests, planners); the engine's come from Reader.shards().")
         .def_property_readonly("spec", &shown_shard_spec,
                                "Its path or URL as a person may see it: a URL's signing query values (a presigned "
@@ -114,6 +167,9 @@ void bind_shard_info(py::module_& m) {
                       "that passes it on; never log it.")
         .def_readonly("size", &shard_record::size)
         .def_readonly("data_start", &shard_record::data_start)
+        .def_readonly("stat", &shard_record::stat,
+                      "The file as the reader opened it (which file, its size and modification time); a URL's "
+                      "names no file (device, inode and mtime_ns 0).")
         .def("__repr__", &shard_repr)
         .def("__eq__",
              [](const shard_record& a, const py::object& b) -> py::object {
@@ -122,8 +178,9 @@ void bind_shard_info(py::module_& m) {
              })
         .def("__hash__", [](const shard_record& s) { return py::hash(shard_state(s)); })
         .def(py::pickle(&shard_state, [](const py::tuple& s) {
-            if (s.size() != 3) throw py::value_error("ShardInfo state is (spec, size, data_start)");
-            return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>());
+            if (s.size() != 4) throw py::value_error("ShardInfo state is (spec, size, data_start, stat)");
+            return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>(),
+                                 s[3].cast<file_stat_record>());
         }));
 }
 
@@ -131,6 +188,7 @@ void bind_shard_info(py::module_& m) {
 
 void bind_header(py::module_& m) {
     bind_tensor_info(m);
+    bind_file_stat(m);
     bind_shard_info(m);
     m.def("parse_bytes",
           [](const py::object& data) {

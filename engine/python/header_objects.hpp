@@ -33,14 +33,28 @@ inline pybind11::object tensor_object(const tensor_info& t, std::uint32_t shard)
     return pybind11::cast(tensor_record{t.name, std::string(dtype_name(t.dtype)), std::move(shape), t.begin, t.end, shard});
 }
 
+// What a file was when it was opened, as Python sees it:
+// ringsafe._ringsafe.FileStat, a read-only record (device and inode: which
+// file, st_dev and st_ino; size; mtime_ns: st_mtime_ns). ShardInfo.stat and
+// MappedFile.stat hand them out (a URL's: device, inode and mtime_ns 0);
+// registered by bind_header.
+struct file_stat_record {
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+    std::uint64_t size = 0;
+    std::int64_t mtime_ns = 0;
+};
+
 // One shard of a checkpoint as Python sees it: ringsafe._ringsafe.ShardInfo, a
 // read-only record (spec: its resolved path or URL as a str, os.fsdecode'd;
-// size: the file's bytes; data_start: 8 + N, where its data section begins).
+// size: the file's bytes; data_start: 8 + N, where its data section begins;
+// stat: the file as the reader opened it, its size equal to size).
 // Reader.shards() hands them out; registered by bind_header.
 struct shard_record {
     pybind11::str spec;
     std::uint64_t size = 0;
     std::uint64_t data_start = 0;
+    file_stat_record stat;
 };
 
 // __metadata__ as a dict of str, or None.

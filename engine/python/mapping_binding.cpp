@@ -13,6 +13,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "blocking_call.hpp"
+#include "header_objects.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/mapped_file.hpp"
 
@@ -31,7 +32,7 @@ struct py_mapping {
 // within a few tenths of a second, when Ctrl-C is seen.
 constexpr std::uint64_t inline_populate_bytes = 64u << 20;
 
-// MappedFile: the open, what the mapping is (size, identity, stat, address).
+// MappedFile: the open, what the mapping is (size, stat, address).
 void bind_mapping_open(py::class_<py_mapping>& cls) {
     cls.def(py::init([](const py::object& path_arg_) {
                  const std::string path = path_arg(path_arg_, "path");
@@ -41,17 +42,13 @@ void bind_mapping_open(py::class_<py_mapping>& cls) {
              py::arg("path"), "Maps the whole file at `path` (str, bytes or os.PathLike; OSError naming it when it cannot).")
         .def_property_readonly("size", [](const py_mapping& self) { return self.file->size(); }, "The file's size.")
         .def_property_readonly("path", [](const py_mapping& self) { return path_str(self.file->path()); })
-        .def_property_readonly("identity",
-                               [](const py_mapping& self) {
-                                   return py::make_tuple(self.file->device(), self.file->inode());
-                               },
-                               "(st_dev, st_ino) of the file as mapped.")
         .def_property_readonly("stat",
                                [](const py_mapping& self) {
-                                   return py::make_tuple(self.file->device(), self.file->inode(), self.file->size(),
-                                                         self.file->mtime_ns());
+                                   return file_stat_record{self.file->device(), self.file->inode(),
+                                                           self.file->size(), self.file->mtime_ns()};
                                },
-                               "(st_dev, st_ino, st_size, st_mtime_ns) of the file when it was mapped.")
+                               "The file when it was mapped, a FileStat (which file, its size and modification "
+                               "time): compare it with ShardInfo.stat.")
         .def_property_readonly("address",
                                [](const py_mapping& self) { return reinterpret_cast<std::uintptr_t>(self.file->data()); },
                                "Address of the first byte (0 for an empty file).");

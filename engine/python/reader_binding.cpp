@@ -297,10 +297,11 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
         .def("shards", [](const py_reader& self) {
                  py::list out;
                  for (const auto& s : self.get().shards())
-                     out.append(py::cast(shard_record{path_str(s.spec), s.size, s.data_start}));
+                     out.append(py::cast(shard_record{path_str(s.spec), s.size, s.data_start,
+                                                      file_stat_record{s.device, s.inode, s.size, s.mtime_ns}}));
                  return out;
              },
-             "Every shard in index order, as ShardInfo records (spec, size, data_start).")
+             "Every shard in index order, as ShardInfo records (spec, size, data_start, stat).")
         .def("shard_file", [](const py_reader& self, std::size_t i) -> py::object {
                  const auto shards = self.get().shards();
                  if (i >= shards.size()) throw py::index_error("shard index out of range");
@@ -309,18 +310,6 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
              },
              "The local file shard i is read from (its path, or for an hf:// shard the Hub cache's file); "
              "None when it is read over the network.")
-        .def("shard_identity", [](const py_reader& self, std::size_t i) {
-                 const auto shards = self.get().shards();
-                 if (i >= shards.size()) throw py::index_error("shard index out of range");
-                 return py::make_tuple(shards[i].device, shards[i].inode);
-             },
-             "(st_dev, st_ino) of local shard i as the reader opened it; (0, 0) for URLs.")
-        .def("shard_stat", [](const py_reader& self, std::size_t i) {
-                 const auto shards = self.get().shards();
-                 if (i >= shards.size()) throw py::index_error("shard index out of range");
-                 return py::make_tuple(shards[i].device, shards[i].inode, shards[i].size, shards[i].mtime_ns);
-             },
-             "(st_dev, st_ino, st_size, st_mtime_ns) of local shard i as the reader opened it; (0, 0, size, 0) for URLs.")
         .def("header_matches", [](const py_reader& self, std::size_t i, const py::object& data) {
                  const reader& r = self.get();
                  const auto shards = r.shards();

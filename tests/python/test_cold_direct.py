@@ -1,12 +1,12 @@
 """Loads into memory the caller holds (load_model, read_into) read a cold
 local checkpoint with O_DIRECT, a cached one through the page cache, and an
 explicit direct= as given; loads into fresh memory stay buffered; the bytes
-are the file's either way (ringsafe._source.direct_when_cold)."""
+are the file's either way (ringsafe._caller_memory.direct_when_cold)."""
 
 import pytest
 
 import ringsafe  # from the build tree without PYTHONPATH (conftest)
-from ringsafe import _source
+from ringsafe import _caller_memory, _source
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
@@ -29,7 +29,7 @@ def ckpt(tmp_path, monkeypatch):
     """A model and its 16 MiB checkpoint (DIRECT_MIN_BYTES lowered to 1 MiB for
     the test; large enough that the header's read-ahead stays under 10 %);
     skipped where the filesystem refuses O_DIRECT."""
-    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(_caller_memory, "DIRECT_MIN_BYTES", 1 << 20)
     model = nn.Sequential(nn.Linear(1024, 2048), nn.Linear(2048, 1024))
     path = tmp_path / "m.safetensors"
     spt.save_model(model, str(path))
@@ -100,7 +100,7 @@ def test_a_cached_file_a_mapped_load_and_an_explicit_choice_stay_as_they_are(ckp
 
 def test_a_small_cold_load_stays_buffered(ckpt, opened, monkeypatch):
     model, path, want = ckpt
-    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 64 << 20)
+    monkeypatch.setattr(_caller_memory, "DIRECT_MIN_BYTES", 64 << 20)
     evict(path)
     rpt.load_model(model, path)
     assert [o.get("direct") for o in opened] == [None]
@@ -134,7 +134,7 @@ def test_a_selection_is_judged_by_its_own_bytes(ckpt, opened, monkeypatch):
     same(dst, {small: want[small]})
     assert [o.get("direct") for o in opened] == [None]
     # The selected tensor cached, the rest of the file cold: buffered, it is in the page cache.
-    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(_caller_memory, "DIRECT_MIN_BYTES", 0)
     evict(path)
     rpt.load_file(path, select=[small])  # the mapped load leaves it cached
     opened.clear()

@@ -598,6 +598,36 @@ def test_the_ranks_digest_counts_an_hf_shards_spec_and_no_other_spec():
     assert digest("/a/m.safetensors") != digest("/a/m.safetensors", ts=other)
 
 
+def test_what_crosses_between_ranks_and_stages_is_records():
+    # The payloads of the object collectives are frozen records, read by name, that pickle;
+    # the planner (pure computation) imports no framework.
+    import ast
+    import dataclasses
+    import pickle
+    from ringsafe import _dist_plan
+    from ringsafe._dist_exchange import _describe, _ErrorDescription
+    from ringsafe._dist_run import _Opened
+
+    desc = _describe(FileNotFoundError(2, "No such file or directory", "/x/m.safetensors"), "fetching bytes 0-9")
+    assert desc == _ErrorDescription("FileNotFoundError", None, 2, "No such file or directory: '/x/m.safetensors'",
+                                     "fetching bytes 0-9")
+    opened = _Opened("d1", {"w": [(0, 2)]}, True)
+    for record in (desc, opened, _Opened(error=desc)):
+        assert pickle.loads(pickle.dumps(record)) == record
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        desc.message = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        desc[3]
+    assert _describe(KeyboardInterrupt()).kind == "Cancelled" and _describe(KeyboardInterrupt()).context == ""
+    assert [m.name for m in _dist_plan._Mode] == ["SKIP", "LOCAL", "BCAST1", "BCASTP", "A2A"]
+    tree = ast.parse(pathlib.Path(_dist_plan.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+               {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and ("torch" in m or "adapter" in m) for m in imported), imported
+    front = pathlib.Path(rd.__file__).read_text()
+    assert "ADAPTER._" not in front
+
+
 def task_read_into_sentinel(ctx, base, path, bad_rank, skip, memory_limit):
     rank = dist.get_rank()
     url = f"{base}/m.safetensors?file={path}&id=ri{rank}-{skip}"

@@ -2,8 +2,9 @@
 read_into) copy a checkpoint whose selected bytes are in the page cache out of
 a mapping of it (MappedFile.copy_to), read a cold one with O_DIRECT, and read
 anything in between through the reader; the bytes are the file's either way
-(ringsafe._source.mapped_or_read, counted in _source.LOADS)."""
+(ringsafe._caller_memory.mapped_or_read, whose decisions the tests count)."""
 
+import collections
 import json
 import os
 
@@ -15,7 +16,7 @@ import ringsafe.numpy as rnp
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
-from ringsafe import _source
+from ringsafe import _caller_memory
 from ringsafe._ringsafe import MappedFile
 from ringsafe._torch_adapter import ADAPTER
 from torch import nn
@@ -29,18 +30,26 @@ def resident(path):
 
 
 @pytest.fixture
-def loads():
-    """How the loads of the test went: a function returning the change of _source.LOADS since the start."""
-    before = dict(_source.LOADS)
-    return lambda: {k: v - before.get(k, 0) for k, v in _source.LOADS.items() if v - before.get(k, 0)}
+def loads(monkeypatch):
+    """How the loads of the test went: a function returning how many of mapped_or_read's
+    decisions (CallerMemoryRead.how) were "mapped", "direct" and "reader"."""
+    seen: collections.Counter[str] = collections.Counter()
+    decide = _caller_memory.mapped_or_read
+
+    def counted(*args, **kwargs):
+        how = decide(*args, **kwargs)
+        seen[how.how] += 1
+        return how
+    monkeypatch.setattr(_caller_memory, "mapped_or_read", counted)
+    return lambda: dict(seen)
 
 
 @pytest.fixture
 def ckpt(tmp_path, monkeypatch):
     """A model and its 16 MiB checkpoint, cached (DIRECT_MIN_BYTES lowered to 1 MiB, as in test_cold_direct,
     and COPY_MIN_BYTES to match)."""
-    monkeypatch.setattr(_source, "DIRECT_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(_caller_memory, "DIRECT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(_caller_memory, "COPY_MIN_BYTES", 1 << 20)
     model = nn.Sequential(nn.Linear(1024, 2048), nn.Linear(2048, 1024))
     path = tmp_path / "m.safetensors"
     spt.save_model(model, str(path))
@@ -241,19 +250,19 @@ def test_memory_numpy_cannot_view_is_read(ckpt, loads):
     r = ringsafe.Reader(path)
     try:
         infos = r.tensors()
-        maps, views, chosen = _source.mapped_or_read(r, path, options={}, infos=infos,
-                                                        byte_views=_source.byte_views(ADAPTER, [z]))
-        assert (maps, views, chosen) == (None, None, r)
-        maps, views, chosen = _source.mapped_or_read(r, path, options={}, infos=infos,
-                                                        byte_views=_source.byte_views(ADAPTER, []))
-        assert maps is not None and views == [] and chosen is r
+        how = _caller_memory.mapped_or_read(r, path, options={}, infos=infos,
+                                            byte_views=_caller_memory.byte_views(ADAPTER, [z]))
+        assert (how.how, how.maps, how.views) == ("reader", None, None) and how.reader is r
+        how = _caller_memory.mapped_or_read(r, path, options={}, infos=infos,
+                                            byte_views=_caller_memory.byte_views(ADAPTER, []))
+        assert how.how == "mapped" and how.maps is not None and how.views == [] and how.reader is r
     finally:
         r.close()
     assert loads() == {"reader": 1, "mapped": 1}
 
 
 def test_numpy_read_into_is_copied_from_the_mapping(tmp_path, loads, monkeypatch):
-    monkeypatch.setattr(_source, "COPY_MIN_BYTES", 0)
+    monkeypatch.setattr(_caller_memory, "COPY_MIN_BYTES", 0)
     path = tmp_path / "n.safetensors"
     want = {"a": np.arange(5000, dtype=np.float32).reshape(50, 100), "b": np.arange(7, dtype=np.int16)}
     rnp.save_file(want, str(path))
@@ -276,7 +285,7 @@ def test_a_file_changed_after_the_reader_opened_it_is_not_copied_from(ckpt, tmp_
         os.replace(path, str(tmp_path / "kept.safetensors"))
         os.replace(other, path)
         warm(path)
-        assert _source.mapped_when_hot(r, {}, infos) is None
+        assert _caller_memory.mapped_when_hot(r, {}, infos) is None
     finally:
         r.close()
     r = ringsafe.Reader(path)
@@ -289,7 +298,7 @@ def test_a_file_changed_after_the_reader_opened_it_is_not_copied_from(ckpt, tmp_
             f.write(data)
         os.utime(path, ns=(10**9, 10**9))  # a time surely not the one the reader saw (one tick may hold both)
         with pytest.raises(ringsafe.SafetensorError, match="rewritten in place") as e:
-            _source.mapped_when_hot(r, {}, infos)
+            _caller_memory.mapped_when_hot(r, {}, infos)
         assert e.value.kind == "ObjectChanged"
     finally:
         r.close()

@@ -555,9 +555,10 @@ def test_errors_found_on_the_python_side_show_a_signed_url_without_its_secrets(s
             f.get_tensor("no-such-tensor")
     assert ringsafe.without_url_secrets(signed_url) in str(info.value) and shows_no_secret(str(info.value))
     # What a rank of ringsafe.distributed rebuilds from another rank's description.
-    from ringsafe._dist_exchange import _rebuild
-    for desc in [("SafetensorError", "HttpError", None, ""), ("RuntimeError", None, None, ""),
-                 ("FileNotFoundError", None, 2, "")]:
+    from ringsafe._dist_exchange import _ErrorDescription, _rebuild
+    for desc in [_ErrorDescription("SafetensorError", "HttpError", None, ""),
+                 _ErrorDescription("RuntimeError", None, None, ""),
+                 _ErrorDescription("FileNotFoundError", None, 2, "")]:
         e = _rebuild(desc, f"rank 1 of 2: fetching bytes 0-9 of {signed_url}")
         assert shows_no_secret(str(e)), desc
 

@@ -16,7 +16,7 @@ import ringsafe
 import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
-from ringsafe import _source
+from ringsafe import _caller_memory, _source
 from ringsafe._mapped import MappedSource
 
 # Two checkpoints of the same size and header length, with other layouts: an
@@ -39,7 +39,7 @@ def _between(monkeypatch, change):
     def cold(reader, infos):
         change()
         return True
-    monkeypatch.setattr(_source, "_cold_local", cold)
+    monkeypatch.setattr(_caller_memory, "_cold_local", cold)
 
 
 def test_a_file_renamed_over_the_checkpoint_before_the_direct_reopen_is_not_read(tmp_path, monkeypatch):

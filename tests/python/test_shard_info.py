@@ -1,8 +1,10 @@
 """The shard records the binding hands out (ringsafe._ringsafe.ShardInfo, from
 Reader.shards()): named read-only fields that match the file's layout (spec, the
-file's size, data_start = 8 + the header's length, in the index's order), never
-a tuple read by position, a repr that names every field, equality by value, a
-pickle round trip, and a spec that keeps a path's bytes as os.fsdecode does."""
+file's size, data_start = 8 + the header's length, in the index's order) and
+the file as the reader opened it (stat, a FileStat: which file, its size and
+modification time, as MappedFile.stat gives them), never a tuple read by
+position, a repr that names every field, equality by value, a pickle round
+trip, and a spec that keeps a path's bytes as os.fsdecode does."""
 
 import json
 import os
@@ -66,13 +68,20 @@ def test_records_are_read_only_and_not_tuples(tmp_path):
     path = tmp_path / "m.safetensors"
     spt.save_file({"a": torch.ones(2)}, str(path))
     s = _shards(str(path))[0][0]
-    for field in ("spec", "size", "data_start"):
+    for field in ("spec", "size", "data_start", "stat"):
         with pytest.raises(AttributeError):
             setattr(s, field, getattr(s, field))
     with pytest.raises(TypeError):
         s[2]  # read by name, never by position
     with pytest.raises(TypeError):
         spec, size, data_start = s
+    for field in ("device", "inode", "size", "mtime_ns"):
+        with pytest.raises(AttributeError):
+            setattr(s.stat, field, getattr(s.stat, field))
+    with pytest.raises(TypeError):
+        s.stat[3]
+    with pytest.raises(TypeError):
+        dev, ino, size, mtime = s.stat
 
 
 def test_repr_equality_hash_and_pickle(tmp_path):
@@ -80,16 +89,55 @@ def test_repr_equality_hash_and_pickle(tmp_path):
     spt.save_file({"a": torch.ones(2)}, str(path))
     first, again = _shards(str(path))[0][0], _shards(str(path))[0][0]
     size, data_start = _layout(path)
-    assert repr(first) == f"ShardInfo(spec={str(path)!r}, size={size}, data_start={data_start})"
+    st = os.stat(path)
+    stat = (f"FileStat(device={st.st_dev}, inode={st.st_ino}, size={size}, mtime_ns={st.st_mtime_ns})")
+    assert repr(first.stat) == stat
+    assert repr(first) == f"ShardInfo(spec={str(path)!r}, size={size}, data_start={data_start}, stat={stat})"
     assert first == again and hash(first) == hash(again) and first is not again
     assert first != _ringsafe.ShardInfo(spec=first.spec, size=size + 1, data_start=data_start)
+    assert first != _ringsafe.ShardInfo(spec=first.spec, size=size, data_start=data_start)  # no identity
     assert first != (first.spec, size, data_start)
+    assert first.stat != (st.st_dev, st.st_ino, size, st.st_mtime_ns)
     assert pickle.loads(pickle.dumps(first)) == first
+    assert pickle.loads(pickle.dumps(first.stat)) == first.stat and hash(first.stat) == hash(again.stat)
+
+
+def test_stat_is_the_file_the_reader_opened(tmp_path):
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.ones(2)}, str(path))
+    r = _ringsafe.Reader(str(path))
+    try:
+        s = r.shards()[0]
+        st = os.stat(path)
+        assert (s.stat.device, s.stat.inode, s.stat.size, s.stat.mtime_ns) == \
+               (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        m = _ringsafe.MappedFile(str(path))
+        assert m.stat == s.stat and m.stat.same_file(s.stat)
+        # Rewritten in place: the same file, another size and time.
+        spt.save_file({"a": torch.ones(4)}, str(tmp_path / "other.safetensors"))
+        with open(path, "r+b") as f:
+            f.write((tmp_path / "other.safetensors").read_bytes())
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        now = _ringsafe.MappedFile(str(path)).stat
+        assert now.same_file(s.stat) and now != s.stat and now.size != s.stat.size
+        # Another file renamed over the path: not the same file.
+        os.replace(tmp_path / "other.safetensors", path)
+        assert not _ringsafe.MappedFile(str(path)).stat.same_file(s.stat)
+        assert r.shards()[0].stat == s.stat  # the reader's record stays what it opened
+    finally:
+        r.close()
+    assert not hasattr(r, "shard_stat") and not hasattr(r, "shard_identity")  # the tuple getters are gone
+    assert not hasattr(m, "identity")
 
 
 def test_a_record_made_by_hand_is_checked():
     s = _ringsafe.ShardInfo(spec="hf://org/repo@abc/m.safetensors", size=100, data_start=40)
     assert (s.spec, s.size, s.data_start) == ("hf://org/repo@abc/m.safetensors", 100, 40)
+    assert s.stat == _ringsafe.FileStat(device=0, inode=0, size=100, mtime_ns=0)  # a URL's: no file named
+    stat = _ringsafe.FileStat(device=5, inode=7, size=100, mtime_ns=-3)
+    assert _ringsafe.ShardInfo(spec="m.safetensors", size=100, data_start=40, stat=stat).stat == stat
+    with pytest.raises(_ringsafe.SafetensorError, match="its stat's size 100 is not its size 101"):
+        _ringsafe.ShardInfo(spec="m.safetensors", size=101, data_start=40, stat=stat)
     with pytest.raises(_ringsafe.SafetensorError, match="data_start 120 is not between 8 and its size 100"):
         _ringsafe.ShardInfo(spec="m.safetensors", size=100, data_start=120)
     with pytest.raises(_ringsafe.SafetensorError, match="data_start 4 is not between 8"):

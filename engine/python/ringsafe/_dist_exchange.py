@@ -21,7 +21,7 @@ import torch.distributed as dist
 from ._errors import error
 from . import _ringsafe
 from ._ringsafe import SafetensorError, ShardInfo, without_url_secrets
-from ._dist_plan import _A2A, _LOCAL, _Batch, _file_bytes, _slices
+from ._dist_plan import _Batch, _Mode, _file_bytes, _slices
 
 
 # ---------------------------------------------------------------- errors, from one rank to the others
@@ -31,12 +31,26 @@ _REBUILD = {c.__name__: c for c in (ValueError, TypeError, KeyError, IndexError,
                                      NotADirectoryError, TimeoutError, ConnectionError)}
 
 
-def _describe(exc):
-    """(class name, kind, errno, message) of an exception: what a rank sends the others.
+@dataclass(frozen=True)
+class _ErrorDescription:
+    """What a rank sends the others of an exception (pickled by the object
+    collectives): ``cls`` its class's name, ``kind`` the engine's errc name or
+    None, ``errno``, ``message``, and ``context`` what the failed fetch was
+    reading ("" when no fetch failed)."""
+
+    cls: str
+    kind: str | None
+    errno: int | None
+    message: str
+    context: str = ""
+
+
+def _describe(exc: BaseException, context: str = "") -> _ErrorDescription:
+    """The _ErrorDescription of ``exc`` (``context``: what the failed fetch read).
     A system error is named by its OSError class (the engine's are both it and
     SafetensorError, and are rebuilt so)."""
     if isinstance(exc, KeyboardInterrupt):
-        return ("SafetensorError", "Cancelled", None, "interrupted (KeyboardInterrupt)")
+        return _ErrorDescription("SafetensorError", "Cancelled", None, "interrupted (KeyboardInterrupt)", context)
     kind = getattr(exc, "kind", None)
     if isinstance(exc, OSError):
         name = next(c.__name__ for c in type(exc).__mro__ if issubclass(c, OSError) and c.__module__ == "builtins")
@@ -48,13 +62,13 @@ def _describe(exc):
             msg += f": '{exc.filename}'"
     else:
         msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return (name, kind, getattr(exc, "errno", None), msg)
+    return _ErrorDescription(name, kind, getattr(exc, "errno", None), msg, context)
 
 
-def _rebuild(desc, text):
-    """An exception like the one ``desc`` describes (``_describe``), with message ``text``
+def _rebuild(desc: _ErrorDescription, text: str) -> BaseException:
+    """An exception like the one ``desc`` describes, with message ``text``
     (shown as errors are: a URL's signing values written "...")."""
-    name, kind, errno, _ = desc
+    name, kind, errno = desc.cls, desc.kind, desc.errno
     text = without_url_secrets(text)
     if name == "SafetensorError":
         return error(kind or "DistributedError", text)
@@ -260,13 +274,17 @@ class _Exchange:
         if not failed:
             return
         src = failed[0]
-        box: list[Any] = [_describe(exc) + (self.load.fetch_context,) if g.me == src else None]
+        box: list[_ErrorDescription | None] = [None]
+        if g.me == src and exc is not None:  # src's flag is set by its own exc
+            box[0] = _describe(exc, self.load.fetch_context)
         kw = {"device": g.comm} if g.comm.type != "cpu" else {}
         g.collective(what, dist.broadcast_object_list, box, src=g.src(src), **kw)
         desc = box[0]
+        if not isinstance(desc, _ErrorDescription):
+            raise error("DistributedError", f"rank {src} of {g.world} failed and sent no description of its error")
         others = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
-        text = f"rank {src} of {g.world}{others}: {desc[4] + ': ' if desc[4] else ''}{desc[3]}"
-        e = _with_incomplete(_rebuild(desc[:4], text), self.load)
+        text = f"rank {src} of {g.world}{others}: {desc.context + ': ' if desc.context else ''}{desc.message}"
+        e = _with_incomplete(_rebuild(desc, text), self.load)
         e.rank = src
         try:
             if isinstance(exc, KeyboardInterrupt):
@@ -316,8 +334,8 @@ class _Exchange:
         for run in batch.runs:
             if load.image is not None:  # a run of the data section, at the same offsets on every rank
                 first, last = run[0], run[-1]
-                a = load.image[first.t.info.name] + _file_bytes(first)[1] - first.t.info.begin
-                b = load.image[last.t.info.name] + _file_bytes(last)[2] - last.t.info.begin
+                a = load.image[first.t.info.name] + _file_bytes(first).first - first.t.info.begin
+                b = load.image[last.t.info.name] + _file_bytes(last).end - last.t.info.begin
                 self.group.broadcast(what, load.image_bytes[a:b], first.owner, b - a)
                 continue
             u = run[0]
@@ -376,7 +394,7 @@ class _Exchange:
         """This rank's own part of what it fetched into staging."""
         me = self.group.me
         for u in batch.units:
-            if u.owner != me or u.mode not in (_LOCAL, _A2A) or me not in u.inters:
+            if u.owner != me or u.mode not in (_Mode.LOCAL, _Mode.A2A) or me not in u.inters:
                 continue
             box = u.inters[me]
             v = self.load.dest_view(u, box)

@@ -8,18 +8,31 @@ without exchanging it.
 """
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import IntEnum
 from typing import Any
 
 from ._dtypes import BITS
 from ._errors import error
 from ._memory import aligned
 from ._selection import is_glob
-from ._torch_adapter import ADAPTER
 
 _DIRECT_MIN = 1 << 20      # pieces every rank needs, at least this large: one broadcast each
 _BALANCE_SLACK = 0.02      # a share may pass its quota by this fraction to keep a tensor whole
 
-_SKIP, _LOCAL, _BCAST1, _BCASTP, _A2A = range(5)
+# An element box: one (start, stop) per dimension (a scalar's: [(0, 1)]).
+Box = list[tuple[int, int]]
+
+
+class _Mode(IntEnum):
+    """How a fetched unit reaches the ranks that need it."""
+
+    SKIP = 0     # no rank needs it
+    LOCAL = 1    # only the rank that fetched it
+    BCAST1 = 2   # every rank, whole: a broadcast of its own
+    BCASTP = 3   # every rank, whole, small: packed with its owner's others into one broadcast
+    A2A = 4      # some ranks, or parts: the batch's all_to_all
 
 
 # ---------------------------------------------------------------- geometry
@@ -39,7 +52,7 @@ class _Tensor:
 
     __slots__ = ("info", "eshape", "bits", "granule", "order")
 
-    def __init__(self, info, order):
+    def __init__(self, info: Any, order: int) -> None:
         self.info = info  # the reader's TensorInfo: name, dtype, shape, where its bytes are
         self.eshape = list(info.shape) if info.shape else [1]
         self.bits = BITS[info.dtype]
@@ -204,29 +217,41 @@ def _shard_lookup(shard):
                     f"got {type(shard).__name__}")
 
 
-def _torch_shape(t, box):
-    """The torch dtype and shape of the tensor holding ``box`` of ``t``."""
-    extents = [e - s for s, e in box] if t.info.shape else []
-    return ADAPTER._type(t.info.dtype, extents, t.info.name)
+def box_shape(t, box):
+    """The shape of the part ``box`` of tensor ``t`` (a scalar's: [])."""
+    return [e - s for s, e in box] if t.info.shape else []
 
 
-def _needs(reader, by_name, names, *, shard, rank, world):
-    """{name: element box} of what this rank needs, validated before any I/O."""
+def _needs(by_name: dict[str, _Tensor], names: list[str], *, shard: Any, rank: int, world: int,
+           check: Callable[[str, Any, str], object]) -> dict[str, Box]:
+    """{name: element box} of what this rank needs, validated before any I/O:
+    ``check(dtype, shape, name)``, the front end's framework check (it raises
+    for a dtype or shape the framework cannot hold), runs on each tensor's
+    whole shape, then on its box's."""
     look = _shard_lookup(shard)
     out = {}
     for n in names:
         t = by_name[n]
-        ADAPTER.check_dtype(t.info.dtype, t.info.shape, n)
+        check(t.info.dtype, t.info.shape, n)
         box = _box_of(look(t), t, rank, world)
-        _torch_shape(t, box)
+        check(t.info.dtype, box_shape(t, box), n)
         out[n] = box
     return out
 
 
-def _image_layout(tensors, needs):
-    """({name: offset}, size) placing every tensor as the files' data sections hold them
-    (shards one after another, 64-byte aligned), when this rank needs every tensor whole
-    and each lands aligned for its dtype; else None."""
+@dataclass(frozen=True)
+class _ImageLayout:
+    """Every tensor placed as the files' data sections hold them: ``offsets``
+    {name: byte offset} in one buffer of ``size`` bytes (shards one after another,
+    64-byte aligned)."""
+
+    offsets: dict[str, int]
+    size: int
+
+
+def _image_layout(tensors: list[_Tensor], needs: dict[str, Box]) -> _ImageLayout | None:
+    """The _ImageLayout of ``tensors`` when this rank needs every tensor whole and
+    each lands aligned for its elements (packed dtypes: bytes); else None."""
     if len(needs) != len(tensors) or any(needs[t.info.name] != t.full() for t in tensors):
         return None
     ends: dict[int, int] = {}
@@ -239,11 +264,11 @@ def _image_layout(tensors, needs):
     offsets = {}
     for t in tensors:
         off = starts[t.info.shard] + t.info.begin
-        item = _torch_shape(t, t.full())[0].itemsize if t.info.end > t.info.begin else 1
+        item = max(1, t.bits // 8) if t.info.end > t.info.begin else 1  # F4: two per byte
         if off % item:
             return None
         offsets[t.info.name] = off
-    return offsets, size
+    return _ImageLayout(offsets, size)
 
 
 # ---------------------------------------------------------------- the plan
@@ -263,14 +288,15 @@ class _Unit:
                 i = _intersect(box, b)
                 if i is not None:
                     self.inters[r] = i
+        self.mode: _Mode
         if world > 1 and len(self.inters) == world and all(i == box for i in self.inters.values()):
-            self.mode = _BCAST1 if self.nbytes >= _DIRECT_MIN else _BCASTP
+            self.mode = _Mode.BCAST1 if self.nbytes >= _DIRECT_MIN else _Mode.BCASTP
         elif any(r != owner for r in self.inters):
-            self.mode = _A2A
+            self.mode = _Mode.A2A
         elif owner in self.inters:
-            self.mode = _LOCAL
+            self.mode = _Mode.LOCAL
         else:
-            self.mode = _SKIP
+            self.mode = _Mode.SKIP
 
 
 class _Batch:
@@ -281,36 +307,68 @@ class _Batch:
         self.units = units
         if image:  # every rank's destination is an image of the data: no packing needed
             for u in units:
-                if u.mode == _BCASTP:
-                    u.mode = _BCAST1
-        self.packed = [[u for u in units if u.owner == o and u.mode == _BCASTP] for o in range(world)]
+                if u.mode == _Mode.BCASTP:
+                    u.mode = _Mode.BCAST1
+        self.packed = [[u for u in units if u.owner == o and u.mode == _Mode.BCASTP] for o in range(world)]
         self.packed_size = [sum(u.nbytes for u in p) for p in self.packed]
         # Pieces every rank needs whole, one broadcast per run: with images, a run is each
         # owner's pieces that follow each other in a file; otherwise one piece.
         self.runs: list[list[_Unit]] = []
         for u in units:
-            if u.mode != _BCAST1:
+            if u.mode != _Mode.BCAST1:
                 continue
             if image and self.runs:
-                prev = self.runs[-1][-1]
-                if prev.owner == u.owner and _file_bytes(prev)[0] == _file_bytes(u)[0] \
-                        and _file_bytes(prev)[2] == _file_bytes(u)[1]:
+                prev, span = _file_bytes(self.runs[-1][-1]), _file_bytes(u)
+                if self.runs[-1][-1].owner == u.owner and prev.shard == span.shard and prev.end == span.first:
                     self.runs[-1].append(u)
                     continue
             self.runs.append([u])
-        self.a2a = [u for u in units if u.mode == _A2A]
+        self.a2a = [u for u in units if u.mode == _Mode.A2A]
 
 
-def _file_bytes(u):
-    """(shard, first byte, end byte) of a unit within its shard's data section."""
+@dataclass(frozen=True)
+class _FileSpan:
+    """Where a unit's bytes lie: bytes [first, end) of shard ``shard``'s data section."""
+
+    shard: int
+    first: int
+    end: int
+
+
+def _file_bytes(u: _Unit) -> _FileSpan:
+    """The _FileSpan of a unit within its shard's data section."""
     first, stop = u.t.flat_span(u.box)
-    return u.t.info.shard, u.t.info.begin + first * u.t.bits // 8, u.t.info.begin + (stop * u.t.bits + 7) // 8
+    return _FileSpan(u.t.info.shard, u.t.info.begin + first * u.t.bits // 8,
+                     u.t.info.begin + (stop * u.t.bits + 7) // 8)
 
 
-def _segments(tensors, needs, world):
-    """(tensor, region, a, b, preferred rank or None) in data order: flat element
-    ranges [a, b) of a region box that some rank needs."""
-    out = []
+@dataclass(frozen=True)
+class _Piece:
+    """Flat elements [a, b) (C order) of the box ``region`` of tensor ``t``."""
+
+    t: _Tensor
+    region: Box
+    a: int
+    b: int
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the piece holds."""
+        return (self.b - self.a) * self.t.bits // 8
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """A piece some rank needs, and ``pref``: the one rank that needs it, or None
+    when several do."""
+
+    piece: _Piece
+    pref: int | None
+
+
+def _segments(tensors: list[_Tensor], needs: list[dict[str, Box]], world: int) -> list[_Segment]:
+    """The _Segments in data order: flat element ranges of a region box that some rank needs."""
+    out: list[_Segment] = []
     for t in tensors:
         boxes = {r: needs[r][t.info.name] for r in range(world)
                  if t.info.name in needs[r] and t.nbytes(needs[r][t.info.name]) > 0}
@@ -320,100 +378,102 @@ def _segments(tensors, needs, world):
         if all(f is not None for f in flats.values()):
             region = t.full()
             cuts = sorted({x for f in flats.values() for x in f})
-            pieces: list[list[Any]] = []
+            mine: list[_Segment] = []
             for a, b in zip(cuts, cuts[1:]):
-                cover = [r for r, (s, e) in flats.items() if s <= a and b <= e]
+                cover = [r for r, f in flats.items() if f is not None and f[0] <= a and b <= f[1]]
                 if cover:
                     pref = cover[0] if len(cover) == 1 else None
-                    if pieces and pieces[-1][1] == a and pieces[-1][2] == pref:
-                        pieces[-1][1] = b
+                    last = mine[-1] if mine else None
+                    if last is not None and last.piece.b == a and last.pref == pref:
+                        mine[-1] = replace(last, piece=replace(last.piece, b=b))  # one range, extended
                     else:
-                        pieces.append([a, b, pref])
-            out += [(t, region, a, b, pref) for a, b, pref in pieces]
+                        mine.append(_Segment(_Piece(t, region, a, b), pref))
+            out += mine
         else:
             region = [(min(b[d][0] for b in boxes.values()), max(b[d][1] for b in boxes.values()))
                       for d in range(len(t.eshape))]
             pref = next(iter(boxes)) if len(boxes) == 1 else None
-            out.append((t, region, 0, _prod(e - s for s, e in region), pref))
+            out.append(_Segment(_Piece(t, region, 0, _prod(e - s for s, e in region)), pref))
     return out
 
 
-def _assign(segments, world):
-    """Balanced, disjoint shares: per rank a list of (tensor, region, a, b) in data order.
+def _assign(segments: list[_Segment], world: int) -> list[list[_Piece]]:
+    """Balanced, disjoint shares: per rank a list of _Pieces in data order.
     Each share ends within max(slack, half an element) of the quota, the slack
     being what keeps tensors whole."""
-    def nbytes(t, a, b):
-        return (b - a) * t.bits // 8
-
-    def cut(t, a, b, budget):
-        """Elements of [a, b) nearest ``budget`` bytes, whole bytes along the last dimension."""
+    def cut(p: _Piece, budget: float) -> int:
+        """Elements of the piece nearest ``budget`` bytes, whole bytes along the last dimension."""
+        t = p.t
         units = round(budget * 8 / (t.bits * t.granule))
-        return min(max(units * t.granule, 0), b - a)
+        return min(max(units * t.granule, 0), p.b - p.a)
 
-    total = sum(nbytes(t, a, b) for t, _, a, b, _ in segments)
+    total = sum(s.piece.nbytes for s in segments)
     quota = total / world
     slack = quota * _BALANCE_SLACK
     loads = [0] * world
-    shares: list[list[tuple[_Tensor, list[tuple[int, int]], int, int]]] = [[] for _ in range(world)]
+    shares: list[list[_Piece]] = [[] for _ in range(world)]
 
-    def give(r, t, region, *, a, b):
-        """Flat elements [a, b) of ``region`` of ``t`` to rank ``r``."""
-        shares[r].append((t, region, a, b))
-        loads[r] += nbytes(t, a, b)
+    def give(r: int, p: _Piece) -> None:
+        """The piece to rank ``r``."""
+        shares[r].append(p)
+        loads[r] += p.nbytes
 
-    pool = []
+    pool: list[_Piece] = []
     # What only one rank needs goes to that rank, up to its quota.
-    for t, region, a, b, pref in segments:
+    for seg in segments:
+        p, pref = seg.piece, seg.pref
         if pref is None:
-            pool.append((t, region, a, b))
+            pool.append(p)
             continue
         room = quota - loads[pref]
-        n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
+        n = p.b - p.a if p.nbytes <= room + slack else cut(p, room)
         if n > 0:
-            give(pref, t, region, a=a, b=a + n)
-        if a + n < b:
-            pool.append((t, region, a + n, b))
+            give(pref, replace(p, b=p.a + n))
+        if p.a + n < p.b:
+            pool.append(replace(p, a=p.a + n))
     # The rest in data order: each rank in turn filled to its quota (contiguous shares).
-    pool.sort(key=lambda s: (s[0].order, s[2]))
+    pool.sort(key=lambda p: (p.t.order, p.a))
     r = 0
-    for t, region, a, b in pool:
-        while a < b:
+    for p in pool:
+        while p.a < p.b:
             while r < world and loads[r] >= quota - slack:
                 r += 1
             if r < world:
                 dst, room = r, quota - loads[r]
-                n = b - a if nbytes(t, a, b) <= room + slack else cut(t, a, b, room)
+                n = p.b - p.a if p.nbytes <= room + slack else cut(p, room)
                 if n <= 0:
                     r += 1
                     continue
             else:  # every share is full to within the slack: top up the lightest
                 dst = min(range(world), key=lambda i: loads[i])
                 room = quota + slack - loads[dst]
-                n = b - a if nbytes(t, a, b) <= room else max(cut(t, a, b, room), min(t.granule, b - a))
-            give(dst, t, region, a=a, b=a + n)
-            a += n
-    for s in shares:
-        s.sort(key=lambda p: (p[0].order, p[2]))
+                n = p.b - p.a if p.nbytes <= room else max(cut(p, room), min(p.t.granule, p.b - p.a))
+            give(dst, replace(p, b=p.a + n))
+            p = replace(p, a=p.a + n)
+    for share in shares:
+        share.sort(key=lambda p: (p.t.order, p.a))
     return shares
 
 
-def _chunks(share, limit):
+def _chunks(share: list[_Piece], limit: int) -> list[list[_Piece]]:
     """A rank's share cut into consecutive chunks of at most ``limit`` bytes."""
-    cur: list[Any]
-    out, cur, used = [], [], 0
-    for t, region, a, b in share:
-        while a < b:
+    out: list[list[_Piece]] = []
+    cur: list[_Piece] = []
+    used = 0
+    for p in share:
+        t, a = p.t, p.a
+        while a < p.b:
             room = limit - used
             n = room * 8 // t.bits
             n -= n % t.granule
-            n = min(n, b - a)
+            n = min(n, p.b - a)
             if n <= 0 and not cur:
-                n = min(t.granule, b - a)  # one element larger than the limit (only in tests' tiny limits)
+                n = min(t.granule, p.b - a)  # one element larger than the limit (only in tests' tiny limits)
             if n <= 0:
                 out.append(cur)
                 cur, used = [], 0
                 continue
-            cur.append((t, region, a, a + n))
+            cur.append(replace(p, a=a, b=a + n))
             used += (n * t.bits) // 8
             a += n
     if cur:
@@ -421,7 +481,8 @@ def _chunks(share, limit):
     return out
 
 
-def plan(tensors, needs, *, world, batch_bytes, image=False):
+def plan(tensors: list[_Tensor], needs: list[dict[str, Box]], *, world: int, batch_bytes: int,
+         image: bool = False) -> list[_Batch]:
     """The batches every rank runs: deterministic in its arguments. ``image``: every rank
     holds the data sections as they are in the files (pieces that follow each other in a
     file follow each other in memory, at the same offsets everywhere)."""
@@ -434,11 +495,11 @@ def plan(tensors, needs, *, world, batch_bytes, image=False):
         for owner in range(world):
             if k >= len(chunks[owner]):
                 continue
-            for t, region, a, b in chunks[owner][k]:
-                extents = [e - s for s, e in region]
-                for rel in _flat_boxes(a, b, extents):
-                    box = [(s + o, e + o) for (s, e), (o, _) in zip(rel, region)]
-                    units.append(_Unit(t, box, owner, needs=needs, world=world, key=key))
+            for p in chunks[owner][k]:
+                extents = [e - s for s, e in p.region]
+                for rel in _flat_boxes(p.a, p.b, extents):
+                    box = [(s + o, e + o) for (s, e), (o, _) in zip(rel, p.region)]
+                    units.append(_Unit(p.t, box, owner, needs=needs, world=world, key=key))
                     key += 1
         batches.append(_Batch(units, world, image))
     return batches

@@ -17,9 +17,9 @@ import torch
 from ._errors import error
 from ._source import open_reader
 from ._ringsafe import http_connections, plan_requests_at
-from ._dist_plan import _BCASTP, _SKIP, _Tensor, _file_bytes, plan
-from ._dist_exchange import (_BatchState, _CollectiveFailed, _Exchange, _Group, _Load, _Staging, _describe, _rebuild,
-                              _with_incomplete)
+from ._dist_plan import Box, _Mode, _Tensor, _file_bytes, plan
+from ._dist_exchange import (_BatchState, _CollectiveFailed, _ErrorDescription, _Exchange, _Group, _Load, _Staging,
+                              _describe, _rebuild, _with_incomplete)
 
 
 # ---------------------------------------------------------------- what the front end tells a load
@@ -33,11 +33,25 @@ class _Destinations:
     ``image_bytes``, one flat uint8 tensor holding the data as the files do
     (_dist_plan._image_layout)."""
 
-    needs: dict[str, Any]
+    needs: dict[str, Box]
     dests: dict[str, torch.Tensor]
     caller_owned: set[str] = field(default_factory=set)
     image: dict[str, int] | None = None
     image_bytes: Any = None
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """What a rank tells the others once it opened the checkpoint (pickled by
+    ``all_gather_object``): ``digest`` of the headers it read (_digest),
+    ``needs`` {name: element box}, ``image`` whether its destinations are an
+    image of the data (_Destinations.image); or in their place ``error``, the
+    description of what it raised."""
+
+    digest: str = ""
+    needs: dict[str, Box] = field(default_factory=dict)
+    image: bool = False
+    error: _ErrorDescription | None = None
 
 
 # ---------------------------------------------------------------- the run
@@ -90,15 +104,15 @@ class _Run:
         """Opens, works out this rank's destinations (``local(group, reader, tensors, by_name)
         -> _Destinations``), exchanges needs and errors (every rank raises any rank's), and
         plans; returns the ``load``."""
-        payload, exc = None, None
+        opened, exc = None, None
         try:
             try:
                 shards, tensors, by_name, mine = self._open(options, local)
-                payload = (_digest(shards, tensors), mine.needs, mine.image is not None)
+                opened = _Opened(_digest(shards, tensors), mine.needs, mine.image is not None)
             except Exception as e:
                 exc = e
-            gathered = self._collective(self.group.gather, "exchanging the ranks' needs",
-                                        (payload, None if exc is None else _describe(exc)))
+                opened = _Opened(error=_describe(e))
+            gathered = self._collective(self.group.gather, "exchanging the ranks' needs", opened)
             self._agree_on_needs(gathered, exc)
         finally:
             exc = None
@@ -113,11 +127,13 @@ class _Run:
         except _CollectiveFailed as f:
             raise self._comm_error(f.what, f.cause) from f.cause
 
-    def _plan(self, gathered, *, shards, tensors, by_name, mine):
-        """This rank's _Load: the plan every rank computes from the needs ``gathered`` from
-        them, with this rank's destinations (``mine``, its _Destinations) laid out for it."""
-        needs = [g[0][1] for g in gathered]
-        image = mine.image if all(g[0][2] for g in gathered) else None
+    def _plan(self, gathered: list[_Opened], *, shards: list[Any], tensors: list[_Tensor],
+              by_name: dict[str, _Tensor], mine: _Destinations) -> _Load:
+        """This rank's _Load: the plan every rank computes from what each rank told
+        (``gathered``, their _Opened), with this rank's destinations (``mine``, its
+        _Destinations) laid out for it."""
+        needs = [g.needs for g in gathered]
+        image = mine.image if all(g.image for g in gathered) else None
         self.stats["layout"] = "image" if image is not None else "packed"
         batches = plan(tensors, needs, world=self.group.world, batch_bytes=self.batch_bytes, image=image is not None)
         self.stats["batches"] = len(batches)
@@ -156,15 +172,17 @@ class _Run:
         by_name = {t.info.name: t for t in tensors}
         return shards, tensors, by_name, local(self.group, self.reader, tensors, by_name)
 
-    def _agree_on_needs(self, gathered, exc):
+    def _agree_on_needs(self, gathered: list[_Opened], exc: BaseException | None) -> None:
         """Raises on every rank when any rank failed to open (that rank's error) or
         the ranks opened different checkpoints."""
         world = self.group.world
-        failed = [r for r in range(world) if gathered[r][1] is not None]
+        failed = [r for r in range(world) if gathered[r].error is not None]
         if failed:
             src = failed[0]
+            desc = gathered[src].error
+            assert desc is not None  # failed lists the ranks with one
             others = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
-            e = _rebuild(gathered[src][1], f"rank {src} of {world}{others}: {gathered[src][1][3]}")
+            e: Any = _rebuild(desc, f"rank {src} of {world}{others}: {desc.message}")
             e.rank = src
             self.close()
             try:
@@ -173,7 +191,7 @@ class _Run:
                 raise e
             finally:
                 e = exc = None
-        digests = [g[0][0] for g in gathered]
+        digests = [g.digest for g in gathered]
         if len(set(digests)) > 1:
             odd = [r for r in range(world) if digests[r] != digests[0]]
             self.close()
@@ -189,15 +207,15 @@ class _Run:
 
     def _file_range(self, load, u):
         """(file, first byte, end byte) the unit's bytes span in its file."""
-        shard, first, end = _file_bytes(u)
-        s = load.shards[shard]
-        return s.spec, s.data_start + first, s.data_start + end
+        span = _file_bytes(u)
+        s = load.shards[span.shard]
+        return s.spec, s.data_start + span.first, s.data_start + span.end
 
     def prepare(self, load, k):
         """Buffers for this rank's units of batch k of ``load``; starts their fetch. Returns the batch state."""
         me, stage = self.group.me, self.staging.stage
         batch = load.batches[k]
-        mine = [u for u in batch.units if u.owner == me and u.mode != _SKIP]
+        mine = [u for u in batch.units if u.owner == me and u.mode != _Mode.SKIP]
         state = _BatchState(k)
         load.started_batches = max(load.started_batches, k + 1)
         if not mine:
@@ -210,7 +228,7 @@ class _Run:
         reqs, keep = [], []
         for u in mine:
             shape = [e - s for s, e in u.t.byte_box(u.box)]
-            if u.mode == _BCASTP:
+            if u.mode == _Mode.BCASTP:
                 buf = state.packed[off:off + u.nbytes].view(shape)
                 off += u.nbytes
             else:

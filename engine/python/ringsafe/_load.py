@@ -12,7 +12,8 @@ from ._selection import resolve
 from ._serialize import parse_checked_bytes
 from ._memory import aligned, new_packed_arena, packed_items
 from ._mapped import copy_into
-from ._source import byte_views, mapped_or_read, open_reader, open_source
+from . import _caller_memory
+from ._source import open_reader, open_source
 
 if TYPE_CHECKING:
     from ._typing import ReaderOptions
@@ -89,7 +90,7 @@ def read_into(adapter: Any, source: "str | bytes | os.PathLike[str] | os.PathLik
               tensors: dict[str, Any], *, progress: Any, options: "ReaderOptions") -> dict[str, Any]:
     """Fills the caller's tensors {name: tensor} in place from ``source``: a
     path, URL or index, opened here with ``options`` and closed after (cached
-    bytes are copied out of a mapping, cold ones read with O_DIRECT: _source),
+    bytes are copied out of a mapping, cold ones read with O_DIRECT: _caller_memory),
     or an open Reader (safe_open's handle), read with as it is and left open."""
     if not isinstance(tensors, dict):
         raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
@@ -100,15 +101,15 @@ def read_into(adapter: Any, source: "str | bytes | os.PathLike[str] | os.PathLik
         reader.select(names)  # TensorNotFound before anything else
         by_name = {t.name: t for t in reader.tensors()}
         dsts, owners = _destinations(adapter, by_name, tensors)
-        maps: Any = None
-        views: Any = None
+        how = None
         if owned:  # caller memory: copied from the page cache when cached, O_DIRECT when cold
-            maps, views, reader = mapped_or_read(reader, source, options=options, infos=[by_name[n] for n in names],
-                                                 byte_views=byte_views(adapter, owners))
+            how = _caller_memory.mapped_or_read(reader, source, options=options, infos=[by_name[n] for n in names],
+                                                byte_views=_caller_memory.byte_views(adapter, owners))
+            reader = how.reader
         plan = plan_tensors_at(reader, names, dsts, owners)  # checks the destinations either way (overlaps)
         with progress_callback(progress, "reading") as cb:
-            if maps is not None:
-                copy_into(maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, views)],
+            if how is not None and how.maps is not None and how.views is not None:
+                copy_into(how.maps, reader.shards(), [(by_name[n], v) for n, v in zip(names, how.views)],
                           threads=options.get("threads"), progress=cb)
             else:
                 reader.execute(plan, cb)

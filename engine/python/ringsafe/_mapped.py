@@ -29,14 +29,14 @@ def checked_mapping(reader, shard, m=None):
     info = reader.shards()[shard]  # what the reader parsed
     if m is None:
         m = MappedFile(reader.shard_file(shard))  # its local file (an hf:// spec's: the Hub cache's)
-    dev, ino, _, mtime = reader.shard_stat(shard)
-    if m.identity != (dev, ino):
+    then, now = info.stat, m.stat
+    if not now.same_file(then):
         raise error("ObjectChanged", f"{info.spec} was replaced between reading its header and mapping it "
                                      f"(another file is at that path now)")
-    if m.stat != (dev, ino, info.size, mtime):
+    if now != then:
         raise error("ObjectChanged", f"{info.spec} was rewritten in place between reading its header and mapping "
-                                     f"it ({info.size} bytes then, {m.size} now; modified at {mtime} ns then, "
-                                     f"{m.stat[3]} now)")
+                                     f"it ({then.size} bytes then, {now.size} now; modified at {then.mtime_ns} ns "
+                                     f"then, {now.mtime_ns} now)")
     # The header as mapped: resident first (a file cut short since raises
     # Truncated, not SIGBUS), then compared with the one the reader parsed.
     m.populate([(0, info.data_start)], 1)
@@ -184,7 +184,7 @@ class MappedSource(EngineSource):
 
 def copy_into(maps, shards, items, *, threads=None, progress=None):
     """Copies whole tensors out of the mappings ``maps`` ({shard: MappedFile},
-    _source.mapped_when_hot) into caller memory, on every core with the GIL
+    _caller_memory.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a TensorInfo, buffer
     a writable C-contiguous buffer of the tensor's bytes; shards reader.shards() (ShardInfo records)."""
     per_shard: dict[int, list[tuple[int, int, Buffer]]] = {}

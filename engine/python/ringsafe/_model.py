@@ -12,7 +12,8 @@ from ._ringsafe import plan_tensors_at
 from ._shared import _remove_duplicate_names
 from ._engine_source import EngineSource
 from ._mapped import copy_into, mapped_views
-from ._source import byte_views, check_backend, mapped_or_read, open_reader
+from . import _caller_memory
+from ._source import check_backend, open_reader
 from ._torch_adapter import ADAPTER
 
 
@@ -79,9 +80,10 @@ def load_model(model, filename, *, strict, device, progress, backend, options):
         views: Any = None
         if not on_device:  # host memory only: copied from the page cache when cached, O_DIRECT when cold
             # (device staging stays buffered); backend="pread" never maps the file.
-            views = byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
-            maps, views, reader = mapped_or_read(reader, filename, options=options, infos=[infos[k] for k in targets],
-                                                 byte_views=views)
+            viewer = _caller_memory.byte_views(ADAPTER, [state[k] for k in direct]) if backend == "mmap" else None
+            how = _caller_memory.mapped_or_read(reader, filename, options=options,
+                                                infos=[infos[k] for k in targets], byte_views=viewer)
+            maps, views, reader = how.maps, how.views, how.reader
         if on_device:
             by_device: dict[torch.device, dict[str, torch.Tensor]] = {}
             for k in on_device:

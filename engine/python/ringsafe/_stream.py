@@ -1,6 +1,6 @@
 """Checkpoints in open Python file objects that are not operating-system
 files (io.BytesIO, fsspec): read with the object's own seek() and readinto()
-(or read()), one tensor at a time, under a lock. (_source opens a file object
+(or read()), one tensor at a time, under a lock. (_file_object opens a file object
 backed by an operating-system file through /proc/self/fd instead.)"""
 
 import ctypes
@@ -42,7 +42,7 @@ class StreamSource:
     """A file object read through its own seek/readinto (_source.Source); no
     engine Reader (reader is None)."""
 
-    reader = None
+    reader: object = None  # as Source declares it
 
     def __init__(self, f):
         self._f = f

@@ -57,6 +57,13 @@ class _TorchAdapter:
                 out[name] = torch.frombuffer(buffer, dtype=t, count=nbytes // size, offset=off).view(s)
         return out
 
+    def bytes_as(self, raw, dtype, shape, name):
+        """The uint8 tensor ``raw`` (one tensor's bytes, on any device) viewed as
+        the file's ``dtype`` and ``shape``; an empty tensor on raw's device when it
+        holds no bytes."""
+        t, s = self._type(dtype, shape, name)
+        return raw.view(t).view(s) if raw.numel() else torch.empty(s, dtype=t, device=raw.device)
+
     def dtype_of(self, tensor):
         """The safetensors dtype name of a torch tensor's dtype, or None."""
         return _NAMES.get(tensor.dtype)

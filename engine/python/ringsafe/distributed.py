@@ -55,7 +55,7 @@ from ._errors import error
 from ._memory import aligned, new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
-from ._dist_plan import _image_layout, _needs, _torch_shape
+from ._dist_plan import _image_layout, _needs, box_shape
 from ._dist_run import _Destinations, _execute
 from ._dist_plan import _BALANCE_SLACK, _Tensor, _flat_interval, plan  # noqa: F401  (the planner's tests use these)
 
@@ -97,34 +97,30 @@ def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: s
     def local(group, reader, tensors, by_name):
         dev.append(ADAPTER.check_device(device))
         names = resolve(reader, [t.info.name for t in tensors], select)
-        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
+        needs = _needs(by_name, names, shard=shard, rank=group.me, world=group.world, check=ADAPTER.check_dtype)
         items, size = [], 0
         image = _image_layout(tensors, needs)
         for n in names:
             t = by_name[n]
             nbytes = t.nbytes(needs[n])
             if image is not None:
-                off = image[0][n]
-                size = image[1]
+                off = image.offsets[n]
+                size = image.size
             else:
                 size = aligned(size)
                 off = size
                 size += nbytes
-            items.append((n, off, t.info.dtype, [e - s for s, e in needs[n]] if t.info.shape else [], nbytes))
+            items.append((n, off, t.info.dtype, box_shape(t, needs[n]), nbytes))
         if group.comm.type == "cpu":
             arena = new_arena(size) if size else b""  # the arena cache's pages, as the local loads use
             views = ADAPTER.views(arena, items)
             raw = torch.frombuffer(arena, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
         else:
             raw = torch.empty(size, dtype=torch.uint8, device=group.comm)
-            views = {}
-            for n, off, dtype, shape, nbytes in items:
-                tt, s = ADAPTER._type(dtype, shape, n)
-                views[n] = raw[off:off + nbytes].view(tt).view(s) if nbytes else torch.empty(s, dtype=tt,
-                                                                                              device=group.comm)
+            views = {n: ADAPTER.bytes_as(raw[off:off + nbytes], dtype, shape, n) for n, off, dtype, shape, nbytes in items}
         out.update(views)
         if image is not None:
-            return _Destinations(needs, views, image=image[0], image_bytes=raw)
+            return _Destinations(needs, views, image=image.offsets, image_bytes=raw)
         return _Destinations(needs, views)
 
     def finish():
@@ -150,21 +146,22 @@ def read_into(filename: StrPath, tensors: dict[str, torch.Tensor], group: Proces
             raise TypeError(f"read_into takes a dict {{name: tensor}}, got {type(tensors).__name__}")
         names = list(tensors)
         reader.select(names)
-        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
+        needs = _needs(by_name, names, shard=shard, rank=group.me, world=group.world, check=ADAPTER.check_dtype)
         dests, caller_owned = {}, set()
         for n in names:
             t, dst = by_name[n], tensors[n]
             if not isinstance(dst, torch.Tensor):
                 raise TypeError(f"read_into: tensor '{n}' is a {type(dst).__name__}, not a torch.Tensor")
-            tt, shape = _torch_shape(t, needs[n])
-            if dst.dtype != tt or list(dst.shape) != shape:
+            part = ADAPTER.empty(t.info.dtype, box_shape(t, needs[n]), "meta", n)  # its torch dtype and shape
+            shape = list(part.shape)
+            if dst.dtype != part.dtype or list(dst.shape) != shape:
                 raise error("InvalidArgument", f"tensor '{n}': this rank's part is {t.info.dtype} {shape}, the "
                                                f"destination is {dst.dtype} {list(dst.shape)}")
             if dst.device == group.comm and dst.is_contiguous():
                 dests[n] = dst
                 caller_owned.add(n)
             else:
-                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=group.comm)
+                dests[n] = copies[n] = torch.empty_like(part, device=group.comm)
         return _Destinations(needs, dests, caller_owned=caller_owned)
 
     def finish():
@@ -196,18 +193,19 @@ def load_model(model: torch.nn.Module, filename: StrPath, group: ProcessGroup | 
         missing, unexpected, dropped = match_keys(model, state, by_name, strict)
         result["value"] = (missing, unexpected)
         names = [t.info.name for t in tensors if t.info.name in state and t.info.name not in dropped]
-        needs = _needs(reader, by_name, names, shard=shard, rank=group.me, world=group.world)
+        needs = _needs(by_name, names, shard=shard, rank=group.me, world=group.world, check=ADAPTER.check_dtype)
         dests, caller_owned = {}, set()
         for n in names:
             t, p = by_name[n], state[n]
-            tt, shape = _torch_shape(t, needs[n])
+            part = ADAPTER.empty(t.info.dtype, box_shape(t, needs[n]), "meta", n)  # its torch dtype and shape
+            shape = list(part.shape)
             if list(p.shape) != shape:
                 raise size_mismatch(model, n, shape, p.shape, part=" (this rank's part)")
-            if p.device == group.comm and p.is_contiguous() and p.dtype == tt:
+            if p.device == group.comm and p.is_contiguous() and p.dtype == part.dtype:
                 dests[n] = p.detach()
                 caller_owned.add(n)
             else:
-                dests[n] = copies[n] = torch.empty(shape, dtype=tt, device=group.comm)
+                dests[n] = copies[n] = torch.empty_like(part, device=group.comm)
         result["state"] = state
         return _Destinations(needs, dests, caller_owned=caller_owned)
 
