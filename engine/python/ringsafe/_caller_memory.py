@@ -5,6 +5,8 @@ read with O_DIRECT (direct_when_cold); in between, small, remote, or with
 direct= chosen: read with the reader as opened. mapped_or_read makes the
 choice and returns it (a CallerMemoryRead) for the loads to follow."""
 
+from __future__ import annotations
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal

@@ -11,6 +11,8 @@ movement of one batch's bytes from the ranks that fetched them into every
 rank's destinations (broadcasts and one all_to_all_single).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 from typing import Any

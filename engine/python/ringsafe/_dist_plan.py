@@ -7,6 +7,8 @@ I/O. ``plan`` is deterministic in its arguments, so the ranks agree on it
 without exchanging it.
 """
 
+from __future__ import annotations
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace

@@ -7,6 +7,8 @@ one's exchange), agrees on errors and exchanges. ``_execute`` drives it for the
 front end's ``load_file``, ``read_into`` and ``load_model``.
 """
 
+from __future__ import annotations
+
 import hashlib
 import time
 from dataclasses import dataclass, field

@@ -5,6 +5,8 @@ name; a closed one is reopened by its name, as the reference does, and so is
 a text file open on a path; any other binary file object (BytesIO, fsspec,
 GzipFile) is a StreamSource, read through its own read()."""
 
+from __future__ import annotations
+
 import io
 import os
 import stat

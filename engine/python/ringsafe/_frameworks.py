@@ -30,7 +30,7 @@ class Adapter(Protocol):
 
     def views(self, buffer, items):
         """{name: tensor} of zero-copy views of ``buffer`` (an Arena or MappedFile);
-        items are (name, offset, dtype, shape, nbytes) (_memory.packed_items)."""
+        items are _memory.ViewItem records (_memory.packed_items makes them)."""
 
     def empty(self, dtype, shape, device, name):
         """A new tensor of the file's dtype and shape on ``device``, for the engine to fill."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ._dtypes import BITS
 from ._errors import error
 from ._engine_source import EngineSource
+from ._memory import ViewItem
 from ._ringsafe import MappedFile
 
 if TYPE_CHECKING:
@@ -88,9 +89,9 @@ class MappedSource(EngineSource):
 
     def _view(self, adapter, info):
         if info.end == info.begin:
-            return adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)])[info.name]
+            return adapter.views(None, [ViewItem(info.name, 0, info.dtype, info.shape, 0)])[info.name]
         base = self._shards[info.shard].data_start
-        item = (info.name, base + info.begin, info.dtype, info.shape, info.nbytes)
+        item = ViewItem(info.name, base + info.begin, info.dtype, info.shape, info.nbytes)
         return adapter.views(self.mapping(info.shard), [item])[info.name]
 
     def load(self, adapter, names, progress):
@@ -215,8 +216,8 @@ def mapped_views(adapter, maps, shards, infos, *, threads=None):
     out = {}
     for info in infos:
         if info.end == info.begin:
-            out.update(adapter.views(None, [(info.name, 0, info.dtype, info.shape, 0)]))
+            out.update(adapter.views(None, [ViewItem(info.name, 0, info.dtype, info.shape, 0)]))
         else:
-            item = (info.name, shards[info.shard].data_start + info.begin, info.dtype, info.shape, info.nbytes)
+            item = ViewItem(info.name, shards[info.shard].data_start + info.begin, info.dtype, info.shape, info.nbytes)
             out.update(adapter.views(maps[info.shard], [item]))
     return out

@@ -10,6 +10,7 @@ packed (each start 64-byte aligned) or as the file's data section holds them."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._ringsafe import Arena
@@ -65,11 +66,22 @@ def aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def packed_items(by_name: Mapping[str, TensorInfo], names: Sequence[str],
-                 offsets: Sequence[int]) -> list[tuple[str, int, str, tuple[int, ...], int]]:
-    """(name, offset, dtype, shape, nbytes) of ``names`` (TensorInfo in
-    ``by_name``) placed at ``offsets``: the items adapter.views() takes."""
-    return [(n, off, by_name[n].dtype, by_name[n].shape, by_name[n].nbytes) for n, off in zip(names, offsets)]
+@dataclass(frozen=True)
+class ViewItem:
+    """One tensor to view in a buffer (what adapter.views() takes): tensor
+    ``name``'s ``nbytes`` bytes at ``offset``, as ``dtype`` (the safetensors
+    code) of ``shape`` (the file's)."""
+
+    name: str
+    offset: int
+    dtype: str
+    shape: Sequence[int]
+    nbytes: int
+
+
+def packed_items(by_name: Mapping[str, TensorInfo], names: Sequence[str], offsets: Sequence[int]) -> list[ViewItem]:
+    """The ViewItems of ``names`` (TensorInfo in ``by_name``) placed at ``offsets``."""
+    return [ViewItem(n, off, by_name[n].dtype, by_name[n].shape, by_name[n].nbytes) for n, off in zip(names, offsets)]
 
 
 def file_layout_arena(infos: Sequence[TensorInfo], selected_bytes: int) -> tuple[Any, Any]:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ._dtypes import NUMPY_NAMES, check_dims, unsupported
 from ._errors import error
-from ._memory import ARENA_MIN_BYTES, new_arena
+from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
 _NAMES = {np.dtype(attr): name for name, attr in NUMPY_NAMES.items()}
@@ -34,13 +34,14 @@ class _NumpyAdapter:
 
     def views(self, arena, items):
         out = {}
-        for name, off, dtype, shape, nbytes in items:
-            t = self._type(dtype, name)
-            check_dims(shape, "numpy", name)
-            if nbytes == 0:
-                out[name] = np.empty(shape, dtype=t)
+        for it in items:
+            t = self._type(it.dtype, it.name)
+            check_dims(it.shape, "numpy", it.name)
+            if it.nbytes == 0:
+                out[it.name] = np.empty(it.shape, dtype=t)
             else:
-                out[name] = np.frombuffer(arena, dtype=t, count=nbytes // t.itemsize, offset=off).reshape(shape)
+                out[it.name] = np.frombuffer(arena, dtype=t, count=it.nbytes // t.itemsize,
+                                             offset=it.offset).reshape(it.shape)
         return out
 
     def dtype_of(self, array):
@@ -57,7 +58,7 @@ class _NumpyAdapter:
         t = self._type(dtype, name)
         check_dims(shape, "numpy", name)
         if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(new_arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+            v = self.views(new_arena(nbytes), [ViewItem(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = np.empty(shape, dtype=t)
         return v, v.ctypes.data

@@ -7,7 +7,7 @@ import torch
 
 from ._dtypes import TORCH_NAMES, check_dims, unsupported
 from ._errors import error
-from ._memory import ARENA_MIN_BYTES, new_arena
+from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
 _NAMES = {dt: name for name, dt in _TYPES.items()}
@@ -44,17 +44,17 @@ class _TorchAdapter:
 
     def views(self, buffer, items):
         """{name: tensor} of zero-copy views of ``buffer`` (an Arena or MappedFile);
-        items are (name, offset, dtype, shape, nbytes). Each tensor gets a storage
-        of its own bytes that keeps the buffer alive (as the reference's tensors
-        do: torch.save of one writes only it; storage_ptr/size describe it)."""
+        items are ViewItems. Each tensor gets a storage of its own bytes that
+        keeps the buffer alive (as the reference's tensors do: torch.save of one
+        writes only it; storage_ptr/size describe it)."""
         out = {}
-        for name, off, dtype, shape, nbytes in items:
-            t, s = self._type(dtype, shape, name)
-            if nbytes == 0:
-                out[name] = torch.empty(s, dtype=t)
+        for it in items:
+            t, s = self._type(it.dtype, it.shape, it.name)
+            if it.nbytes == 0:
+                out[it.name] = torch.empty(s, dtype=t)
             else:
-                size = t.itemsize
-                out[name] = torch.frombuffer(buffer, dtype=t, count=nbytes // size, offset=off).view(s)
+                out[it.name] = torch.frombuffer(buffer, dtype=t, count=it.nbytes // t.itemsize,
+                                                offset=it.offset).view(s)
         return out
 
     def bytes_as(self, raw, dtype, shape, name):
@@ -77,7 +77,7 @@ class _TorchAdapter:
         """(tensor, address) of new memory for one tensor."""
         t, s = self._type(dtype, shape, name)
         if nbytes >= ARENA_MIN_BYTES:
-            v = self.views(new_arena(nbytes), [(name, 0, dtype, shape, nbytes)])[name]
+            v = self.views(new_arena(nbytes), [ViewItem(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = torch.empty(s, dtype=t)
         return v, v.data_ptr()

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ._errors import error
-from ._memory import aligned, new_arena
+from ._memory import ViewItem, aligned, new_arena
 from ._selection import resolve
 from ._torch_adapter import ADAPTER
 from ._dist_plan import _image_layout, _needs, box_shape
@@ -110,14 +110,15 @@ def load_file(filename: StrPath, group: ProcessGroup | None = None, *, device: s
                 size = aligned(size)
                 off = size
                 size += nbytes
-            items.append((n, off, t.info.dtype, box_shape(t, needs[n]), nbytes))
+            items.append(ViewItem(n, off, t.info.dtype, box_shape(t, needs[n]), nbytes))
         if group.comm.type == "cpu":
             arena = new_arena(size) if size else b""  # the arena cache's pages, as the local loads use
             views = ADAPTER.views(arena, items)
             raw = torch.frombuffer(arena, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
         else:
             raw = torch.empty(size, dtype=torch.uint8, device=group.comm)
-            views = {n: ADAPTER.bytes_as(raw[off:off + nbytes], dtype, shape, n) for n, off, dtype, shape, nbytes in items}
+            views = {it.name: ADAPTER.bytes_as(raw[it.offset:it.offset + it.nbytes], it.dtype, it.shape, it.name)
+                     for it in items}
         out.update(views)
         if image is not None:
             return _Destinations(needs, views, image=image.offsets, image_bytes=raw)
