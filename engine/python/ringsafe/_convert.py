@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _ringsafe
+from ._dtypes import dequantized_code
 from ._errors import error
 from ._paths import spec_of
 from ._progress import progress_callback
@@ -68,9 +69,7 @@ def _size(value: int | str | None, what: str) -> int | None:
 
 def _dtype_code(dtype: Any) -> str:
     """F32, F16 or BF16 for a dtype= (a name, a torch or NumPy dtype)."""
-    from .gguf import _out_code  # noqa: PLC0415 (gguf re-exports this module)
-
-    code = _out_code(dtype)
+    code = dequantized_code(dtype)
     if code is None:
         raise error("InvalidArgument", "dtype None: dequantized GGUF tensors become float32, float16 or bfloat16")
     return code

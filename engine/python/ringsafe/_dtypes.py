@@ -2,6 +2,10 @@
 them on torch 2.13), and back for writing; the errors for a dtype or shape a
 framework cannot hold."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from ._errors import error
 
 # Bits per element of each safetensors dtype.
@@ -40,3 +44,24 @@ def check_dims(shape, framework, name):
     if any(d > _MAX_DIM for d in shape):
         raise error("InvalidArgument", f"tensor '{name}': shape {list(shape)} has a dimension above 2^63 - 1, "
                                        f"which {framework} cannot represent")
+
+
+# What dequantized values may be: their names, with torch's and NumPy's spellings.
+DEQUANTIZED_NAMES = {"F32": "F32", "float32": "F32", "F16": "F16", "float16": "F16", "half": "F16",
+                     "BF16": "BF16", "bfloat16": "BF16"}
+
+
+def dequantized_code(dtype: Any) -> str | None:
+    """F32, F16 or BF16 for a dtype= (a name, a torch dtype, a NumPy dtype), None for None."""
+    if dtype is None:
+        return None
+    name = dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
+    if name not in DEQUANTIZED_NAMES:
+        try:
+            import numpy as np
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if name not in DEQUANTIZED_NAMES:
+        raise error("InvalidArgument", f"dtype {dtype!r}: GGUF tensors load as float32, float16 or bfloat16")
+    return DEQUANTIZED_NAMES[name]

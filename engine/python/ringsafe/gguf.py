@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _ringsafe
 from ._convert import ConvertResult, convert  # noqa: F401  (one implementation: ringsafe.convert)
-from ._dtypes import NUMPY_NAMES, TORCH_NAMES, unsupported
+from ._dtypes import NUMPY_NAMES, TORCH_NAMES, dequantized_code, unsupported
 from ._errors import error
 from ._gguf_write import Writer, save_file  # noqa: F401  (the writing side: _gguf_write.py)
 from ._selection import resolve
@@ -39,10 +39,6 @@ __all__ = ["ConvertResult", "GGUFFile", "GGUFTensor", "Writer", "convert", "load
 
 # Tensor types held as they are stored (ggml's plain types, named as safetensors dtypes are).
 PLAIN_TYPES = ("F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64")
-# What dequantized values may be: their names, with torch's and NumPy's spellings.
-_OUT_NAMES = {"F32": "F32", "float32": "F32", "F16": "F16", "float16": "F16", "half": "F16",
-              "BF16": "BF16", "bfloat16": "BF16"}
-
 Framework = Literal["pt", "torch", "pytorch", "np", "numpy"]
 # select=: None (all), a name or glob, names and globs, or a predicate on a tensor's record.
 GGUFSelect = str | Iterable[str] | Callable[["GGUFTensor"], bool] | None
@@ -62,22 +58,6 @@ class GGUFTensor:
     offset: int
     nbytes: int
     shard: int = 0
-
-
-def _out_code(dtype: Any) -> str | None:
-    """F32, F16 or BF16 for a dtype= (a name, a torch dtype, a NumPy dtype), None for None."""
-    if dtype is None:
-        return None
-    name = dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
-    if name not in _OUT_NAMES:
-        try:
-            import numpy as np
-            name = np.dtype(dtype).name
-        except TypeError:
-            pass
-    if name not in _OUT_NAMES:
-        raise error("InvalidArgument", f"dtype {dtype!r}: GGUF tensors load as float32, float16 or bfloat16")
-    return _OUT_NAMES[name]
 
 
 def _framework(framework: str) -> str:
@@ -153,7 +133,7 @@ def _read(reader: _ringsafe.Reader, tensors: list[GGUFTensor], dtype: Any, raw: 
           framework: str) -> dict[str, Any]:
     """{name: tensor} of whole tensors, read (and dequantized) in one engine call."""
     fw = _framework(framework)
-    out = _out_code(dtype)
+    out = dequantized_code(dtype)
     targets = [_Target(t, out, raw, fw == "np") for t in tensors]  # every check before any I/O
     made = [_new(fw, x) for x in targets]
     _ringsafe.gguf_read(reader, [x.t.name for x in targets], [buf for _, buf in made], [x.out for x in targets])
