@@ -93,38 +93,47 @@ void check_range(std::uint64_t offset, std::uint64_t length, std::uint64_t size,
                                          " is past the end of " + path + " (" + std::to_string(size) + " bytes)");
 }
 
-// The first exception of the threads working on one call; the others stop at their next step.
-struct first_failure {
+// Runs each(i) for i in [0, count) on the calling thread and threads - 1
+// others, each taking the next index; reports the bytes each(i) returns as
+// progress of `total`. The first exception stops the others at their next
+// index and is rethrown after all are joined; a set ctl.cancel is Cancelled
+// ("`cancelled`"). Fewer threads when the system refuses more.
+template <class Each>
+void share_out(std::size_t count, unsigned threads, const read_control& ctl, std::uint64_t total,
+               const std::string& cancelled, Each&& each) {
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::uint64_t> done{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;
-    std::mutex m;
-
-    void record(std::exception_ptr e) {
-        std::lock_guard lk(m);
-        if (!error) error = std::move(e);
-        failed.store(true);
-    }
-    bool stopped() const noexcept { return failed.load(std::memory_order_relaxed); }
-    void rethrow() const {
-        if (error) std::rethrow_exception(error);
-    }
-};
-
-// Runs `work` on the calling thread and threads - 1 others, and joins them.
-template <class F>
-void run_on_threads(unsigned threads, F& work) {
-    if (threads <= 1) {
-        work();
-        return;
-    }
+    std::mutex error_mutex;
+    auto work = [&] {
+        try {
+            for (;;) {
+                if (failed.load(std::memory_order_relaxed)) return;
+                if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, cancelled);
+                const std::size_t i = next.fetch_add(1);
+                if (i >= count) return;
+                const std::uint64_t n = each(i);
+                const std::uint64_t d = done.fetch_add(n) + n;
+                if (ctl.on_progress) ctl.on_progress(d, total);
+            }
+        } catch (...) {
+            std::lock_guard lk(error_mutex);
+            if (!error) error = std::current_exception();
+            failed.store(true);
+        }
+    };
     std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    try {
-        for (unsigned t = 1; t < threads; ++t) pool.emplace_back(std::ref(work));
-    } catch (...) {  // no more threads: the ones started (and this one) do the rest
+    if (threads > 1) {
+        pool.reserve(threads - 1);
+        try {
+            for (unsigned t = 1; t < threads; ++t) pool.emplace_back(std::ref(work));
+        } catch (...) {  // no more threads: the ones started (and this one) do the rest
+        }
     }
     work();
     for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
@@ -237,44 +246,29 @@ populate_stats mapped_file::populate(std::span<const mapped_range> ranges, unsig
     if (mapped < inline_bytes) threads = std::min(threads, 1u);
     stats.threads = threads;
 
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::uint64_t> done{0}, cold{0};
-    first_failure failure;
-    auto work = [&] {
-        try {
-            for (;;) {
-                if (failure.stopped()) return;
-                if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "loading " + path_ + " was cancelled");
-                const std::size_t i = next.fetch_add(1);
-                if (i >= chunks.size()) return;
-                const chunk c = chunks[i];
-                std::byte* p = data_ + c.begin;
-                const std::uint64_t n = c.end - c.begin;
-                const std::uint64_t last = n - page;
-                if (hot || looks_resident(p, n)) {
-                    // The last page first: a file that shrank fails here (EFAULT), not
-                    // with SIGBUS in the reads below.
-                    if (!populate_read(p + last, page, path_, c.begin + last)) {
-                        touch_pages(p, n, page);  // a kernel without MADV_POPULATE_READ
-                    } else {
-                        touch_pages(p, n, file::fault_around_bytes);
-                    }
-                } else {
-                    cold.fetch_add(n, std::memory_order_relaxed);
-                    // Then one read per page, here on the pool (see first_access); a
-                    // kernel without MADV_POPULATE_READ faults them in by those reads.
-                    (void)populate_read(p, n, path_, c.begin);
-                    first_access(p, n);
-                }
-                const std::uint64_t d = done.fetch_add(c.payload) + c.payload;
-                if (ctl.on_progress) ctl.on_progress(d, total);
+    std::atomic<std::uint64_t> cold{0};
+    share_out(chunks.size(), threads, ctl, total, "loading " + path_ + " was cancelled", [&](std::size_t i) {
+        const chunk c = chunks[i];
+        std::byte* p = data_ + c.begin;
+        const std::uint64_t n = c.end - c.begin;
+        const std::uint64_t last = n - page;
+        if (hot || looks_resident(p, n)) {
+            // The last page first: a file that shrank fails here (EFAULT), not
+            // with SIGBUS in the reads below.
+            if (!populate_read(p + last, page, path_, c.begin + last)) {
+                touch_pages(p, n, page);  // a kernel without MADV_POPULATE_READ
+            } else {
+                touch_pages(p, n, file::fault_around_bytes);
             }
-        } catch (...) {
-            failure.record(std::current_exception());
+        } else {
+            cold.fetch_add(n, std::memory_order_relaxed);
+            // Then one read per page, here on the pool (see first_access); a
+            // kernel without MADV_POPULATE_READ faults them in by those reads.
+            (void)populate_read(p, n, path_, c.begin);
+            first_access(p, n);
         }
-    };
-    run_on_threads(threads, work);
-    failure.rethrow();
+        return c.payload;
+    });
     stats.cold_bytes = std::min(cold.load(), stats.bytes);
     return stats;
 }
@@ -320,38 +314,23 @@ populate_stats mapped_file::copy_to(std::span<const mapped_copy> copies, unsigne
     stats.threads = threads;
 
     const std::uint64_t mapped_end = (size_ + page - 1) / page * page;
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::uint64_t> done{0}, cold{0};
-    first_failure failure;
-    auto work = [&] {
-        try {
-            for (;;) {
-                if (failure.stopped()) return;
-                if (ctl.cancel && ctl.cancel->load()) raise(errc::Cancelled, "copying from " + path_ + " was cancelled");
-                const std::size_t i = next.fetch_add(1);
-                if (i >= pieces.size()) return;
-                const piece& c = pieces[i];
-                const std::uint64_t b = c.offset / page * page;
-                const std::uint64_t e = std::min(mapped_end, (c.offset + c.length + page - 1) / page * page);
-                if (hot || looks_resident(data_ + b, e - b)) {
-                    // The last page first: a file that shrank fails here (Truncated), not
-                    // with SIGBUS in the copy. The copy's own faults map the rest.
-                    (void)populate_read(data_ + e - page, page, path_, e - page);
-                } else {
-                    // Read in by MADV_POPULATE_READ (the kernel's readahead), then copied.
-                    cold.fetch_add(c.length, std::memory_order_relaxed);
-                    (void)populate_read(data_ + b, e - b, path_, b);
-                }
-                stream_copy(c.dst, data_ + c.offset, c.length);
-                const std::uint64_t d = done.fetch_add(c.length) + c.length;
-                if (ctl.on_progress) ctl.on_progress(d, stats.bytes);
-            }
-        } catch (...) {
-            failure.record(std::current_exception());
+    std::atomic<std::uint64_t> cold{0};
+    share_out(pieces.size(), threads, ctl, stats.bytes, "copying from " + path_ + " was cancelled", [&](std::size_t i) {
+        const piece& c = pieces[i];
+        const std::uint64_t b = c.offset / page * page;
+        const std::uint64_t e = std::min(mapped_end, (c.offset + c.length + page - 1) / page * page);
+        if (hot || looks_resident(data_ + b, e - b)) {
+            // The last page first: a file that shrank fails here (Truncated), not
+            // with SIGBUS in the copy. The copy's own faults map the rest.
+            (void)populate_read(data_ + e - page, page, path_, e - page);
+        } else {
+            // Read in by MADV_POPULATE_READ (the kernel's readahead), then copied.
+            cold.fetch_add(c.length, std::memory_order_relaxed);
+            (void)populate_read(data_ + b, e - b, path_, b);
         }
-    };
-    run_on_threads(threads, work);
-    failure.rethrow();
+        stream_copy(c.dst, data_ + c.offset, c.length);
+        return c.length;
+    });
     stats.cold_bytes = std::min(cold.load(), stats.bytes);
     return stats;
 }
