@@ -12,6 +12,7 @@
 
 #include "file/temp_file.hpp"
 #include "format/alignment.hpp"
+#include "write/abandon_on_error.hpp"
 #include "write/data_stream.hpp"
 #include "write/gguf_entries.hpp"
 #include "write/stream_writer.hpp"
@@ -51,15 +52,6 @@ struct writer::impl {
         const std::size_t i = static_cast<std::size_t>(it - begins.begin()) - 1;
         return describe_tensor(records[i].name) + " at byte " + std::to_string(rel - begins[i]) + " of it";
     }
-    template <class F>
-    void guarded(F&& f) {
-        try {
-            f();
-        } catch (...) {
-            abandon_now();
-            throw;
-        }
-    }
     void abandon_now() noexcept {
         if (finished || dead) return;
         dead = true;
@@ -75,7 +67,7 @@ struct writer::impl {
             raise(errc::InvalidArgument, describe_tensor(records.back().name) + ": " +
                                              std::to_string(open_received + bytes.size()) +
                                              " bytes given, its type and ne need " + std::to_string(open_expected));
-        guarded([&] { stream->put_copy(bytes); });
+        write::abandon_on_error(*this, [&] { stream->put_copy(bytes); });
         open_received += bytes.size();
         stats.data_bytes += bytes.size();
     }
@@ -83,7 +75,7 @@ struct writer::impl {
         static const std::array<std::byte, 4096> zeros{};
         std::uint64_t pos = stream->position() - data_start;
         std::uint64_t left = format::align_up<std::uint64_t>(pos, opts.alignment) - pos;
-        guarded([&] {
+        write::abandon_on_error(*this, [&] {
             while (left) {
                 const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, zeros.size()));
                 stream->put_copy(std::span(zeros.data(), n));
@@ -218,7 +210,7 @@ void writer::finish(const std::vector<metadata_entry>* metadata) {
                                      std::to_string(s.open_received) + " of " + std::to_string(s.open_expected) +
                                      " bytes)");
     std::vector<metadata_entry> md = metadata ? write::stored_metadata(*metadata, s.opts.alignment) : s.metadata;
-    s.guarded([&] { s.finish_now(md); });
+    write::abandon_on_error(s, [&] { s.finish_now(md); });
     s.finished = true;
 }
 

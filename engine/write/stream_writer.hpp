@@ -11,6 +11,7 @@
 
 #include "file/temp_file.hpp"
 #include "ringsafe/writer.hpp"
+#include "write/abandon_on_error.hpp"
 #include "write/data_stream.hpp"
 
 namespace ringsafe {
@@ -44,16 +45,6 @@ struct writer::impl {
 
     int fd() const noexcept { return appending ? append_fd : tmp->fd(); }
     std::string describe_offset(std::uint64_t file_offset) const;
-    // Runs `f`; on any exception abandons the file, then rethrows.
-    template <class F>
-    void guarded(F&& f) {
-        try {
-            f();
-        } catch (...) {
-            abandon_now();
-            throw;
-        }
-    }
     void abandon_now() noexcept;
     void start_tensor(std::string_view name, dtype t, const std::vector<std::uint64_t>& shape);
     // add()'s checks and start: the size must match shape x dtype. No I/O.

@@ -186,7 +186,7 @@ void writer::impl::check_put(std::uint64_t size) const {
 
 void writer::impl::put(std::span<const std::byte> bytes, std::shared_ptr<const void> keep) {
     check_put(bytes.size());
-    guarded([&] {
+    abandon_on_error(*this, [&] {
         if (keep) stream->put_owned(bytes, std::move(keep));
         else stream->put_copy(bytes);
     });
@@ -260,7 +260,7 @@ void writer::impl::check_finishable(const metadata_map* metadata) const {
 void writer::finish(const metadata_map* metadata) {
     auto& s = *impl_;
     s.check_finishable(metadata);
-    s.guarded([&] {
+    abandon_on_error(s, [&] {
         if (s.appending) s.finish_append(metadata);
         else s.finish_new(metadata);
     });
@@ -273,7 +273,7 @@ unsigned writer::writes_in_flight() const noexcept {
 
 void writer::wait_write() {
     auto& s = *impl_;
-    if (s.stream) s.guarded([&] { s.stream->wait_one(); });
+    if (s.stream) abandon_on_error(s, [&] { s.stream->wait_one(); });
 }
 
 void writer::abandon() noexcept {
