@@ -120,12 +120,13 @@ for s in $STAGES; do
         # cache entry while one of them publishes it. mapped_file: copy_to's and populate()'s threads.
         # dequantize: dequantize()'s helpers and dequantize_queue's workers, submitters and waiters.
         # thread_refusal: an index's open and read with each of their thread starts refused in turn.
+        # convert: ringsafe cp's pipeline (the reader's threads feeding the sink, dequantized as they land).
         tsan_programs=(uring/test_file_source uring/test_ring_pool file/test_mapped_file read/test_reader_files
             read/test_thread_refusal write/test_writer_declared
             http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
             asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
             asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub stores/test_hub_cache
-            device/test_device dequant/test_dequantize)
+            device/test_device dequant/test_dequantize convert/test_convert)
         if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
             "${SAN_OPTS[@]}" >/dev/null; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
