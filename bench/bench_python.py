@@ -7,7 +7,7 @@ with safetensors.torch.save_file.
 
   PYTHONPATH=build/engine/python .venv/bin/python bench/bench_python.py
       [--size-gib 2] [--reps 5] [--only load_file,load_model,...] [--hot | --cold]
-      [--dir DIR] [--quick] [--save-gib 1] [--series 6]
+      [--dir DIR] [--quick] [--save-gib 1] [--series 6] [--before BUILD_DIR]
 
 Every repetition of every arm runs in a fresh Python process (clean allocator,
 page-cache state and peak RSS); arms are interleaved, their order turning
@@ -134,6 +134,10 @@ LOCAL, MINE_HF_CACHED = "ringsafe local file", "ringsafe hf:// (in the Hub cache
 MINE_HF_UNVERIFIED = "ringsafe hf://, verify=False"  # the cost of checking the Hub's sha256 as the bytes land
 TF_REF, MINE_TF = "transformers from_pretrained", "ringsafe.transformers.from_pretrained"
 HF_REPO = "bench/model"
+# --before BUILD_DIR: every ringsafe arm runs twice, interleaved, the second time as
+# "ARM [before]" with another build's package and CLI (BUILD_DIR/engine/python,
+# BUILD_DIR/tools/ringsafe): a change's speed against the code before it, in one run.
+BEFORE, BEFORE_BUILD = " [before]", None
 # Baselines, cold only: 8 threads read the file in 8 MiB pieces into buffers
 # they reuse (no fresh memory, nothing kept), through the page cache (what
 # filling the page cache costs, which a mapped load must also pay) and with
@@ -616,10 +620,11 @@ def scattered_layers(header, share=0.16):
     return [f"model.layers.{i}.*" for i in chosen], sum(size[i] for i in chosen)
 
 
-def run_cli_load(path, patterns):
-    """`ringsafe load --json [--select P]... path` in a new process: the CLI's own
-    seconds (open, headers, plan, reads), the process's wall time, and its bytes."""
-    cli = REPO / "build" / "tools" / "ringsafe"
+def run_cli_load(path, patterns, build=None):
+    """`ringsafe load --json [--select P]... path` in a new process (the CLI of `build`,
+    default build/): the CLI's own seconds (open, headers, plan, reads), the process's
+    wall time, and its bytes."""
+    cli = Path(build or REPO / "build") / "tools" / "ringsafe"
     args = [str(cli), "load", "--json"] + [a for p in patterns for a in ("--select", p)] + [str(path)]
     t0 = time.perf_counter()
     out = subprocess.run(args, capture_output=True, text=True)
@@ -659,12 +664,15 @@ def run_child(op, arm, path, work, env=None):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_pss(arm, path, work, n=4):
+def run_pss(arm, path, work, n=4, before=None):
     """n processes load the file at once and hold it. Their PSS is read with
     all n alive before the load (imports done) and after it: the summed
-    growth (MiB) is what the loads added, as peak_mib."""
+    growth (MiB) is what the loads added, as peak_mib. `before`: another build's package."""
+    env = child_env()
+    if before:
+        env["PYTHONPATH"] = str(Path(before) / "engine" / "python")
     procs = [subprocess.Popen([sys.executable, __file__, "--child", "pss", arm, str(path), str(work)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
              for _ in range(n)]
     try:
         for p in procs:
@@ -831,9 +839,17 @@ def main():
                          "endpoint")
     ap.add_argument("--dir", help="where the checkpoint lives (kept and reused); default: a temporary "
                                   "directory removed at the end")
+    ap.add_argument("--before", metavar="BUILD_DIR",
+                    help="also run every ringsafe arm with another build (its engine/python and tools/ringsafe), "
+                         "interleaved, as 'ARM [before]': speed before and after a change in one run")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.before:
+        global BEFORE_BUILD
+        BEFORE_BUILD = Path(a.before).resolve()
+        if not (BEFORE_BUILD / "engine" / "python" / "ringsafe").is_dir():
+            ap.error(f"--before {a.before}: no engine/python/ringsafe there (a ringsafe build directory)")
     if a.child:
         return child(*a.child)
     if a.make:
@@ -900,6 +916,8 @@ def run_all(ops, states, reps, path, work, size, header, servers):
         op_states = ["-"] if op in NO_CACHE_STATE else [s for s in states if s != "hot, read back" or op in READ_BACK]
         for state in op_states:
             arms = [a for a in ARMS[op] if (state == "cold" or a not in COLD_ONLY) and a not in skipped]
+            if BEFORE_BUILD:
+                arms = [b for a in arms for b in ((a, a + BEFORE) if a.startswith("ringsafe") else (a,))]
             load_before = os.getloadavg()[0]
             if state == "hot":
                 for f in files:
@@ -915,21 +933,25 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                 # reporting decides which fresh pages are costly), and a fixed order gave one
                 # arm the cheap position every time.
                 for arm in arms[rep % len(arms):] + arms[:rep % len(arms)]:
+                    base_arm = arm.removesuffix(BEFORE)
+                    before = BEFORE_BUILD if base_arm != arm else None
                     if op in SAVES:
                         os.sync()  # earlier writes (and the discards of deleted outputs) out of the way
                     for f in files:
                         drop_cache(f) if state == "cold" else warm(f)
                     if op == "pss":
                         warm(path)
-                        runs[arm].append(run_pss(arm, path, work))
+                        runs[arm].append(run_pss(base_arm, path, work, before=before))
                     elif op == "select":
-                        runs[arm].append(run_cli_load(path, patterns if arm == SELECTION else []))
+                        runs[arm].append(run_cli_load(path, patterns if base_arm == SELECTION else [], before))
                     elif arm in failed:
                         continue
                     else:
                         env = servers.env_for(op)
+                        if before:
+                            env = dict(env or child_env(), PYTHONPATH=str(Path(before) / "engine" / "python"))
                         try:
-                            runs[arm].append(run_child(op, arm, path, work, env))
+                            runs[arm].append(run_child(op, base_arm, path, work, env))
                         except SystemExit as e:
                             if arm not in OPTIONAL_ARMS:
                                 raise
@@ -955,6 +977,8 @@ def run_all(ops, states, reps, path, work, size, header, servers):
                 print_select(state, arms, runs, selected, size, load_avg)
             else:
                 print_loads(op, state, arms, runs, size, load_avg)
+            if BEFORE_BUILD:
+                print_before(arms, runs, "seconds" if op == "select" else "touched")
     print(f"\nratio = first arm's median / this arm's (first arm: {REF} mmap; http/s3/gs/az: the download + load; "
           f"hf: {HF_REF}; hf_cached: {LOCAL}; hf_pretrained: {TF_REF})")
     print("pss: seconds = wall time until all 4 processes held the file; peak RSS column = PSS the 4 loads added, MiB")
@@ -983,6 +1007,17 @@ def print_loads(op, state, arms, runs, size, load_avg):
         print(f"| {arm}{extra} | {fmt(load)} | {everything:.3f} | {size / everything / 1e9:.2f} | {rss:.0f} | "
               f"{vs_load} | {base_all / everything:.2f}x |", flush=True)
         print(f"|   (each: {' '.join(fmt(r['touched'], 2) for r in runs[arm])}) | | | | | | |")
+
+
+def print_before(arms, runs, key):
+    """Each ringsafe arm against itself in the --before build: median seconds, before / after."""
+    for arm in arms:
+        if arm.endswith(BEFORE) or arm + BEFORE not in arms:
+            continue
+        now, then = median_of(runs[arm], key), median_of(runs[arm + BEFORE], key)
+        if now and then:
+            print(f"|   {arm}: {then:.3f} s before, {now:.3f} s after: after is {then / now:.2f}x the speed "
+                  f"of before | | | | | | |", flush=True)
 
 
 def print_select(state, arms, runs, selected, size, load_avg):
