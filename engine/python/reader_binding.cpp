@@ -79,8 +79,24 @@ std::vector<py::object> kept(const py::list& keep) {
     return out;
 }
 
-// Module-level helpers: is_url, fetch_file, http_connections.
+// A small file read whole, as fetch_file hands it out: its bytes and the name
+// of what was read.
+struct fetched_file_record {
+    py::bytes data;
+    py::str name;
+};
+
+// Module-level helpers: is_url, fetch_file (FetchedFile), http_connections.
 void bind_module_calls(py::module_& m) {
+    py::class_<fetched_file_record>(m, "FetchedFile",
+                                    "A small file fetch_file read whole (read-only): data (its bytes) and name (what "
+                                    "was read: an hf:// URL pinned to its commit).")
+        .def_readonly("data", &fetched_file_record::data)
+        .def_readonly("name", &fetched_file_record::name)
+        .def("__repr__", [](const fetched_file_record& f) {
+            return "FetchedFile(name=" + std::string(py::repr(f.name)) + ", " +
+                   std::to_string(py::len(f.data)) + " bytes)";
+        });
     m.def("without_url_secrets", [](const std::string& text) { return without_url_secrets(text); },
           py::arg("text"),
           "`text` with the value of every URL query parameter that signs or authorizes a request "
@@ -109,11 +125,11 @@ void bind_module_calls(py::module_& m) {
                       src->read_exact(have, std::as_writable_bytes(std::span(got->first)).subspan(have));
                   got->second = src->name();
               })->wait_or_abandon();
-              return py::make_tuple(py::bytes(got->first), got->second);
+              return fetched_file_record{py::bytes(got->first), py::str(got->second)};
           },
           py::arg("spec"),
-          "(bytes, name) of a small file (a config.json) at a path or URL, with Reader's keyword options: "
-          "name is what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
+          "A small file (a config.json) at a path or URL, with Reader's keyword options, as a FetchedFile: its "
+          "data, and its name, what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
