@@ -12,6 +12,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "ringsafe/gguf_writer.hpp"
+#include "writer_stats_object.hpp"
 
 namespace py = pybind11;
 
@@ -110,18 +111,6 @@ struct py_gguf_writer {
     }
 };
 
-py::dict stats_dict(const writer_stats& st) {
-    py::dict d;
-    d["tensors"] = st.tensors;
-    d["data_bytes"] = st.data_bytes;
-    d["file_size"] = st.file_size;
-    d["header_reserved"] = st.header_reserved;
-    d["header_bytes"] = st.header_json;
-    d["direct"] = st.direct;
-    d["relocation"] = st.relocation;
-    return d;
-}
-
 }  // namespace
 
 void bind_gguf_writer(py::module_& m) {
@@ -168,7 +157,7 @@ void bind_gguf_writer(py::module_& m) {
                          throw;
                      }
                  }
-                 py::dict d = stats_dict(self.w->stats());
+                 py::dict d = writer_stats_dict(self.w->stats(), "header_bytes");
                  self.w.reset();
                  return d;
              },

@@ -1,12 +1,14 @@
 // TensorInfo, the record every header listing hands out, ShardInfo, the Reader's record of each shard,
 // FileStat, what a shard's or a mapping's file was when opened, and header parsing for bytes held in
-// Python: a whole file in memory (load(), deserialize()) or a header read piecewise from a Python file object.
+// Python (ParsedHeader records): a whole file in memory (load(), deserialize()) or a header read piecewise
+// from a Python file object.
 #include <pybind11/stl.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -21,11 +23,33 @@ namespace ringsafe::python {
 
 namespace {
 
-// (tensors, metadata, data_start): tensors as TensorInfo records (shard 0) in data order.
-py::tuple header_tuple(const header& h) {
+// A header parsed from bytes held in Python, as ParsedHeader hands it out:
+// tensors as TensorInfo records (shard 0) in data order, __metadata__ as a dict
+// or None, and data_start (8 + N).
+struct parsed_header_record {
+    py::list tensors;
+    py::object metadata;
+    std::uint64_t data_start = 0;
+};
+
+parsed_header_record header_record(const header& h) {
     py::list tensors;
     for (const auto& t : h.tensors) tensors.append(tensor_object(t, 0));
-    return py::make_tuple(tensors, metadata_object(h.metadata), h.data_start());
+    return {std::move(tensors), metadata_object(h.metadata), h.data_start()};
+}
+
+void bind_parsed_header(py::module_& m) {
+    py::class_<parsed_header_record>(m, "ParsedHeader",
+                                     "A header parsed from bytes (read-only): tensors (TensorInfo records in data "
+                                     "order), metadata (__metadata__ as a dict of str, or None) and data_start "
+                                     "(where the data section begins: 8 + the header's length).")
+        .def_readonly("tensors", &parsed_header_record::tensors)
+        .def_readonly("metadata", &parsed_header_record::metadata)
+        .def_readonly("data_start", &parsed_header_record::data_start)
+        .def("__repr__", [](const parsed_header_record& h) {
+            return "ParsedHeader(" + std::to_string(h.tensors.size()) + " tensors, data_start=" +
+                   std::to_string(h.data_start) + ")";
+        });
 }
 
 parse_options limited_to(std::uint64_t max_header_size) {
@@ -190,15 +214,16 @@ void bind_header(py::module_& m) {
     bind_tensor_info(m);
     bind_file_stat(m);
     bind_shard_info(m);
+    bind_parsed_header(m);
     m.def("parse_bytes",
           [](const py::object& data) {
               py::object hold;  // the export, held while the bytes are parsed
               const auto bytes = readable_bytes(data, "data", hold);
-              return header_tuple(parse_file(bytes));
+              return header_record(parse_file(bytes));
           },
           py::arg("data"),
           "Parses and validates a whole file held in a C-contiguous bytes-like object (TypeError for a "
-          "strided or reversed view): (tensors, metadata, data_start).");
+          "strided or reversed view): a ParsedHeader (tensors, metadata, data_start).");
     m.def("parse_prefix",
           [](const py::bytes& prefix, std::uint64_t file_size, std::uint64_t max_header_size) {
               std::string_view v = prefix;
@@ -209,10 +234,11 @@ void bind_header(py::module_& m) {
           "The header length N from the file's first 8 bytes, checked against the file's size.");
     m.def("parse_header",
           [](const py::bytes& json, std::uint64_t file_size, std::uint64_t max_header_size) {
-              return header_tuple(parse_header(std::string_view(json), file_size, limited_to(max_header_size)));
+              return header_record(parse_header(std::string_view(json), file_size, limited_to(max_header_size)));
           },
           py::arg("json"), py::arg("file_size"), py::arg("max_header_size") = default_max_header_size,
-          "Parses and validates the N header bytes of a file of `file_size` bytes: (tensors, metadata, data_start).");
+          "Parses and validates the N header bytes of a file of `file_size` bytes: a ParsedHeader (tensors, "
+          "metadata, data_start).");
     m.def("glob_match", [](std::string_view pattern, std::string_view name) { return glob_match(pattern, name); },
           py::arg("pattern"), py::arg("name"),
           "The engine's glob rule (fnmatch without flags, on UTF-8 code points, \\ escapes), for sources "

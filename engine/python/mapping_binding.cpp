@@ -2,6 +2,7 @@
 // protocol (writable: copy-on-write pages private to the process), so
 // torch.frombuffer and numpy.frombuffer make zero-copy views that keep the
 // mapping alive. populate() runs with the GIL released; Ctrl-C cancels it.
+// PopulateStats, what populate() and copy_to() return.
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -71,11 +72,12 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
                  run_blocking([file, rs = std::move(rs), threads, &stats](pending_call& pc) {
                      stats = file->populate(rs, threads, pc.control());
                  }, progress, total < inline_populate_bytes);
-                 return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
+                 return stats;
              },
              py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),
-             "Makes the (offset, length) ranges resident and mapped, in parallel; returns (bytes, cold_bytes, "
-             "threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
+             "Makes the (offset, length) ranges resident and mapped, in parallel; returns a PopulateStats "
+             "(bytes, cold_bytes, threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this "
+             "thread.")
         .def("copy_to",
              [](const py_mapping& self, const py::list& copies, unsigned threads, const py::object& progress) {
                  // Every buffer is checked, and its export held, before any byte moves.
@@ -107,12 +109,12 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
                  run_blocking([file, &cs, threads, &stats](pending_call& pc) {
                      stats = file->copy_to(cs, threads, pc.control());
                  }, progress, total < inline_job_bytes);
-                 return py::make_tuple(stats.bytes, stats.cold_bytes, stats.threads);
+                 return stats;
              },
              py::arg("copies"), py::arg("threads") = 0, py::arg("progress") = py::none(),
              "Copies (offset, length, buffer) ranges of the file into the start of each writable, C-contiguous "
-             "buffer, in parallel, the GIL released; returns (bytes, cold_bytes, threads). Ctrl-C cancels it "
-             "(what was copied stays); progress(done, total) runs on this thread.")
+             "buffer, in parallel, the GIL released; returns a PopulateStats (bytes, cold_bytes, threads). Ctrl-C "
+             "cancels it (what was copied stays); progress(done, total) runs on this thread.")
         .def("resident",
              [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {
                  py::gil_scoped_release nogil;  // mincore of a large range takes a while
@@ -135,6 +137,17 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
 }  // namespace
 
 void bind_mapping(py::module_& m) {
+    py::class_<populate_stats>(m, "PopulateStats",
+                               "What MappedFile.populate() and copy_to() did (read-only): bytes (of the ranges), "
+                               "cold_bytes (of those, the bytes the page cache did not hold before) and threads "
+                               "(that worked on it).")
+        .def_readonly("bytes", &populate_stats::bytes)
+        .def_readonly("cold_bytes", &populate_stats::cold_bytes)
+        .def_readonly("threads", &populate_stats::threads)
+        .def("__repr__", [](const populate_stats& s) {
+            return "PopulateStats(bytes=" + std::to_string(s.bytes) + ", cold_bytes=" + std::to_string(s.cold_bytes) +
+                   ", threads=" + std::to_string(s.threads) + ")";
+        });
     py::class_<py_mapping> cls(m, "MappedFile", py::buffer_protocol(),
                            "A local file mapped private (copy-on-write) into memory; unmapped when the last "
                            "view of it is gone. The mapping keeps the file's pages if the path is replaced.");

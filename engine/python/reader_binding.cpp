@@ -1,26 +1,24 @@
 // The Reader class of the Python front end: ringsafe::reader's open, listing,
-// planning and execution, with the GIL released around every engine call.
+// planning and execution, with the GIL released around every engine call;
+// Plan, Pending, the raw-address plans and the module-level calls (is_url,
+// fetch_file, http_connections). Its keyword options are reader_options.cpp's,
+// the device reads of its tensors device_binding.cpp's.
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <utility>
-#include <optional>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "arguments.hpp"
 #include "blocking_call.hpp"
 #include "bindings.hpp"
-#include "device/staged_read.hpp"
-#include "device_request.hpp"
 #include "header_objects.hpp"
+#include "read/header_match.hpp"
 #include "reader_object.hpp"
 #include "ringsafe/header.hpp"
-#include "ringsafe/device.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
@@ -29,80 +27,6 @@
 namespace py = pybind11;
 
 namespace ringsafe::python {
-
-namespace {
-
-std::uint64_t option_uint(const py::handle& v, const std::string& key, std::uint64_t lo, std::uint64_t hi) {
-    return python::option_uint(v, "reader", key, lo, hi);
-}
-
-unsigned option_unsigned(const py::handle& v, const std::string& key, unsigned lo = 0) {
-    return static_cast<unsigned>(option_uint(v, key, lo, UINT32_MAX));
-}
-
-std::string option_str(const py::handle& v, const std::string& key) { return python::option_str(v, "reader", key); }
-
-bool option_bool(const py::handle& v, const std::string& key) { return python::option_bool(v, "reader", key); }
-
-}  // namespace
-
-reader_options make_options(const py::dict& kw) {
-    reader_options o;
-    for (auto [k, v] : kw) {
-        std::string key = k.cast<std::string>();
-        if (v.is_none()) continue;
-        if (key == "threads") o.source.file.threads = option_unsigned(v, key);
-        else if (key == "queue_depth") o.source.file.queue_depth = option_unsigned(v, key);
-        else if (key == "direct") o.source.file.direct = option_bool(v, key);
-        else if (key == "file_chunk") o.source.file.chunk_size = option_uint(v, key, 0, UINT64_MAX >> 1);
-        else if (key == "connections")
-            o.source.http.connections_per_origin = static_cast<unsigned>(option_uint(v, key, 1, max_connections_per_origin));
-        else if (key == "http_threads")
-            o.source.http.threads = static_cast<unsigned>(option_uint(v, key, 1, max_http_threads));
-        else if (key == "http_chunk") o.source.http.chunk_size = option_uint(v, key, min_http_chunk_size, max_http_chunk_size);
-        else if (key == "token") o.source.http.bearer_token = option_str(v, key);
-        else if (key == "headers") {
-            if (!py::isinstance<py::dict>(v))
-                throw py::type_error("reader option headers must be a dict of str to str");
-            for (auto [hk, hv] : v.cast<py::dict>())
-                o.source.http.headers.emplace_back(option_str(hk, "headers (a name)"),
-                                                   option_str(hv, "headers['" + option_str(hk, "headers") + "']"));
-        } else if (key == "cross_origin_headers") {
-            if (py::isinstance<py::str>(v) || !py::isinstance<py::sequence>(v))
-                throw py::type_error("reader option cross_origin_headers must be a list of str");
-            for (auto name : v.cast<py::sequence>())
-                o.source.http.cross_origin_headers.push_back(option_str(name, "cross_origin_headers (a name)"));
-        } else if (key == "allow_https_downgrade") o.source.http.allow_https_downgrade = option_bool(v, key);
-        else if (key == "ca_file") o.source.http.ca_file = option_str(v, key);
-        else if (key == "verify_tls") o.source.http.verify_peer = option_bool(v, key);
-        else if (key == "max_attempts") o.source.http.max_attempts = option_unsigned(v, key);
-        else if (key == "max_total_attempts") o.source.http.max_total_attempts = option_unsigned(v, key);
-        else if (key == "low_speed_limit") o.source.http.low_speed_limit = option_uint(v, key, 0, UINT64_MAX >> 1);
-        else if (key == "low_speed_time")
-            o.source.http.low_speed_time = std::chrono::seconds(option_uint(v, key, 1, 86400));
-        else if (key == "s3_endpoint") o.source.http.s3.endpoint = option_str(v, key);
-        else if (key == "s3_region") o.source.http.s3.region = option_str(v, key);
-        else if (key == "endpoint_url") set_store_endpoint(o.source.http, option_str(v, key));  // whichever the URL names
-        else if (key == "anonymous") {
-            if (option_bool(v, key)) set_anonymous(o.source.http);
-        }
-        else if (key == "gcs_credentials") o.source.http.gcs.credentials_file = option_str(v, key);
-        else if (key == "azure_account") o.source.http.azure.account = option_str(v, key);
-        else if (key == "azure_key") o.source.http.azure.key = option_str(v, key);
-        else if (key == "azure_sas_token") o.source.http.azure.sas_token = option_str(v, key);
-        else if (key == "azure_connection_string") o.source.http.azure.connection_string = option_str(v, key);
-        else if (key == "cache") o.source.http.hub.cache = option_bool(v, key);
-        else if (key == "cache_dir") o.source.http.hub.cache_dir = option_str(v, key);
-        else if (key == "local_files_only") o.source.http.hub.offline = option_bool(v, key);
-        else if (key == "verify")
-            o.source.http.hub.verify = option_bool(v, key) ? hub_options::verification::always : hub_options::verification::never;
-        else if (key == "max_header_size") o.parse.max_header_size = option_uint(v, key, 0, UINT64_MAX >> 1);
-        else if (key == "parallel_shards") o.parallel_shards = option_unsigned(v, key);
-        else if (key == "split_set") o.gguf_split_set = option_bool(v, key);
-        else raise(errc::InvalidArgument, "unknown reader option '" + key + "'");
-    }
-    return o;
-}
 
 namespace {
 
@@ -149,52 +73,30 @@ py_plan plan_requests(const py_reader& self, std::vector<read_request> reqs, std
     return p;
 }
 
-// Whether `bytes` start with the header the reader parsed for shard `sh`.
-bool header_matches(const reader& r, const shard_info& sh, std::span<const std::byte> bytes) {
-    try {
-        parse_options o;
-        o.max_header_size = UINT64_MAX >> 1;  // the reader applied its limit; this only compares
-        const std::uint64_t n = parse_length_prefix(bytes.first(8), sh.size, o);
-        if (8 + n != sh.data_start) return false;
-        const header h = parse_header({reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n)},
-                                      sh.size, o);
-        if (h.tensors.size() != sh.tensor_count || h.metadata != sh.metadata) return false;
-        const auto ts = r.tensors().subspan(sh.first_tensor, sh.tensor_count);
-        for (std::size_t k = 0; k < ts.size(); ++k) {
-            const tensor_info &a = h.tensors[k], &b = ts[k];
-            if (a.name != b.name || a.dtype != b.dtype || a.shape != b.shape || a.begin != b.begin || a.end != b.end)
-                return false;
-        }
-        return true;
-    } catch (const error&) {
-        return false;  // not a valid header any more
-    }
-}
-
 std::vector<py::object> kept(const py::list& keep) {
     std::vector<py::object> out;
     for (auto k : keep) out.push_back(py::reinterpret_borrow<py::object>(k));
     return out;
 }
 
+// A small file read whole, as fetch_file hands it out: its bytes and the name
+// of what was read.
+struct fetched_file_record {
+    py::bytes data;
+    py::str name;
+};
 
-// Reader()'s docstring: what it opens and its keyword options (make_options).
-constexpr const char* reader_open_doc =
-    "Opens `spec` (a path: str, bytes or os.PathLike; or a URL; reads and validates every header). "
-    "Keyword options: threads, queue_depth, "
-    "direct, file_chunk, connections, http_threads, http_chunk, token, headers, cross_origin_headers, "
-    "allow_https_downgrade, ca_file, verify_tls, max_attempts, max_total_attempts, low_speed_limit, "
-    "low_speed_time (seconds), s3_endpoint, s3_region, endpoint_url (s3://, gs://, az://, hf://: as "
-    "HF_ENDPOINT), anonymous (gs://, az://), gcs_credentials (a service-account or authorized-user JSON "
-    "file), azure_account, azure_key, azure_sas_token, azure_connection_string, cache (hf://: write what "
-    "is read into the Hub cache), cache_dir (hf://), local_files_only (hf://: the cache alone, as "
-    "HF_HUB_OFFLINE), verify (hf://: True also hashes a file found in the Hub cache against its blob's "
-    "name, False skips the check of the bytes fetched against the Hub's sha256; left out, the fetched "
-    "bytes are checked), max_header_size, parallel_shards, split_set (a part of a split GGUF set opens the "
-    "whole set; False: the file named alone).";
-
-// Module-level helpers: is_url, fetch_file, http_connections.
+// Module-level helpers: is_url, fetch_file (FetchedFile), http_connections.
 void bind_module_calls(py::module_& m) {
+    py::class_<fetched_file_record>(m, "FetchedFile",
+                                    "A small file fetch_file read whole (read-only): data (its bytes) and name (what "
+                                    "was read: an hf:// URL pinned to its commit).")
+        .def_readonly("data", &fetched_file_record::data)
+        .def_readonly("name", &fetched_file_record::name)
+        .def("__repr__", [](const fetched_file_record& f) {
+            return "FetchedFile(name=" + std::string(py::repr(f.name)) + ", " +
+                   std::to_string(py::len(f.data)) + " bytes)";
+        });
     m.def("without_url_secrets", [](const std::string& text) { return without_url_secrets(text); },
           py::arg("text"),
           "`text` with the value of every URL query parameter that signs or authorizes a request "
@@ -223,16 +125,17 @@ void bind_module_calls(py::module_& m) {
                       src->read_exact(have, std::as_writable_bytes(std::span(got->first)).subspan(have));
                   got->second = src->name();
               })->wait_or_abandon();
-              return py::make_tuple(py::bytes(got->first), got->second);
+              return fetched_file_record{py::bytes(got->first), py::str(got->second)};
           },
           py::arg("spec"),
-          "(bytes, name) of a small file (a config.json) at a path or URL, with Reader's keyword options: "
-          "name is what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
+          "A small file (a config.json) at a path or URL, with Reader's keyword options, as a FetchedFile: its "
+          "data, and its name, what was read (an hf:// URL pinned to its commit). At most 64 MiB.");
     m.def("http_connections",
           [](const py::object& given) {
               http_options o;
               if (!given.is_none())
-                  o.connections_per_origin = static_cast<unsigned>(option_uint(given, "connections", 1, max_connections_per_origin));
+                  o.connections_per_origin = static_cast<unsigned>(
+                      option_uint(given, "reader", "connections", 1, max_connections_per_origin));
               return resolved_http_options(o).connections_per_origin;
           },
           py::arg("connections") = py::none(),
@@ -312,14 +215,11 @@ void bind_reader_open_and_listing(py::class_<py_reader>& cls) {
              "None when it is read over the network.")
         .def("header_matches", [](const py_reader& self, std::size_t i, const py::object& data) {
                  const reader& r = self.get();
-                 const auto shards = r.shards();
-                 if (i >= shards.size()) throw py::index_error("shard index out of range");
+                 if (i >= r.shards().size()) throw py::index_error("shard index out of range");
                  py::object hold;
                  const auto bytes = readable_bytes(data, "data", hold);
-                 const shard_info& sh = shards[i];
-                 if (bytes.size() < sh.data_start) return false;
                  py::gil_scoped_release nogil;
-                 return header_matches(r, sh, bytes);
+                 return read::header_matches(r, i, bytes);
              },
              py::arg("shard"), py::arg("data"),
              "Whether the header at the start of `data` (the shard's bytes as they are now, e.g. a MappedFile "
@@ -435,101 +335,6 @@ void bind_raw_address_calls(py::module_& m) {
           "guarantees the memory.");
 }
 
-
-// A device read of `names` into (address, size) `dsts` on a call thread, the
-// GIL released, waited for even on Ctrl-C (cancelled first: no copy lands
-// after the destinations go): through `stager`'s ring when given, else one
-// made for this call. Returns {staged_bytes, direct_bytes, batches, copies}.
-// `hooks` (tests only, with the stand-in): the stand-in's test hooks, and
-// `cancel_at_copy` cancels the call at that copy.
-py::dict device_read(const py_reader& self, const py::object& names_arg, device_request q,
-                     std::shared_ptr<device_stager> stager, const py::object& progress,
-                     std::optional<device::stand_in_hooks> hooks = std::nullopt,
-                     std::optional<std::uint64_t> cancel_at_copy = std::nullopt) {
-    auto r = self.r;
-    self.get();
-    auto names = tensor_names(names_arg);
-    if (stager && (stager->options().device != q.options.device || stager->options().stand_in != q.options.stand_in))
-        raise(errc::InvalidArgument,
-              "read_to_device: the stager is for " +
-                  (stager->options().stand_in ? std::string("the host stand-in")
-                                              : "CUDA device " + std::to_string(stager->options().device)) +
-                  ", the call for " +
-                  (q.options.stand_in ? std::string("the host stand-in")
-                                      : "CUDA device " + std::to_string(q.options.device)));
-    auto stats = std::make_shared<device_read_stats>();
-    run_blocking(
-        [r, names, q, stager, hooks, cancel_at_copy, stats](pending_call& pc) mutable {
-            if (hooks) {
-                if (cancel_at_copy)
-                    hooks->before_copy = [&pc, at = *cancel_at_copy](std::uint64_t piece) {
-                        if (piece == at) pc.cancel.store(true);
-                    };
-                *stats = device::read_with_stand_in_hooks(*r, r->select(names), q.spans, q.options, pc.control(),
-                                                          std::move(*hooks));
-            } else {
-                *stats = stager ? stager->read(*r, r->select(names), q.spans, pc.control(), q.options.stream)
-                                : read_to_device(*r, r->select(names), q.spans, q.options, pc.control());
-            }
-        },
-        progress, false);
-    py::dict out;
-    out["staged_bytes"] = stats->staged_bytes;
-    out["direct_bytes"] = stats->direct_bytes;
-    out["batches"] = stats->batches;
-    out["copies"] = stats->copies;
-    return out;
-}
-
-using raw_spans = std::vector<std::pair<std::uintptr_t, std::size_t>>;
-
-// read_to_device_at, and the stand-in's test hooks kept out of it.
-void bind_device_reads(py::module_& m) {
-    m.def("read_to_device_at",
-          [](const py_reader& self, const py::object& names, const raw_spans& dsts, int device, bool stand_in,
-             std::size_t staging_size, std::size_t staging_count, const py::object& progress,
-             std::shared_ptr<device_stager> stager, std::uintptr_t stream) {
-              device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
-              q.options.stream = reinterpret_cast<void*>(stream);
-              return device_read(self, names, std::move(q), std::move(stager), progress);
-          },
-          py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
-          py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
-          py::arg("progress") = py::none(), py::arg("stager") = py::none(), py::arg("stream") = 0,
-          "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
-          "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stream: the caller's "
-          "cudaStream_t as an int (torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream): "
-          "the copies wait for the work queued on it, and it waits for the copies. stand_in=True: the "
-          "destinations are host memory playing the device (no CUDA). stager: a DeviceStager for the same "
-          "device and stand_in whose ring (and staging sizes) are used instead, kept across calls. "
-          "Returns {staged_bytes, direct_bytes, batches, copies}. Unchecked: the caller guarantees the memory.");
-    m.def("_stand_in_read_with_hooks",
-          [](const py_reader& self, const py::object& names, const raw_spans& dsts, std::size_t staging_size,
-             std::size_t staging_count, std::optional<std::uint64_t> fail_copy_at,
-             std::optional<std::uint64_t> cancel_at_copy, std::uintptr_t stream) {
-              device_request q = device_request_of(dsts, 0, staging_size, staging_count, true);
-              q.options.stream = reinterpret_cast<void*>(stream);
-              device::stand_in_hooks hooks;
-              hooks.fail_piece = fail_copy_at;
-              // The stand-in's steps, from its thread and this one (the call thread's, while the GIL is released).
-              auto steps = std::make_shared<std::pair<std::mutex, std::vector<std::string>>>();
-              hooks.trace = [steps](const std::string& step) {
-                  std::lock_guard lk(steps->first);
-                  steps->second.push_back(step);
-              };
-              py::dict out = device_read(self, names, std::move(q), nullptr, py::none(), std::move(hooks),
-                                         cancel_at_copy);
-              std::lock_guard lk(steps->first);
-              out["trace"] = steps->second;
-              return out;
-          },
-          py::arg("reader"), py::arg("names"), py::arg("dsts"), py::kw_only(), py::arg("staging_size") = 4096,
-          py::arg("staging_count") = 2, py::arg("fail_copy_at") = py::none(), py::arg("cancel_at_copy") = py::none(),
-          py::arg("stream") = 0,
-          "Tests only, not an API: read_to_device_at with the host stand-in and its hooks (fail_copy_at=N: "
-          "copy N fails; cancel_at_copy=N: cancelled at copy N); the result adds `trace`, the stand-in's steps.");
-}
-
 }  // namespace
 
 void bind_reader(py::module_& m) {
@@ -539,7 +344,6 @@ void bind_reader(py::module_& m) {
     bind_reader_open_and_listing(cls);
     bind_reader_planning(cls);
     bind_raw_address_calls(m);
-    bind_device_reads(m);
 }
 
 }  // namespace ringsafe::python

@@ -27,6 +27,10 @@ struct py_reader {
 // opens a checkpoint); unknown keys are refused. connections, http_threads and
 // http_chunk left out (or None) are the engine's: RINGSAFE_CONNECTIONS /
 // RINGSAFE_HTTP_THREADS / RINGSAFE_CHUNK, else its defaults.
+// The table of reader_options.cpp.
 reader_options make_options(const pybind11::dict& kw);
+
+// Reader()'s docstring: what it opens and the keyword options make_options takes.
+extern const char* const reader_open_doc;
 
 }  // namespace ringsafe::python

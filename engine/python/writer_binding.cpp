@@ -17,6 +17,7 @@
 #include "blocking_call.hpp"
 #include "bindings.hpp"
 #include "ringsafe/writer.hpp"
+#include "writer_stats_object.hpp"
 
 namespace py = pybind11;
 
@@ -149,19 +150,6 @@ writer_options make_writer_options(const py::dict& kw) {
     return o;
 }
 
-py::dict stats_dict(const writer_stats& s) {
-    py::dict d;
-    d["tensors"] = s.tensors;
-    d["data_bytes"] = s.data_bytes;
-    d["file_size"] = s.file_size;
-    d["header_reserved"] = s.header_reserved;
-    d["header_json"] = s.header_json;
-    d["direct"] = s.direct;
-    d["relocation"] = s.relocation;
-    return d;
-}
-
-
 // save_declared: a whole dict written straight from the tensors' memory.
 void bind_save_declared(py::module_& m) {
     m.def("save_declared",
@@ -276,7 +264,7 @@ void bind_stream_writer(py::module_& m) {
                      py::gil_scoped_release nogil;
                      w.finish(md ? &*md : nullptr);
                  }
-                 py::dict d = stats_dict(w.stats());
+                 py::dict d = writer_stats_dict(w.stats(), "header_json");
                  self.w.reset();
                  return d;
              },
@@ -297,7 +285,7 @@ void bind_stream_writer(py::module_& m) {
              })
         .def("stats", [](py_writer& self) {
                  auto lk = self.lock();
-                 return stats_dict(self.get().stats());
+                 return writer_stats_dict(self.get().stats(), "header_json");
              });
 }
 

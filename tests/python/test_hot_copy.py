@@ -95,7 +95,7 @@ def test_copy_to_copies_exact_bytes_into_buffers(pattern_file):
     outs = [np.full(n + 64, 7, np.uint8) for _, n in spans]
     t = torch.zeros(1000, dtype=torch.int32)  # a torch tensor's bytes, as the loads pass them
     got = m.copy_to([(o, n, out) for (o, n), out in zip(spans, outs)] + [(9, 4000, ADAPTER.byte_view(t))])
-    assert got[0] == sum(n for _, n in spans) + 4000 and got[1] == 0
+    assert got.bytes == sum(n for _, n in spans) + 4000 and got.cold_bytes == 0
     for (o, n), out in zip(spans, outs):
         assert np.array_equal(out[:n], data[o:o + n])
         assert (out[n:] == 7).all()  # nothing past the length
@@ -107,8 +107,8 @@ def test_copy_to_reports_progress_and_uses_the_threads_asked_for(pattern_file):
     m = MappedFile(str(path))
     out = np.empty(len(data), np.uint8)
     seen = []
-    total, cold_bytes, threads = m.copy_to([(0, len(data), out)], 3, lambda d, t: seen.append((d, t)))
-    assert (total, threads) == (len(data), 3)
+    got = m.copy_to([(0, len(data), out)], 3, lambda d, t: seen.append((d, t)))
+    assert (got.bytes, got.threads) == (len(data), 3)
     assert seen[-1] == (len(data), len(data))
     assert np.array_equal(out, data)
 

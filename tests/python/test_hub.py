@@ -222,7 +222,7 @@ def test_a_cache_ringsafe_wrote_is_read_by_huggingface_hub_offline(hub, tmp_path
     files["config.json"] = '{"model_type": "none"}'
     commit = hub.add_repo("org/mine", files)
     same(rt.load_file("hf://org/mine", cache=True), t)
-    assert ringsafe._ringsafe.fetch_file("hf://org/mine/config.json", cache=True)[1] == \
+    assert ringsafe._ringsafe.fetch_file("hf://org/mine/config.json", cache=True).name == \
         f"hf://org/mine@{commit}/config.json"
     got = reference("""
         import json

@@ -61,10 +61,10 @@ def test_a_get_tensor_loop_reads_ahead_and_slices_do_not(layers):
 def test_mapped_file_populate_reports_and_parallelises(layers):
     path, _ = layers
     m = MappedFile(str(path))
-    total, cold, threads = m.populate([(0, m.size)], 0)
-    assert total == m.size and cold > 0 and threads > 2  # cold: more reads in flight than cores
-    total, cold, threads = m.populate([(0, m.size)], 0)
-    assert cold == 0 and threads >= 2
+    got = m.populate([(0, m.size)], 0)
+    assert got.bytes == m.size and got.cold_bytes > 0 and got.threads > 2  # cold: more reads in flight than cores
+    got = m.populate([(0, m.size)], 0)
+    assert got.cold_bytes == 0 and got.threads >= 2
 
 
 def test_processes_share_the_pages_of_one_file(layers):

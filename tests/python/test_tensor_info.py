@@ -2,7 +2,9 @@
 the same record from Reader.tensors(), parse_bytes() and parse_header(), with
 named read-only fields, nbytes = end - begin, the shard of a sharded index, a
 repr that names every field, equality by value and a pickle round trip (the
-distributed loads compare and exchange headers)."""
+distributed loads compare and exchange headers). The binding's other results
+are records too, read by name: ParsedHeader (parse_bytes, parse_header),
+PopulateStats (MappedFile.populate, copy_to), FetchedFile (fetch_file)."""
 
 import json
 import pickle
@@ -20,7 +22,8 @@ def blob():
 
 
 def test_fields_of_each_record(blob):
-    infos, metadata, start = _ringsafe.parse_bytes(blob)
+    parsed = _ringsafe.parse_bytes(blob)
+    infos, start = parsed.tensors, parsed.data_start
     by_name = {t.name: t for t in infos}
     a, s, z = by_name["a"], by_name["s"], by_name["z"]
     assert (a.dtype, a.shape, a.nbytes, a.shard) == ("F32", (2, 3), 24, 0)
@@ -35,7 +38,7 @@ def test_fields_of_each_record(blob):
 
 
 def test_records_are_read_only_and_not_tuples(blob):
-    t = _ringsafe.parse_bytes(blob)[0][0]
+    t = _ringsafe.parse_bytes(blob).tensors[0]
     for field in ("name", "dtype", "shape", "begin", "end", "nbytes", "shard"):
         with pytest.raises(AttributeError):
             setattr(t, field, getattr(t, field))
@@ -44,14 +47,14 @@ def test_records_are_read_only_and_not_tuples(blob):
 
 
 def test_repr_names_every_field(blob):
-    a = {t.name: t for t in _ringsafe.parse_bytes(blob)[0]}["a"]
+    a = {t.name: t for t in _ringsafe.parse_bytes(blob).tensors}["a"]
     assert repr(a) == f"TensorInfo(name='a', dtype='F32', shape=(2, 3), begin={a.begin}, end={a.end}, shard=0)"
 
 
 def test_equality_hash_and_pickle(blob, tmp_path):
     path = tmp_path / "m.safetensors"
     path.write_bytes(blob)
-    parsed = _ringsafe.parse_bytes(blob)[0]
+    parsed = _ringsafe.parse_bytes(blob).tensors
     r = _ringsafe.Reader(str(path))
     try:
         listed = r.tensors()
@@ -101,3 +104,35 @@ def test_both_adapters_have_every_method_of_the_adapter_interface():
     a = np_adapter.empty("F32", [2, 3], "cpu", "x")
     assert a.shape == (2, 3) and a.dtype == np.float32
     assert np_adapter.dtype_of(np.zeros(1, dtype=">i4")) == "I32" and np_adapter.dtype_of(np.zeros(1, "U1")) is None
+
+
+def _read_only_record(record, fields):
+    for field in fields:
+        with pytest.raises(AttributeError):
+            setattr(record, field, getattr(record, field))
+    with pytest.raises(TypeError):
+        record[0]  # read by name, never by position
+    with pytest.raises(TypeError):
+        iter(record)
+
+
+def test_the_binding_s_other_results_are_read_only_records(blob, tmp_path):
+    parsed = _ringsafe.parse_bytes(blob)
+    assert sorted(t.name for t in parsed.tensors) == ["a", "s", "z"] and parsed.metadata is None
+    n = int.from_bytes(blob[:8], "little")
+    assert parsed.data_start == 8 + n
+    assert _ringsafe.parse_header(blob[8:8 + n], len(blob)).tensors == parsed.tensors
+    _read_only_record(parsed, ("tensors", "metadata", "data_start"))
+    assert repr(parsed) == f"ParsedHeader(3 tensors, data_start={8 + n})"
+
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(blob)
+    m = _ringsafe.MappedFile(str(path))
+    got = m.populate([(0, len(blob))], 1)
+    assert (got.bytes, got.threads) == (len(blob), 1) and 0 <= got.cold_bytes <= len(blob)
+    _read_only_record(got, ("bytes", "cold_bytes", "threads"))
+    assert m.copy_to([(0, 8, bytearray(8))], 1).bytes == 8
+
+    fetched = _ringsafe.fetch_file(str(path))
+    assert (fetched.data, fetched.name) == (blob, str(path))
+    _read_only_record(fetched, ("data", "name"))

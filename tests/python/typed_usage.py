@@ -133,6 +133,21 @@ def engine_api(path: str) -> None:
     ringsafe.trim_arena_cache()
     reader.close()
 
+    # The engine's other results are records, read by name.
+    parsed = ringsafe._ringsafe.parse_bytes(ringsafe.torch.save({"a": torch.zeros(2)}))
+    assert_type(parsed, ringsafe._ringsafe.ParsedHeader)
+    assert_type(parsed.tensors, list[ringsafe._ringsafe.TensorInfo])
+    assert_type(parsed.metadata, dict[str, str] | None)
+    assert_type(parsed.data_start, int)
+    mapped = ringsafe._ringsafe.MappedFile(path)
+    populated = mapped.populate([(0, mapped.size)], threads=2)
+    assert_type(populated, ringsafe._ringsafe.PopulateStats)
+    assert_type(populated.cold_bytes, int)
+    assert_type(mapped.copy_to([(0, 8, bytearray(8))]).threads, int)
+    fetched = ringsafe._ringsafe.fetch_file(path, connections=4)
+    assert_type(fetched.data, bytes)
+    assert_type(fetched.name, str)
+
     ringsafe.install()
     assert_type(ringsafe.installed(), bool)
     ringsafe.uninstall()
@@ -140,6 +155,30 @@ def engine_api(path: str) -> None:
         load_file(path)
     except ringsafe.SafetensorError as e:
         assert_type(e.kind, str | None)
+
+
+def package_records(path: str) -> None:
+    # The records the package's own modules hand each other (not an API): typed, so mypy checks their uses.
+    from ringsafe._frameworks import CallerTensor, adapter_for
+    from ringsafe._memory import ArenaLayout, file_layout_arena, new_packed_arena
+    from ringsafe._model import KeyMatch, match_keys
+    from ringsafe._torch_adapter import ADAPTER
+
+    described = adapter_for("pt").describe(torch.zeros(3), "a")
+    assert_type(described, CallerTensor)
+    assert_type(described.shape, list[int])
+    assert_type(described.address, int)
+    assert_type(ADAPTER.describe(torch.zeros(3), "a", for_write=False).nbytes, int)
+    assert_type(ADAPTER.shape_of("F4", [2, 4], "a"), list[int])
+    layout = new_packed_arena([8, 24])
+    assert_type(layout, ArenaLayout)
+    assert_type(layout.arena, ringsafe.Arena)
+    assert_type(file_layout_arena(ringsafe.Reader(path).tensors(), 0), ArenaLayout | None)
+    model = torch.nn.Linear(2, 2)
+    keys = match_keys(model, model.state_dict(), {}, strict=False)
+    assert_type(keys, KeyMatch)
+    assert_type(keys.missing, set[str])
+    assert_type(keys.unexpected, list[str])
 
 
 def distributed_api(url: str) -> None:
@@ -190,4 +229,7 @@ def rejected(path: str) -> None:
     ringsafe.Writer(path, sync="yes")  # type: ignore[arg-type]
     ringsafe.Reader(path).tensors()[0].size  # type: ignore[attr-defined]
     ringsafe.Reader(path).shards()[0][2]  # type: ignore[index]
+    ringsafe._ringsafe.parse_bytes(bytes(8))[0]  # type: ignore[index]
+    ringsafe._ringsafe.MappedFile(path).populate([(0, 8)])[1]  # type: ignore[index]
+    ringsafe._ringsafe.fetch_file(path).data.name  # type: ignore[attr-defined]
     rd.load_file(path, shard="0")  # type: ignore[arg-type]

@@ -33,12 +33,11 @@ class EngineSource:
         arena, laid out as in the file when the selection covers most of its
         span (one long read per shard; O_DIRECT lands in place), else packed."""
         sizes = [self.by_name[n].nbytes for n in names]
-        arena, offsets = file_layout_arena([self.by_name[n] for n in names], sum(sizes))
-        if arena is None:
-            arena, offsets = new_packed_arena(sizes)
-        dsts = [(arena.address + off, n) for off, n in zip(offsets, sizes)]
+        layout = file_layout_arena([self.by_name[n] for n in names], sum(sizes)) or new_packed_arena(sizes)
+        arena = layout.arena
+        dsts = [(arena.address + off, n) for off, n in zip(layout.offsets, sizes)]
         self.reader.execute(plan_tensors_at(self.reader, names, dsts, [arena]), progress)
-        return adapter.views(arena, packed_items(self.by_name, names, offsets))
+        return adapter.views(arena, packed_items(self.by_name, names, layout.offsets))
 
     def one(self, adapter, name):
         """One whole tensor in new memory."""

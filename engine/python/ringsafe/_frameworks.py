@@ -1,13 +1,35 @@
-"""Which adapter serves a framework name or a tensor object, and what an
-adapter is (Adapter). The adapters (_torch_adapter, _numpy_adapter) import
-only their framework, the dtype tables (_dtypes) and the arena allocator
-(_memory), never the loaders; the loaders reach them through adapter_for /
-adapter_of, or import the torch adapter directly where only torch applies
-(load_model, the distributed loads, device loads)."""
+"""Which adapter serves a framework name or a tensor object, what an
+adapter is (Adapter) and the record it describes a caller's tensor with
+(CallerTensor). The adapters (_torch_adapter, _numpy_adapter) import only
+their framework, the dtype tables (_dtypes), the arena allocator (_memory)
+and CallerTensor, never the loaders; the loaders reach them through
+adapter_for / adapter_of, or import the torch adapter directly where only
+torch applies (load_model, the distributed loads, device loads)."""
 
-from typing import Protocol
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import error
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+@dataclass(frozen=True)
+class CallerTensor:
+    """A caller's tensor as the engine takes it (what adapter.describe()
+    returns): ``dtype`` (the safetensors code), ``shape`` (safetensors', an F4
+    tensor's last dimension counted in values), ``nbytes`` bytes at
+    ``address``, and ``owner``, which keeps those bytes alive (the tensor, or a
+    contiguous or converted copy of it when writing)."""
+
+    dtype: str
+    shape: list[int]
+    address: int
+    nbytes: int
+    owner: Any
 
 
 class Adapter(Protocol):
@@ -24,6 +46,12 @@ class Adapter(Protocol):
 
     def check_dtype(self, dtype, shape, name):
         """SafetensorError naming tensor ``name`` when the framework cannot hold ``dtype``/``shape``."""
+
+    def shape_of(self, dtype: str, shape: Sequence[int], name: str) -> list[int]:
+        """The shape a tensor of the file's ``dtype`` and ``shape`` has in the
+        framework (torch's F4 packs two values a byte: the last dimension
+        halved); SafetensorError naming tensor ``name`` as check_dtype."""
+        ...
 
     def dtype_of(self, tensor):
         """The safetensors dtype code of a tensor of this framework, or None."""
@@ -44,9 +72,10 @@ class Adapter(Protocol):
     def is_sparse(self, obj):
         """Whether ``obj`` has no dense layout (save_file refuses it)."""
 
-    def describe(self, obj, name, for_write=True):
-        """(dtype, shape, address, nbytes, owner) of a caller's tensor; ``owner``
-        keeps the bytes alive (a contiguous or converted copy when writing)."""
+    def describe(self, obj: Any, name: str, for_write: bool = True) -> CallerTensor:
+        """The CallerTensor of a caller's tensor (a contiguous or converted copy
+        of it when writing), or the reference's error for one it cannot take."""
+        ...
 
     def byte_view(self, obj):
         """A writable uint8 NumPy array over a described tensor's bytes, or None."""

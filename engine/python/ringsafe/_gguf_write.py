@@ -88,9 +88,9 @@ def save_file(tensors: Mapping[str, Any], path: StrPath, metadata: Mapping[str, 
         if adapter is None:
             raise TypeError(f"tensor {name!r}: expected a torch.Tensor or numpy.ndarray, got {type(t).__name__}")
         adapter.check_type(t, name)
-        dtype, shape, addr, nbytes, owner = adapter.describe(t, name)
-        described.append((name, dtype, list(shape), addr, nbytes))
-        owners.append(owner)
+        d = adapter.describe(t, name)
+        described.append((name, d.dtype, list(d.shape), d.address, d.nbytes))
+        owners.append(d.owner)
     gguf_save(spec_of(path), described, _entries(metadata), alignment, sync)
     del owners  # kept alive until the write returned
 

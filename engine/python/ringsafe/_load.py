@@ -54,16 +54,17 @@ def _load_to_device(adapter, filename, *, device, select, progress, options):
 
 def load_bytes(adapter, data, device):
     device = adapter.check_device(device)
-    infos, _, start = parse_checked_bytes(data)
+    parsed = parse_checked_bytes(data)
+    infos, start = parsed.tensors, parsed.data_start
     for t in infos:
         adapter.check_dtype(t.dtype, t.shape, t.name)
     # One copy of the data section, each tensor 64-byte aligned in it.
-    arena, offsets = new_packed_arena([t.nbytes for t in infos])
-    view, src = memoryview(arena), memoryview(data).cast("B")
-    for t, off in zip(infos, offsets):
+    layout = new_packed_arena([t.nbytes for t in infos])
+    view, src = memoryview(layout.arena), memoryview(data).cast("B")
+    for t, off in zip(infos, layout.offsets):
         view[off:off + t.nbytes] = src[start + t.begin:start + t.end]
     by_name = {t.name: t for t in infos}
-    views = adapter.views(arena, packed_items(by_name, [t.name for t in infos], offsets))
+    views = adapter.views(layout.arena, packed_items(by_name, [t.name for t in infos], layout.offsets))
     return {n: adapter.to_device(views[n], device) for n in sorted(views)}
 
 
@@ -72,17 +73,17 @@ def _destinations(adapter, by_name, tensors):
     against the file's dtype and size before any I/O."""
     dsts, owners = [], []
     for name, tensor in tensors.items():
-        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name, for_write=False)
+        d = adapter.describe(tensor, name, for_write=False)
         info = by_name[name]
-        if dtype != info.dtype:
-            raise error("InvalidArgument", f"tensor '{name}': the file holds {info.dtype}, the destination is {dtype}")
+        if d.dtype != info.dtype:
+            raise error("InvalidArgument", f"tensor '{name}': the file holds {info.dtype}, the destination is {d.dtype}")
         need = info.nbytes
-        if nbytes != need:
-            raise error("BufferTooSmall" if nbytes < need else "InvalidArgument",
+        if d.nbytes != need:
+            raise error("BufferTooSmall" if d.nbytes < need else "InvalidArgument",
                         f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
-                        f"the destination holds {nbytes} ({shape})")
-        dsts.append((addr, nbytes))
-        owners.append(owner)
+                        f"the destination holds {d.nbytes} ({d.shape})")
+        dsts.append((d.address, d.nbytes))
+        owners.append(d.owner)
     return dsts, owners
 
 
@@ -185,10 +186,11 @@ def _stream_to_device(adapter, reader, by_name, batches, *, device, progress):
 
 
 def _start(reader, by_name, batch):
-    arena, offsets = new_packed_arena([by_name[n].nbytes for n in batch])
-    dsts = [(arena.address + off, by_name[n].nbytes) for n, off in zip(batch, offsets)]
-    plan = plan_tensors_at(reader, batch, dsts, [arena])
-    return reader.start(plan), arena, offsets
+    """(the Pending read of ``batch``, its ArenaLayout)."""
+    layout = new_packed_arena([by_name[n].nbytes for n in batch])
+    dsts = [(layout.arena.address + off, by_name[n].nbytes) for n, off in zip(batch, layout.offsets)]
+    plan = plan_tensors_at(reader, batch, dsts, [layout.arena])
+    return reader.start(plan), layout
 
 
 def _stream(adapter, reader, by_name, batches, *, device, progress):
@@ -200,11 +202,11 @@ def _stream(adapter, reader, by_name, batches, *, device, progress):
             if batches:
                 pending = _start(reader, by_name, batches[0])
             for k, batch in enumerate(batches):
-                job, arena, offsets = pending
+                job, layout = pending
                 job.wait()
                 pending = _start(reader, by_name, batches[k + 1]) if k + 1 < len(batches) else None
-                views = adapter.views(arena, packed_items(by_name, batch, offsets))
-                del arena
+                views = adapter.views(layout.arena, packed_items(by_name, batch, layout.offsets))
+                del layout
                 for n in batch:
                     done += by_name[n].nbytes
                     t = views.pop(n)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._ringsafe import Arena
 from ._ringsafe import arena_cache_stats as _arena_cache_stats
@@ -84,24 +84,33 @@ def packed_items(by_name: Mapping[str, TensorInfo], names: Sequence[str], offset
     return [ViewItem(n, off, by_name[n].dtype, by_name[n].shape, by_name[n].nbytes) for n, off in zip(names, offsets)]
 
 
-def file_layout_arena(infos: Sequence[TensorInfo], selected_bytes: int) -> tuple[Any, Any]:
-    """(arena, offsets) placing each tensor (TensorInfo) at its offset in the
+@dataclass(frozen=True)
+class ArenaLayout:
+    """Tensors placed in one new arena: ``arena``, and ``offsets``, where each
+    tensor starts in it, in the order the tensors were given."""
+
+    arena: Arena
+    offsets: Sequence[int]
+
+
+def file_layout_arena(infos: Sequence[TensorInfo], selected_bytes: int) -> ArenaLayout | None:
+    """The ArenaLayout placing each tensor (TensorInfo) at its offset in the
     file's data section, relative to a 4096-aligned base, when the tensors are
-    in one shard and cover at least 90 % of their span; (None, None) otherwise."""
+    in one shard and cover at least 90 % of their span; None otherwise."""
     if not infos or len({t.shard for t in infos}) != 1:
-        return None, None
+        return None
     lo = min(t.begin for t in infos) // 4096 * 4096
     hi = max(t.end for t in infos)
     if selected_bytes < 0.9 * (hi - lo):
-        return None, None
-    return new_arena(hi - lo), [t.begin - lo for t in infos]
+        return None
+    return ArenaLayout(new_arena(hi - lo), [t.begin - lo for t in infos])
 
 
-def new_packed_arena(sizes: Iterable[int]) -> tuple[Arena, list[int]]:
-    """(arena, offsets) holding ``sizes`` bytes each, every start ALIGNMENT-aligned."""
+def new_packed_arena(sizes: Iterable[int]) -> ArenaLayout:
+    """The ArenaLayout of tensors of ``sizes`` bytes each, every start ALIGNMENT-aligned."""
     offsets, size = [], 0
     for n in sizes:
         size = aligned(size)
         offsets.append(size)
         size += n
-    return new_arena(size), offsets
+    return ArenaLayout(new_arena(size), offsets)

@@ -2,7 +2,10 @@
 place with one parallel read, and tensors that share memory handled as the
 reference handles them."""
 
-from typing import Any
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +19,9 @@ from . import _caller_memory
 from ._source import check_backend, open_reader
 from ._torch_adapter import ADAPTER
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 def _error_text(model, missing, unexpected):
     text = f"Error(s) in loading state_dict for {model.__class__.__name__}:"
@@ -26,12 +32,24 @@ def _error_text(model, missing, unexpected):
     return text
 
 
-def match_keys(model, state, in_file, strict):
-    """(missing, unexpected, dropped) of a model's ``state`` against the
-    checkpoint's tensors ``in_file`` (a dict by name, in data order), as
-    load_state_dict reports them: names sharing memory with another are
-    dropped from ``state`` (the checkpoint's name kept), a dropped name the
-    file holds is unexpected. strict=True raises RuntimeError on any."""
+@dataclass(frozen=True)
+class KeyMatch:
+    """A model's state against a checkpoint's tensors, as load_state_dict
+    reports them: ``missing`` (in the state, not in the file), ``unexpected``
+    (in the file, not loaded) and ``dropped`` (names sharing memory with
+    another, left out of the state's targets)."""
+
+    missing: set[str]
+    unexpected: list[str]
+    dropped: set[str]
+
+
+def match_keys(model: torch.nn.Module, state: dict[str, torch.Tensor], in_file: Mapping[str, Any],
+               strict: bool) -> KeyMatch:
+    """The KeyMatch of a model's ``state`` against the checkpoint's tensors
+    ``in_file`` (a dict by name, in data order): names sharing memory with
+    another are dropped from ``state`` (the checkpoint's name kept), a dropped
+    name the file holds is unexpected. strict=True raises RuntimeError on any."""
     aliases = _remove_duplicate_names(state, preferred_names=in_file.keys())
     dropped = {n for names in aliases.values() for n in names}
     missing = {k for k in state if k not in in_file}
@@ -43,7 +61,7 @@ def match_keys(model, state, in_file, strict):
             unexpected.append(n)
     if strict and (missing or unexpected):
         raise RuntimeError(_error_text(model, missing, unexpected))
-    return missing, unexpected, dropped
+    return KeyMatch(missing, unexpected, dropped)
 
 
 def size_mismatch(model, name, file_shape, param_shape, *, part=""):
@@ -61,12 +79,12 @@ def load_model(model, filename, *, strict, device, progress, backend, options):
     try:
         infos = {t.name: t for t in reader.tensors()}
         state = model.state_dict()
-        missing, unexpected, dropped = match_keys(model, state, infos, strict)
-        targets = [k for k in infos if k in state and k not in dropped]
+        keys = match_keys(model, state, infos, strict)
+        targets = [k for k in infos if k in state and k not in keys.dropped]
         direct, on_device, staged = [], [], []
         for k in targets:
             p, info = state[k], infos[k]
-            file_shape = ADAPTER._type(info.dtype, info.shape, k)[1]
+            file_shape = ADAPTER.shape_of(info.dtype, info.shape, k)
             if list(p.shape) != file_shape:
                 raise size_mismatch(model, k, file_shape, p.shape)
             same_dtype = ADAPTER.dtype_of(p) == info.dtype
@@ -111,7 +129,7 @@ def load_model(model, filename, *, strict, device, progress, backend, options):
                         state[k].copy_(sources[k])
     finally:
         reader.close()
-    return missing, unexpected
+    return keys.missing, keys.unexpected
 
 
 def save_model(model, filename, *, metadata, force_contiguous, sync):

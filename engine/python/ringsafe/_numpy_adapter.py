@@ -3,10 +3,16 @@ destinations and descriptions of caller arrays, in safetensors terms. NumPy
 has no bfloat16, float8 or float4 types: such tensors raise SafetensorError
 naming them."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ._dtypes import NUMPY_NAMES, check_dims, unsupported
 from ._errors import error
+from ._frameworks import CallerTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
@@ -31,6 +37,11 @@ class _NumpyAdapter:
     def check_dtype(self, dtype, shape, name):
         self._type(dtype, name)
         check_dims(shape, "numpy", name)
+
+    def shape_of(self, dtype: str, shape: Sequence[int], name: str) -> list[int]:
+        """The NumPy shape of a file tensor: the file's (after check_dtype's checks)."""
+        self.check_dtype(dtype, shape, name)
+        return list(shape)
 
     def views(self, arena, items):
         out = {}
@@ -70,7 +81,8 @@ class _NumpyAdapter:
     def is_sparse(self, obj):
         return False
 
-    def describe(self, obj, name, for_write=True):
+    def describe(self, obj: Any, name: str, for_write: bool = True) -> CallerTensor:
+        """The CallerTensor of a caller's array, in safetensors terms."""
         self.check_type(obj, name)
         if not for_write and not obj.flags.writeable:
             raise ValueError(f"read_into needs a writable array: `{name}` is read-only")
@@ -85,7 +97,7 @@ class _NumpyAdapter:
         dtype = self.dtype_of(obj)
         if dtype is None:
             raise ValueError(f"array `{name}`: numpy dtype {obj.dtype} has no safetensors dtype")
-        return dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj
+        return CallerTensor(dtype, list(obj.shape), obj.ctypes.data, obj.nbytes, obj)
 
     def byte_view(self, obj):
         """A writable uint8 view of a described (C-contiguous, writable) array's bytes."""

@@ -126,19 +126,38 @@ class ShardInfo:
     @property
     def stat(self) -> FileStat: ...  # the file as the reader opened it
 
-# (tensors in data order, __metadata__ or None, the data section's offset).
-_Header: TypeAlias = tuple[list[TensorInfo], Metadata | None, int]
+# A header parsed from bytes (parse_bytes, parse_header): a record read by name (not a tuple).
+@final
+class ParsedHeader:
+    """A header parsed from bytes (read-only)."""
 
-def parse_bytes(data: Buffer) -> _Header: ...
+    @property
+    def tensors(self) -> list[TensorInfo]: ...  # in data order
+    @property
+    def metadata(self) -> Metadata | None: ...  # __metadata__
+    @property
+    def data_start(self) -> int: ...  # 8 + the header's length
+
+def parse_bytes(data: Buffer) -> ParsedHeader: ...
 def parse_prefix(prefix: bytes, file_size: int, max_header_size: int = ...) -> int: ...
-def parse_header(json: bytes, file_size: int, max_header_size: int = ...) -> _Header: ...
+def parse_header(json: bytes, file_size: int, max_header_size: int = ...) -> ParsedHeader: ...
 def glob_match(pattern: str, name: str) -> bool: ...
 
 # ---------------------------------------------------------------- reading (reader_binding.cpp)
 
 def without_url_secrets(text: str) -> str: ...
 def is_url(spec: StrPath) -> bool: ...
-def fetch_file(spec: str, **kwargs: Unpack[ReaderOptions]) -> tuple[bytes, str]: ...
+# A small file read whole (fetch_file): a record read by name (not a tuple).
+@final
+class FetchedFile:
+    """A small file read whole (read-only): its bytes and what was read."""
+
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def name(self) -> str: ...  # an hf:// URL pinned to its commit
+
+def fetch_file(spec: str, **kwargs: Unpack[ReaderOptions]) -> FetchedFile: ...
 def http_connections(connections: int | None = None) -> int: ...
 
 @final
@@ -240,6 +259,18 @@ class StreamWriter:
 
 # ---------------------------------------------------------------- mappings (mapping_binding.cpp)
 
+# What MappedFile.populate() and copy_to() did: a record read by name (not a tuple).
+@final
+class PopulateStats:
+    """What populate() or copy_to() did (read-only)."""
+
+    @property
+    def bytes(self) -> int: ...  # of the ranges
+    @property
+    def cold_bytes(self) -> int: ...  # of those, not in the page cache before
+    @property
+    def threads(self) -> int: ...  # that worked on it
+
 @final
 class MappedFile:
     """A local file mapped private (copy-on-write) into memory."""
@@ -254,9 +285,9 @@ class MappedFile:
     @property
     def address(self) -> int: ...
     def populate(self, ranges: Sequence[tuple[int, int]], threads: int = 0,
-                 progress: ProgressCallback | None = None) -> tuple[int, int, int]: ...
+                 progress: ProgressCallback | None = None) -> PopulateStats: ...
     def copy_to(self, copies: list[tuple[int, int, Buffer]], threads: int = 0,
-                progress: ProgressCallback | None = None) -> tuple[int, int, int]: ...
+                progress: ProgressCallback | None = None) -> PopulateStats: ...
     def resident(self, offset: int, length: int) -> int: ...
     def will_need(self, offset: int, length: int) -> None: ...
     def __len__(self) -> int: ...

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import SupportsIndex
 
+    from ._ringsafe import ParsedHeader
     from ._typing import Metadata, StrPath
 
 # TensorSpec's dtype names (torch's spelling) and the safetensors codes they stand for.
@@ -131,7 +132,7 @@ def serialize_file(tensor_dict: dict[str, TensorSpec], filename: StrPath, metada
     save_declared(os.fsdecode(filename), _described(tensor_dict), check_metadata(metadata), False, 2, None)
 
 
-def parse_checked_bytes(data):
+def parse_checked_bytes(data: object) -> ParsedHeader:
     """parse_bytes(data) for the loads of bytes (deserialize, load): bytes,
     bytearray or a C-contiguous memoryview only, refused with the
     reference's TypeError before any byte is read."""
@@ -147,7 +148,8 @@ def deserialize(data: bytes | bytearray | memoryview) -> list[tuple[str, dict[st
     """[(name, {"dtype", "shape", "data": bytearray})] of safetensors bytes
     (any C-contiguous bytes-like object), in data order (the reference's order
     varies from run to run)."""
-    infos, _, start = parse_checked_bytes(data)
+    parsed = parse_checked_bytes(data)
+    start = parsed.data_start
     view = memoryview(data).cast("B")
     return [(t.name, {"dtype": t.dtype, "shape": list(t.shape), "data": bytearray(view[start + t.begin:start + t.end])})
-            for t in infos]
+            for t in parsed.tensors]

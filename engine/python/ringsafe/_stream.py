@@ -56,7 +56,8 @@ class StreamSource:
         try:
             prefix = self._read_at(0, min(8, size))
             n = parse_prefix(prefix, size)
-            self.infos, self._metadata, self._data_start = parse_header(self._read_at(8, n), size)
+            parsed = parse_header(self._read_at(8, n), size)
+            self.infos, self._metadata, self._data_start = parsed.tensors, parsed.metadata, parsed.data_start
         except SafetensorError as e:
             if str(e).startswith(self._name + ":"):
                 raise

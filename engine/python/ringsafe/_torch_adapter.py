@@ -1,12 +1,19 @@
 """The torch adapter (_frameworks.Adapter): what the loaders and writers need
 from torch (zero-copy views of a buffer, fresh destinations, descriptions of
 caller tensors, devices), in safetensors terms. Imports torch, the dtype
-tables and the arena allocator (_memory); _shared when shared_groups runs."""
+tables, the arena allocator (_memory) and _frameworks' CallerTensor; _shared
+when shared_groups runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from ._dtypes import TORCH_NAMES, check_dims, unsupported
 from ._errors import error
+from ._frameworks import CallerTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
@@ -41,6 +48,10 @@ class _TorchAdapter:
 
     def check_dtype(self, dtype, shape, name):
         self._type(dtype, shape, name)
+
+    def shape_of(self, dtype: str, shape: Sequence[int], name: str) -> list[int]:
+        """The torch shape of a file tensor (F4: the last dimension halved, two values a byte)."""
+        return self._type(dtype, shape, name)[1]
 
     def views(self, buffer, items):
         """{name: tensor} of zero-copy views of ``buffer`` (an Arena or MappedFile);
@@ -89,8 +100,8 @@ class _TorchAdapter:
     def is_sparse(self, obj):
         return obj.layout != torch.strided
 
-    def describe(self, obj, name, for_write=True):
-        """(dtype, shape, address, nbytes, owner) of a caller's tensor, in safetensors terms.
+    def describe(self, obj: Any, name: str, for_write: bool = True) -> CallerTensor:
+        """The CallerTensor of a caller's tensor, in safetensors terms.
         A conjugate or negative view (t.conj(), t._neg_view()) shares the bytes of
         the tensor it views, its values are those bytes conjugated or negated: a
         write takes the values it shows (resolved into a copy, the owner), a
@@ -128,7 +139,7 @@ class _TorchAdapter:
                 raise ValueError(f"tensor `{name}`: a 0-d float4_e2m1fn_x2 holds two F4 values and has no "
                                  f"safetensors shape; give it a last dimension")
             shape[-1] *= 2
-        return dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj
+        return CallerTensor(dtype, shape, obj.data_ptr(), obj.numel() * obj.element_size(), obj)
 
     def byte_view(self, obj):
         """A writable uint8 NumPy array over a described (contiguous, CPU)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def describe_all(adapter, tensors):
-    """([(name, dtype, shape, address, nbytes)], [owners]) of a dict of tensors,
+    """([(name, dtype, shape, address, nbytes)], [owners]) of a dict of tensors
+    (the engine writers' arguments, and what keeps their bytes alive),
     after the reference's checks, in its order and with its messages: a dict,
     each value a tensor, none sparse (all named at once), no overlapping bytes,
     each contiguous; then names that are str."""
@@ -44,9 +45,9 @@ def describe_all(adapter, tensors):
             f"`save_model`. More information at https://huggingface.co/docs/safetensors/torch_shared_tensors")
     described, owners = [], []
     for name, t in tensors.items():
-        dtype, shape, addr, nbytes, owner = adapter.describe(t, name)
-        described.append((name, dtype, shape, addr, nbytes))
-        owners.append(owner)
+        d = adapter.describe(t, name)
+        described.append((name, d.dtype, d.shape, d.address, d.nbytes))
+        owners.append(d.owner)
     for name in tensors:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
@@ -97,9 +98,9 @@ class OnePassWriter:
         adapter = adapter_of(tensor)
         if adapter is None:
             raise TypeError(f"write() takes a torch tensor or a NumPy array, got {type(tensor).__name__}")
-        dtype, shape, addr, nbytes, owner = adapter.describe(tensor, name)
-        self._w.add(name, dtype, list(shape), addr, nbytes)
-        del owner
+        d = adapter.describe(tensor, name)
+        self._w.add(name, d.dtype, list(d.shape), d.address, d.nbytes)
+        del d  # its owner kept the bytes alive until add() returned
 
     def _add_bytes(self, name: str, type_name: str, shape: Sequence[int], data: Buffer) -> None:
         """write_bytes(): raw little-endian bytes of ``type_name`` and ``shape``, added as they are."""

@@ -191,9 +191,9 @@ def load_model(model: torch.nn.Module, filename: StrPath, group: ProcessGroup | 
 
     def local(group, reader, tensors, by_name):
         state = model.state_dict()
-        missing, unexpected, dropped = match_keys(model, state, by_name, strict)
-        result["value"] = (missing, unexpected)
-        names = [t.info.name for t in tensors if t.info.name in state and t.info.name not in dropped]
+        keys = match_keys(model, state, by_name, strict)
+        result["value"] = (keys.missing, keys.unexpected)
+        names = [t.info.name for t in tensors if t.info.name in state and t.info.name not in keys.dropped]
         needs = _needs(by_name, names, shard=shard, rank=group.me, world=group.world, check=ADAPTER.check_dtype)
         dests, caller_owned = {}, set()
         for n in names:

@@ -55,8 +55,8 @@ def _missing(e: BaseException) -> bool:
         and "RevisionNotFound" not in str(e)
 
 
-def _fetch(base, name, options, optional=False):
-    """(bytes, pinned name) of ``base/name``; None when optional and not there."""
+def _fetch(base: str, name: str, options: dict[str, Any], optional: bool = False) -> _ringsafe.FetchedFile | None:
+    """The FetchedFile of ``base/name`` (its bytes and pinned name); None when optional and not there."""
     spec = os.path.join(base, name) if not _ringsafe.is_url(base) else base.rstrip("/") + "/" + name
     try:
         return _ringsafe.fetch_file(spec, **options)
@@ -140,7 +140,9 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
         model.config.name_or_path = source
         model.name_or_path = source
         return model
-    config_bytes, config_name = _fetch(source, "config.json", options)
+    fetched = _fetch(source, "config.json", options)
+    assert fetched is not None  # not optional: a missing one raised
+    config_bytes, config_name = fetched.data, fetched.name
     # Every later file at the commit config.json came from (hf://ORG/NAME@COMMIT).
     base = config_name[: -len("/config.json")] if config_name.endswith("/config.json") else source
     config_dict = json.loads(config_bytes)
@@ -157,7 +159,7 @@ def from_pretrained(source: str | os.PathLike[str], model_class: type[Any] | Non
     del state_dict
     generation = _fetch(base, "generation_config.json", options, optional=True) if model.can_generate() else None
     if generation is not None:
-        model.generation_config = GenerationConfig.from_dict(json.loads(generation[0]))
+        model.generation_config = GenerationConfig.from_dict(json.loads(generation.data))
     model.config.name_or_path = source
     model.name_or_path = source
     return model
