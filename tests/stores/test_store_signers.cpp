@@ -1,5 +1,5 @@
 // The stores' signers against published test vectors (engine internals:
-// stores/sigv4.hpp, gcs_object.hpp, azure_object.hpp, rs256.hpp): AWS's
+// stores/sigv4.hpp, gcs_object.hpp, shared_key.hpp, rs256.hpp): AWS's
 // SigV4 test suite and S3 example, GOOG4, Azure Shared Key (azure-storage-blob
 // as the reference), RFC 7515's RS256 JWS; and what the locators make of URLs
 // and settings, without any network.
@@ -10,6 +10,7 @@
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "stores/azure_object.hpp"
+#include "stores/shared_key.hpp"
 #include "stores/gcs_credentials.hpp"
 #include "stores/gcs_object.hpp"
 #include "stores/locate.hpp"
