@@ -4,7 +4,6 @@
 #include "http/http_settings.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/stores.hpp"
-#include "stores/azure_object.hpp"
 #include "stores/locate.hpp"
 #include "stores/sigv4.hpp"
 
@@ -88,13 +87,6 @@ http::remote_object locate_s3(const std::string& spec, const http_options& opts)
     check_field_value(s3.session_token, "the S3 session token", spec);
     check_field_value(s3.region, "the S3 region", spec);
     return make_s3_object(u, opts.s3);
-}
-
-http::remote_object locate_http(const std::string& spec, const http_options& opts) {
-    http::remote_object obj;
-    obj.requested = obj.location = http::parse_url(spec);
-    if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, opts);
-    return obj;
 }
 
 }  // namespace ringsafe::stores
