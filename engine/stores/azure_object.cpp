@@ -114,7 +114,8 @@ azure_settings resolve_azure_settings(const azure_options& given, const std::str
     o = given;
     if (!o.key.empty()) st.key_scope = scope_of(given.account, given.endpoint);
     if (!o.sas_token.empty()) st.sas_scope = scope_of(given.account, given.endpoint);
-    std::string conn = o.connection_string.empty() ? http::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
+    std::string conn = o.connection_string;
+    http::fill_from_env(conn, {"AZURE_STORAGE_CONNECTION_STRING"});
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
@@ -138,13 +139,10 @@ azure_settings resolve_azure_settings(const azure_options& given, const std::str
     }
     // The variables' key and SAS token belong to the variables' account (none when unset).
     std::string env_account;
-    for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (env_account.empty()) env_account = http::env_text(var);
+    http::fill_from_env(env_account, {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"});
     if (o.account.empty()) o.account = env_account;
-    for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty() && !(o.key = http::env_text(var)).empty()) st.key_scope = scope_of(env_account, "");
-    if (o.sas_token.empty() && !(o.sas_token = http::env_text("AZURE_STORAGE_SAS_TOKEN")).empty())
-        st.sas_scope = scope_of(env_account, "");
+    if (http::fill_from_env(o.key, {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})) st.key_scope = scope_of(env_account, "");
+    if (http::fill_from_env(o.sas_token, {"AZURE_STORAGE_SAS_TOKEN"})) st.sas_scope = scope_of(env_account, "");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");

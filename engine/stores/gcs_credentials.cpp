@@ -178,8 +178,8 @@ gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emul
     };
     if (!o.hmac_access_id.empty()) return hmac(o.hmac_access_id, o.hmac_secret);
     if (emulator_from_env) return {};  // as Google's clients treat an emulator
-    for (const char* var : {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"})
-        if (std::string f = http::env_text(var); !f.empty()) return from_file(f);
+    if (std::string f; http::fill_from_env(f, {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"}))
+        return from_file(f);
     if (std::string f = gcloud_adc_file(); !f.empty()) return from_file(f);
     if (std::string host = metadata_host(); !host.empty()) return metadata_server(host, spec);
     if (std::string id = http::env_text("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, http::env_text("GS_SECRET_ACCESS_KEY"));

@@ -9,7 +9,7 @@
 
 namespace ringsafe::stores {
 using http::header_fields, http::remote_object, http::url;
-using http::below, http::check_field_value, http::env_text, http::parse_url, http::uri_encode;
+using http::below, http::check_field_value, http::fill_from_env, http::parse_url, http::uri_encode;
 namespace {
 
 sigv4_key key_of(const s3_options& s) { return {s.access_key_id, s.secret_access_key, s.region, "s3"}; }
@@ -22,14 +22,12 @@ bool dns_compatible(const std::string& bucket) {
 
 s3_options resolve_s3_options(const s3_options& opts) {
     s3_options s = opts;
-    if (s.access_key_id.empty()) s.access_key_id = env_text("AWS_ACCESS_KEY_ID");
-    if (s.secret_access_key.empty()) s.secret_access_key = env_text("AWS_SECRET_ACCESS_KEY");
-    if (s.session_token.empty()) s.session_token = env_text("AWS_SESSION_TOKEN");
-    if (s.region.empty()) s.region = env_text("AWS_REGION");
-    if (s.region.empty()) s.region = env_text("AWS_DEFAULT_REGION");
+    fill_from_env(s.access_key_id, {"AWS_ACCESS_KEY_ID"});
+    fill_from_env(s.secret_access_key, {"AWS_SECRET_ACCESS_KEY"});
+    fill_from_env(s.session_token, {"AWS_SESSION_TOKEN"});
+    fill_from_env(s.region, {"AWS_REGION", "AWS_DEFAULT_REGION"});
     if (s.region.empty()) s.region = "us-east-1";
-    if (s.endpoint.empty()) s.endpoint = env_text("AWS_ENDPOINT_URL_S3");
-    if (s.endpoint.empty()) s.endpoint = env_text("AWS_ENDPOINT_URL");
+    fill_from_env(s.endpoint, {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
     return s;
 }
 
