@@ -98,8 +98,28 @@ std::string percent_decode(std::string_view s) {
     return out;
 }
 
+target_parts split_target(std::string_view target) {
+    const auto q = target.find('?');
+    if (q == std::string_view::npos) return {target, {}};
+    return {target.substr(0, q), target.substr(q + 1)};
+}
+
+std::vector<query_parameter> query_parameters(std::string_view query) {
+    std::vector<query_parameter> out;
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string_view p = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        if (p.empty()) continue;
+        const auto eq = p.find('=');
+        if (eq == std::string_view::npos) out.push_back({p, {}, false});
+        else out.push_back({p.substr(0, eq), p.substr(eq + 1), true});
+    }
+    return out;
+}
+
 url below(url endpoint, std::string_view path) {
-    std::string base = endpoint.target.substr(0, endpoint.target.find('?'));
+    std::string base(split_target(endpoint.target).path);
     while (!base.empty() && base.back() == '/') base.pop_back();
     endpoint.target = base + "/" + std::string(path);
     return endpoint;
@@ -211,7 +231,7 @@ url resolve_location(const url& base, std::string_view loc) {
     url u = base;
     if (auto hash = loc.find('#'); hash != std::string_view::npos) loc = loc.substr(0, hash);
     std::string ref = normalize_target(loc);
-    std::string base_path = base.target.substr(0, base.target.find('?'));
+    const std::string base_path(split_target(base.target).path);
     if (ref.empty()) return u;
     if (ref.front() == '?') {
         u.target = base_path + ref;

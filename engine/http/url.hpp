@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ringsafe::http {
 
@@ -44,6 +45,26 @@ url resolve_location(const url& base, std::string_view location);
 // The scheme a redirect's Location starts with (RFC 3986: "name:" before any
 // '/', '?' or '#'), as written; "" for a relative reference.
 std::string_view location_scheme(std::string_view location);
+
+// A request target split at its first '?': the path, and the query after the
+// '?' ("" when there is none). Views into `target`.
+struct target_parts {
+    std::string_view path;
+    std::string_view query;
+};
+target_parts split_target(std::string_view target);
+
+// One parameter of a query, as written (not decoded): "NAME=VALUE" split at
+// its first '=', or "NAME" (has_value false, value "").
+struct query_parameter {
+    std::string_view name;
+    std::string_view value;
+    bool has_value = false;
+};
+
+// The parameters of `query` (without the '?'), in order, split at each '&';
+// empty ones ("a&&b", a trailing '&') are left out. Views into `query`.
+std::vector<query_parameter> query_parameters(std::string_view query);
 
 // Percent-encodes every byte except RFC 3986 unreserved characters, and '/'
 // when keep_slash (the AWS SigV4 "UriEncode").

@@ -175,10 +175,9 @@ http::remote_object locate_azure(const std::string& spec, const http_options& op
 http::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
     const http::url u = http::parse_url(spec);
     const azure_settings st = resolve_azure_settings(opts.azure, spec);
-    const auto q = u.target.find('?');
-    std::string query;  // "&a=1&b=2": appended piecewise, as '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
-    if (q != std::string::npos) query.append("&").append(u.target, q + 1);
-    const bool url_has_sas = query.find("&sig=") != std::string::npos;
+    const auto params = http::query_parameters(http::split_target(u.target).query);
+    const bool url_has_sas = std::any_of(params.begin(), params.end(),
+                                         [](const http::query_parameter& p) { return p.name == "sig" && p.has_value; });
     // Only a credential naming this URL's account (or its endpoint) goes there.
     return blob_object(u, account_of_host(u.host), st, url_has_sas, false, spec);
 }

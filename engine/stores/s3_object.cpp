@@ -50,9 +50,9 @@ header_fields sigv4_get_fields(const url& target, const s3_options& s, std::time
 
 std::string sigv4_presign(const url& target, const s3_options& s, std::chrono::seconds expires, std::time_t now) {
     const sigv4_time t = sigv4_at(now);
-    const auto q = target.target.find('?');
-    const std::string path = target.target.substr(0, q);
-    std::string query = q == std::string::npos ? "" : target.target.substr(q + 1);
+    const http::target_parts parts = http::split_target(target.target);
+    const std::string path(parts.path);
+    std::string query(parts.query);
     query += (query.empty() ? "" : "&") + std::string("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=") +
              uri_encode(s.access_key_id + "/" + sigv4_scope(aws4, key_of(s), t), false) + "&X-Amz-Date=" + t.stamp +
              "&X-Amz-Expires=" + std::to_string(expires.count()) + "&X-Amz-SignedHeaders=host";

@@ -43,25 +43,15 @@ std::string azure_string_to_sign(const http::url& target, std::string_view accou
         if (lower(k).starts_with("x-ms-")) ms.emplace_back(lower(k), trim(v));
     std::sort(ms.begin(), ms.end());
     for (auto& [k, v] : ms) s.append(k).append(":").append(v).append("\n");
-    const auto q = target.target.find('?');
-    s.append("/").append(account).append(target.target.substr(0, q));
-    if (q != std::string::npos) {
-        std::map<std::string, std::vector<std::string>> params;
-        std::string_view query = std::string_view(target.target).substr(q + 1);
-        while (!query.empty()) {
-            const auto amp = query.find('&');
-            const std::string_view p = query.substr(0, amp);
-            query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-            if (p.empty()) continue;
-            const auto eq = p.find('=');
-            params[lower(http::percent_decode(p.substr(0, eq)))].push_back(
-                eq == std::string_view::npos ? std::string() : http::percent_decode(p.substr(eq + 1)));
-        }
-        for (auto& [name, values] : params) {
-            std::sort(values.begin(), values.end());
-            s.append("\n").append(name).append(":");
-            for (std::size_t i = 0; i < values.size(); ++i) s.append(i ? "," : "").append(values[i]);
-        }
+    const http::target_parts t = http::split_target(target.target);
+    s.append("/").append(account).append(t.path);
+    std::map<std::string, std::vector<std::string>> params;  // the query's parameters, decoded, sorted
+    for (const http::query_parameter& p : http::query_parameters(t.query))
+        params[lower(http::percent_decode(p.name))].push_back(http::percent_decode(p.value));
+    for (auto& [name, values] : params) {
+        std::sort(values.begin(), values.end());
+        s.append("\n").append(name).append(":");
+        for (std::size_t i = 0; i < values.size(); ++i) s.append(i ? "," : "").append(values[i]);
     }
     return s;
 }

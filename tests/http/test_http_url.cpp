@@ -81,6 +81,22 @@ TEST_CASE("s3 URLs keep the raw key") {
     CHECK(u.target == "dir/model file.safetensors");
 }
 
+TEST_CASE("split_target cuts at the first '?'; query_parameters splits at '&' then the first '=', empty ones left out") {
+    CHECK(split_target("/a/b?x=1?y").path == "/a/b");
+    CHECK(split_target("/a/b?x=1?y").query == "x=1?y");
+    CHECK(split_target("/a/b").path == "/a/b");
+    CHECK(split_target("/a/b").query.empty());
+    CHECK(split_target("/a?").query.empty());
+    const auto p = query_parameters("a=1&&b&c==2&=&");
+    REQUIRE(p.size() == 4);
+    CHECK((p[0].name == "a" && p[0].value == "1" && p[0].has_value));
+    CHECK((p[1].name == "b" && p[1].value.empty() && !p[1].has_value));
+    CHECK((p[2].name == "c" && p[2].value == "=2" && p[2].has_value));
+    CHECK((p[3].name.empty() && p[3].value.empty() && p[3].has_value));
+    CHECK(query_parameters("").empty());
+    CHECK(query_parameters("&&").empty());
+}
+
 TEST_CASE("resolve_location handles absolute, scheme-relative and relative references") {
     auto base = parse_url("https://hub.test/org/repo/resolve/main/model.safetensors?x=1");
     CHECK(resolve_location(base, "https://cdn.test:8443/obj").str() == "https://cdn.test:8443/obj");
