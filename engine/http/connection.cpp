@@ -31,7 +31,7 @@ void check_request_target(const url& target) {
 }
 
 net::awaitable<std::unique_ptr<connection>> connection_pool::acquire(const url& target, detail::abandon_list* abandon) {
-    check_request_target(target);  // never plain TCP for a scheme that names TLS (s3 is 443)
+    check_request_target(target);  // never plain TCP for a scheme other than http, TLS for https
     auto& idle = idle_[target.origin()];
     if (!idle.empty()) {
         auto c = std::move(idle.back());

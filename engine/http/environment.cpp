@@ -12,6 +12,13 @@ std::string env_text(const char* name) {
     return v ? std::string(v) : std::string();
 }
 
+const char* fill_from_env(std::string& field, std::initializer_list<const char*> names) {
+    if (!field.empty()) return nullptr;
+    for (const char* name : names)
+        if (!(field = env_text(name)).empty()) return name;
+    return nullptr;
+}
+
 bool env_true(const char* name) {
     std::string v = env_text(name);
     std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });

@@ -55,7 +55,7 @@ bool retryable(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
 net::awaitable<small_response> exchange_small(connection_pool& pool, const small_request& rq, const http_options& o,
                                               detail::abandon_list* abandon, const std::string& what) {
-    const std::string where = what + " (" + rq.target.origin() + rq.target.target.substr(0, rq.target.target.find('?')) + ")";
+    const std::string where = what + " (" + rq.target.origin() + std::string(split_target(rq.target.target).path) + ")";
     std::minstd_rand rng(std::random_device{}());
     const unsigned attempts = std::max(1u, o.max_attempts);
     std::string failure;

@@ -98,8 +98,28 @@ std::string percent_decode(std::string_view s) {
     return out;
 }
 
+target_parts split_target(std::string_view target) {
+    const auto q = target.find('?');
+    if (q == std::string_view::npos) return {target, {}};
+    return {target.substr(0, q), target.substr(q + 1)};
+}
+
+std::vector<query_parameter> query_parameters(std::string_view query) {
+    std::vector<query_parameter> out;
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string_view p = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        if (p.empty()) continue;
+        const auto eq = p.find('=');
+        if (eq == std::string_view::npos) out.push_back({p, {}, false});
+        else out.push_back({p.substr(0, eq), p.substr(eq + 1), true});
+    }
+    return out;
+}
+
 url below(url endpoint, std::string_view path) {
-    std::string base = endpoint.target.substr(0, endpoint.target.find('?'));
+    std::string base(split_target(endpoint.target).path);
     while (!base.empty() && base.back() == '/') base.pop_back();
     endpoint.target = base + "/" + std::string(path);
     return endpoint;
@@ -111,7 +131,7 @@ std::string url::authority() const {
     std::string a;  // appended piecewise: '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
     if (ipv6) a.append("[").append(host).append("]");
     else a = host;
-    if (scheme == "s3" || port != default_port(scheme)) a.append(":").append(std::to_string(port));
+    if (port != default_port(scheme)) a.append(":").append(std::to_string(port));
     return a;
 }
 
@@ -132,18 +152,17 @@ std::string uri_encode(std::string_view raw, bool keep_slash) {
     return out;
 }
 
-url parse_url(std::string_view text) {
-    url u;
-    auto colon = text.find("://");
+url_parts split_url(std::string_view text) {
+    const auto colon = text.find("://");
     if (colon == std::string_view::npos) invalid_url(text, "expected scheme://host/path");
-    u.scheme = lower(text.substr(0, colon));
-    if (u.scheme != "http" && u.scheme != "https" && u.scheme != "s3")
-        invalid_url(text, "unsupported scheme '" + u.scheme + "' (expected http, https or s3)");
     std::string_view rest = text.substr(colon + 3);
     if (auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
-    std::size_t end = rest.find_first_of("/?");
-    std::string_view auth = rest.substr(0, end);
-    std::string_view tgt = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    const std::size_t end = rest.find_first_of("/?");
+    return {text.substr(0, colon), rest.substr(0, end), end == std::string_view::npos ? std::string_view{} : rest.substr(end)};
+}
+
+url_host parse_authority(std::string_view auth, std::string_view text) {
+    url_host u;
     if (auth.find('@') != std::string_view::npos) invalid_url(text, "credentials in the URL are not supported (use a bearer token)");
     std::string_view host = auth, port_text;
     if (!auth.empty() && auth.front() == '[') {
@@ -169,7 +188,6 @@ url parse_url(std::string_view text) {
                 invalid_url(text, "invalid character in host name");
     }
     u.host = lower(host);
-    u.port = default_port(u.scheme);
     if (!port_text.empty()) {
         if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string_view::npos)
             invalid_url(text, "invalid port '" + std::string(port_text) + "'");
@@ -177,13 +195,20 @@ url parse_url(std::string_view text) {
         if (p == 0 || p > 65535) invalid_url(text, "port out of range");
         u.port = static_cast<std::uint16_t>(p);
     }
-    if (u.scheme == "s3") {
-        std::string_view key = tgt.empty() ? tgt : tgt.substr(1);
-        if (key.empty()) invalid_url(text, "s3 URLs need a key: s3://bucket/key");
-        u.target = std::string(key);  // raw key; the S3 layer encodes it
-        return u;
-    }
-    u.target = tgt.empty() ? std::string("/") : normalize_target(tgt);
+    return u;
+}
+
+url parse_url(std::string_view text) {
+    const url_parts parts = split_url(text);
+    url u;
+    u.scheme = lower(parts.scheme);
+    if (u.scheme != "http" && u.scheme != "https")
+        invalid_url(text, "unsupported scheme '" + u.scheme + "' (expected http or https)");
+    url_host h = parse_authority(parts.authority, text);
+    u.host = std::move(h.host);
+    u.ipv6 = h.ipv6;
+    u.port = h.port ? h.port : default_port(u.scheme);
+    u.target = parts.target.empty() ? std::string("/") : normalize_target(parts.target);
     if (u.target.front() == '?') u.target = std::string("/").append(u.target);
     return u;
 }
@@ -200,8 +225,8 @@ std::string_view location_scheme(std::string_view loc) {
 
 url resolve_location(const url& base, std::string_view loc) {
     if (const std::string scheme = lower(location_scheme(loc)); !scheme.empty()) {
-        // Only http and https are followed: an s3://, ftp:// or file: Location would otherwise be read
-        // (s3 over plain TCP, its key as a request target without '/').
+        // Only http and https are followed, and an s3://, ftp:// or file: Location is the server's
+        // doing: an HttpError naming both, not parse_url's InvalidArgument.
         if (scheme != "http" && scheme != "https")
             raise(errc::HttpError, "refused a redirect from " + base.shown() + " to '" + printable(loc) +
                                        "': only http and https Locations are followed");
@@ -211,7 +236,7 @@ url resolve_location(const url& base, std::string_view loc) {
     url u = base;
     if (auto hash = loc.find('#'); hash != std::string_view::npos) loc = loc.substr(0, hash);
     std::string ref = normalize_target(loc);
-    std::string base_path = base.target.substr(0, base.target.find('?'));
+    const std::string base_path(split_target(base.target).path);
     if (ref.empty()) return u;
     if (ref.front() == '?') {
         u.target = base_path + ref;

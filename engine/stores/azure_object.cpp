@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <vector>
 
 #include "http/ascii_case.hpp"
 #include "http/environment.hpp"
@@ -12,6 +11,7 @@
 #include "stores/digest.hpp"
 #include "stores/locate.hpp"
 #include "stores/object_path.hpp"
+#include "stores/shared_key.hpp"
 
 namespace ringsafe::stores {
 namespace {
@@ -114,7 +114,8 @@ azure_settings resolve_azure_settings(const azure_options& given, const std::str
     o = given;
     if (!o.key.empty()) st.key_scope = scope_of(given.account, given.endpoint);
     if (!o.sas_token.empty()) st.sas_scope = scope_of(given.account, given.endpoint);
-    std::string conn = o.connection_string.empty() ? http::env_text("AZURE_STORAGE_CONNECTION_STRING") : o.connection_string;
+    std::string conn = o.connection_string;
+    http::fill_from_env(conn, {"AZURE_STORAGE_CONNECTION_STRING"});
     std::string protocol = "https", suffix = "core.windows.net";
     if (!conn.empty()) {
         auto f = connection_fields(conn, spec);
@@ -138,13 +139,10 @@ azure_settings resolve_azure_settings(const azure_options& given, const std::str
     }
     // The variables' key and SAS token belong to the variables' account (none when unset).
     std::string env_account;
-    for (const char* var : {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"})
-        if (env_account.empty()) env_account = http::env_text(var);
+    http::fill_from_env(env_account, {"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_ACCOUNT_NAME"});
     if (o.account.empty()) o.account = env_account;
-    for (const char* var : {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})
-        if (o.key.empty() && !(o.key = http::env_text(var)).empty()) st.key_scope = scope_of(env_account, "");
-    if (o.sas_token.empty() && !(o.sas_token = http::env_text("AZURE_STORAGE_SAS_TOKEN")).empty())
-        st.sas_scope = scope_of(env_account, "");
+    if (http::fill_from_env(o.key, {"AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"})) st.key_scope = scope_of(env_account, "");
+    if (http::fill_from_env(o.sas_token, {"AZURE_STORAGE_SAS_TOKEN"})) st.sas_scope = scope_of(env_account, "");
     if (o.api_version.empty()) o.api_version = std::string(default_azure_api_version);
     if (protocol != "http" && protocol != "https")
         raise(errc::InvalidArgument, "the connection string's DefaultEndpointsProtocol is neither http nor https (opening " + spec + ")");
@@ -163,63 +161,6 @@ bool is_azure_blob_host(std::string_view host) {
     });
 }
 
-std::string azure_date(std::time_t now) {
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    static constexpr const char* days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-    static constexpr const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon],
-                  tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return buf;
-}
-
-std::string azure_string_to_sign(const http::url& target, std::string_view account, std::string_view range,
-                                 const http::header_fields& fields) {
-    auto value = [&](std::string_view name) { return trim(http::field_value(fields, name)); };
-    std::string s = "GET\n";
-    for (std::string_view name : {"content-encoding", "content-language", "content-length", "content-md5", "content-type",
-                                  "date", "if-modified-since", "if-match", "if-none-match", "if-unmodified-since"}) {
-        std::string v = value(name);
-        if (name == "content-length" && v == "0") v.clear();
-        s.append(v).append("\n");
-    }
-    s.append(range).append("\n");
-    std::vector<std::pair<std::string, std::string>> ms;
-    for (auto& [k, v] : fields)
-        if (lower(k).starts_with("x-ms-")) ms.emplace_back(lower(k), trim(v));
-    std::sort(ms.begin(), ms.end());
-    for (auto& [k, v] : ms) s.append(k).append(":").append(v).append("\n");
-    const auto q = target.target.find('?');
-    s.append("/").append(account).append(target.target.substr(0, q));
-    if (q != std::string::npos) {
-        std::map<std::string, std::vector<std::string>> params;
-        std::string_view query = std::string_view(target.target).substr(q + 1);
-        while (!query.empty()) {
-            const auto amp = query.find('&');
-            const std::string_view p = query.substr(0, amp);
-            query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-            if (p.empty()) continue;
-            const auto eq = p.find('=');
-            params[lower(http::percent_decode(p.substr(0, eq)))].push_back(
-                eq == std::string_view::npos ? std::string() : http::percent_decode(p.substr(eq + 1)));
-        }
-        for (auto& [name, values] : params) {
-            std::sort(values.begin(), values.end());
-            s.append("\n").append(name).append(":");
-            for (std::size_t i = 0; i < values.size(); ++i) s.append(i ? "," : "").append(values[i]);
-        }
-    }
-    return s;
-}
-
-std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64, std::string_view string_to_sign) {
-    std::string key;
-    if (!from_base64(key_base64, key)) raise(errc::InvalidArgument, "the Azure storage key is not base64");
-    return "SharedKey " + std::string(account) + ":" + base64(hmac_sha256(key, string_to_sign));
-}
-
 http::remote_object locate_azure(const std::string& spec, const http_options& opts) {
     const object_path p = split_object_url(spec, "az");
     const azure_settings st = resolve_azure_settings(opts.azure, spec);
@@ -234,10 +175,9 @@ http::remote_object locate_azure(const std::string& spec, const http_options& op
 http::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
     const http::url u = http::parse_url(spec);
     const azure_settings st = resolve_azure_settings(opts.azure, spec);
-    const auto q = u.target.find('?');
-    std::string query;  // "&a=1&b=2": appended piecewise, as '+' chains trip g++ 12's -Wrestrict (GCC bug 105329)
-    if (q != std::string::npos) query.append("&").append(u.target, q + 1);
-    const bool url_has_sas = query.find("&sig=") != std::string::npos;
+    const auto params = http::query_parameters(http::split_target(u.target).query);
+    const bool url_has_sas = std::any_of(params.begin(), params.end(),
+                                         [](const http::query_parameter& p) { return p.name == "sig" && p.has_value; });
     // Only a credential naming this URL's account (or its endpoint) goes there.
     return blob_object(u, account_of_host(u.host), st, url_has_sas, false, spec);
 }

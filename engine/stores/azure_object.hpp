@@ -1,9 +1,9 @@
 // Azure Blob objects: az://CONTAINER/BLOB (the account from azure_options or
 // the environment) and https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB
-// URLs; connection strings, Shared Key signing, SAS tokens, x-ms-version.
+// URLs; connection strings, SAS tokens, x-ms-version (the Shared Key signer:
+// shared_key.hpp).
 #pragma once
 
-#include <ctime>
 #include <string>
 #include <string_view>
 
@@ -47,22 +47,5 @@ azure_settings resolve_azure_settings(const azure_options& o, const std::string&
 // Whether `host` is an Azure Blob service host (ACCOUNT.blob.core.windows.net,
 // and the same under the Azure sovereign clouds' suffixes).
 bool is_azure_blob_host(std::string_view host);
-
-// The Shared Key string to sign of a GET of `target` carrying `fields` (the
-// standard fields If-Match, ... and x-ms-* ones, names in any case) and Range
-// `range` ("" for none), for `account` (the canonicalized resource is
-// "/ACCOUNT" + the path as sent, so a path-style emulator URL names the
-// account twice; then the query parameters, sorted, decoded).
-std::string azure_string_to_sign(const http::url& target, std::string_view account, std::string_view range,
-                                 const http::header_fields& fields);
-
-// "SharedKey ACCOUNT:base64(HMAC-SHA256(base64decode(key), string_to_sign))",
-// `key_base64` as the portal shows it. Throws InvalidArgument (never naming
-// the key) when it is not base64.
-std::string azure_shared_key_authorization(std::string_view account, std::string_view key_base64,
-                                           std::string_view string_to_sign);
-
-// The x-ms-date value of `now` (RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT").
-std::string azure_date(std::time_t now);
 
 }  // namespace ringsafe::stores

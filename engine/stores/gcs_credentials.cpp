@@ -39,15 +39,11 @@ std::string optional_field(const json::object& o, std::string_view name) {
 }
 
 url token_url(const std::string& text, const std::string& file) {
-    url u;
     try {
-        u = http::parse_url(text);
+        return http::parse_url(text);
     } catch (const error&) {
         raise(errc::InvalidArgument, "the Google credentials file " + file + " has a token_uri that is not an http(s) URL");
     }
-    if (u.scheme != "http" && u.scheme != "https")
-        raise(errc::InvalidArgument, "the Google credentials file " + file + " has a token_uri that is not an http(s) URL");
-    return u;
 }
 
 small_request form_post(const url& to, std::string body) {
@@ -178,8 +174,8 @@ gcs_auth resolve_gcs_auth(const gcs_options& o, const http_options& h, bool emul
     };
     if (!o.hmac_access_id.empty()) return hmac(o.hmac_access_id, o.hmac_secret);
     if (emulator_from_env) return {};  // as Google's clients treat an emulator
-    for (const char* var : {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"})
-        if (std::string f = http::env_text(var); !f.empty()) return from_file(f);
+    if (std::string f; http::fill_from_env(f, {"RUNAI_STREAMER_GCS_CREDENTIAL_FILE", "GOOGLE_APPLICATION_CREDENTIALS"}))
+        return from_file(f);
     if (std::string f = gcloud_adc_file(); !f.empty()) return from_file(f);
     if (std::string host = metadata_host(); !host.empty()) return metadata_server(host, spec);
     if (std::string id = http::env_text("GS_ACCESS_KEY_ID"); !id.empty()) return hmac(id, http::env_text("GS_SECRET_ACCESS_KEY"));

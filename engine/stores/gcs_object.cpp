@@ -13,13 +13,9 @@ namespace ringsafe::stores {
 http::url gcs_endpoint(const gcs_options& o, bool& from_env, const std::string& spec) {
     std::string text = o.endpoint;
     const char* named = "the GCS endpoint";
-    from_env = false;
-    for (const char* var : {"STORAGE_EMULATOR_HOST", "CLOUD_STORAGE_EMULATOR_ENDPOINT"}) {
-        if (!text.empty()) break;
-        text = http::env_text(var);
-        named = var;
-        from_env = !text.empty();
-    }
+    const char* var = http::fill_from_env(text, {"STORAGE_EMULATOR_HOST", "CLOUD_STORAGE_EMULATOR_ENDPOINT"});
+    from_env = var != nullptr;
+    if (var) named = var;
     if (text.empty()) text = "https://storage.googleapis.com";
     if (text.find("://") == std::string::npos) text = "http://" + text;  // the Python client's reading of host:port
     return store_endpoint(text, named, spec);

@@ -27,6 +27,18 @@ object_path split_object_url(std::string_view spec, std::string_view scheme) {
     return p;
 }
 
+object_path split_s3_url(std::string_view spec) {
+    const http::url_parts parts = http::split_url(spec);
+    if (http::lower(parts.scheme) != "s3") http::invalid_url(spec, "expected s3://BUCKET/KEY");
+    object_path p;
+    p.bucket = http::parse_authority(parts.authority, spec).host;
+    // The key: what follows the first '/' (or '?') after the bucket, as it is; the S3 layer encodes it.
+    const std::string_view key = parts.target.empty() ? parts.target : parts.target.substr(1);
+    if (key.empty()) http::invalid_url(spec, "s3 URLs need a key: s3://bucket/key");
+    p.object = std::string(key);
+    return p;
+}
+
 http::url store_endpoint(const std::string& text, std::string_view named, const std::string& spec) {
     auto refuse = [&]() -> http::url {
         raise(errc::InvalidArgument,
@@ -38,7 +50,7 @@ http::url store_endpoint(const std::string& text, std::string_view named, const 
     } catch (const error&) {
         return refuse();
     }
-    if ((u.scheme != "http" && u.scheme != "https") || u.target.find('?') != std::string::npos) return refuse();
+    if (u.target.find('?') != std::string::npos) return refuse();
     return u;
 }
 

@@ -1,6 +1,6 @@
 // SCHEME://BUCKET/OBJECT URLs of the object stores that name a bucket (or
-// container) and an object in it (gs://, az://), and where such an object lies
-// on its store's endpoint.
+// container) and an object in it (s3://, gs://, az://), and where such an
+// object lies on its store's endpoint.
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@
 namespace ringsafe::stores {
 
 struct object_path {
-    std::string bucket;  // GCS bucket, Azure container
+    std::string bucket;  // S3 or GCS bucket, Azure container
     std::string object;  // raw (not percent-encoded), may hold '/'
 };
 
@@ -19,6 +19,13 @@ struct object_path {
 // InvalidArgument naming the URL when the bucket is empty or not made of
 // letters, digits, '-', '_' and '.', or the object is empty.
 object_path split_object_url(std::string_view spec, std::string_view scheme);
+
+// Splits an s3://BUCKET/KEY URL (scheme in any case), the bucket read as an
+// http URL's host is (lower-cased; a port, an [IPv6] literal and a '?' before
+// the key's '/' accepted; the fragment dropped), the key raw. Throws
+// InvalidArgument naming the URL as parse_url does for a bad bucket, and
+// "s3 URLs need a key: s3://bucket/key" for none.
+object_path split_s3_url(std::string_view spec);
 
 // The endpoint `text` of a store (`named`: "the GCS endpoint", a variable's
 // name) as a URL. Throws InvalidArgument naming `named`, `text` and `spec`

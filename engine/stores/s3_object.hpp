@@ -9,18 +9,21 @@
 #include "http/range_fetch.hpp"
 #include "http/url.hpp"
 #include "ringsafe/http.hpp"
+#include "stores/object_path.hpp"
 
 namespace ringsafe::stores {
 
 // Resolved S3 settings: `opts` with empty fields filled from the environment.
 s3_options resolve_s3_options(const s3_options& opts);
 
-// The http(s) URL of s3://bucket/key (path- or virtual-host style).
-http::url s3_http_url(const http::url& s3url, const s3_options& resolved);
+// The http(s) URL of s3://bucket/key (split_s3_url) on the endpoint of
+// `resolved` (path- or virtual-host style). Throws InvalidArgument naming the
+// endpoint when it is an s3:// URL, or a virtual-host one on an IPv6 literal.
+http::url s3_http_url(const object_path& s3url, const s3_options& resolved);
 
 // A remote_object for an s3:// URL whose requests are signed with SigV4
 // (unsigned when no access key is configured: public buckets).
-http::remote_object make_s3_object(const http::url& s3url, const s3_options& opts);
+http::remote_object make_s3_object(const object_path& s3url, const s3_options& opts);
 
 // SigV4 header fields (Authorization, x-amz-date, x-amz-content-sha256,
 // x-amz-security-token) for a GET of `target` at time `now`.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "http/url.hpp"
+
 namespace ringsafe::stores {
 
 sigv4_time sigv4_at(std::time_t now) {
@@ -16,13 +18,8 @@ sigv4_time sigv4_at(std::time_t now) {
 
 std::string sigv4_canonical_query(std::string_view query) {
     std::vector<std::string> params;
-    while (!query.empty()) {
-        auto amp = query.find('&');
-        std::string p(query.substr(0, amp));
-        if (p.find('=') == std::string::npos) p += '=';
-        if (p != "=") params.push_back(p);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    }
+    for (const http::query_parameter& p : http::query_parameters(query))
+        if (!p.name.empty() || !p.value.empty()) params.push_back(std::string(p.name).append("=").append(p.value));
     std::sort(params.begin(), params.end());
     std::string out;
     for (auto& p : params) out += (out.empty() ? "" : "&") + p;
@@ -37,10 +34,10 @@ std::string sigv4_signed_headers(const signed_fields& fields) {
 
 std::string sigv4_canonical_request(std::string_view method, std::string_view target, const signed_fields& fields,
                                     std::string_view payload_hash) {
-    const auto q = target.find('?');
+    const http::target_parts t = http::split_target(target);
     std::string c(method);
-    c.append("\n").append(target.substr(0, q)).append("\n");
-    c += sigv4_canonical_query(q == std::string_view::npos ? std::string_view{} : target.substr(q + 1));
+    c.append("\n").append(t.path).append("\n");
+    c += sigv4_canonical_query(t.query);
     c += "\n";
     for (auto& f : fields) c.append(f.first).append(":").append(f.second).append("\n");
     c.append("\n").append(sigv4_signed_headers(fields)).append("\n").append(payload_hash);

@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!f[3].empty() && (f[3].size() & 1)) opts.style = ringsafe::s3_options::addressing::virtual_host;
     rh::url http_url;
     try {
-        rh::url s3 = rh::parse_url("s3://" + (f[1].empty() ? std::string("bucket") : f[1]) + "/" + f[0]);
+        const rs::object_path s3 = rs::split_s3_url("s3://" + (f[1].empty() ? std::string("bucket") : f[1]) + "/" + f[0]);
         http_url = rs::s3_http_url(s3, opts);
     } catch (const ringsafe::error& e) {
         FUZZ_CHECK(e.code() == ringsafe::errc::InvalidArgument);

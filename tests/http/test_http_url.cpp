@@ -1,16 +1,19 @@
-// URL parsing, redirect resolution, S3 addressing and SigV4 (engine/http/url.hpp, engine/stores/s3_object.hpp).
+// URL parsing, redirect resolution, s3:// URLs, S3 addressing and SigV4 (engine/http/url.hpp,
+// engine/stores/object_path.hpp, engine/stores/s3_object.hpp).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "stores/s3_object.hpp"
 #include "http/connection.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
+#include "stores/object_path.hpp"
+#include "stores/s3_object.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;
@@ -74,11 +77,45 @@ TEST_CASE("a URL parse_url refuses is named without its signing query values") {
                Catch::Contains("https://cdn:0/f?sig=...") && !Catch::Contains("LOCSECRET"));
 }
 
-TEST_CASE("s3 URLs keep the raw key") {
-    auto u = parse_url("s3://my-bucket/dir/model file.safetensors");
-    CHECK(u.scheme == "s3");
-    CHECK(u.host == "my-bucket");
-    CHECK(u.target == "dir/model file.safetensors");
+TEST_CASE("s3 URLs keep the raw key; parse_url takes http and https only") {
+    auto u = split_s3_url("s3://my-bucket/dir/model file.safetensors");
+    CHECK(u.bucket == "my-bucket");
+    CHECK(u.object == "dir/model file.safetensors");
+    u = split_s3_url("S3://My-Bucket:9000/k?v=1#frag");  // the bucket as a host: lower case, port dropped
+    CHECK(u.bucket == "my-bucket");
+    CHECK(u.object == "k?v=1");
+    CHECK(split_s3_url("s3://[::1]/k").bucket == "::1");
+    for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+             {"s3://bucket", "s3 URLs need a key: s3://bucket/key"},
+             {"s3://bucket/", "s3 URLs need a key: s3://bucket/key"},
+             {"s3:///k", "missing host"},
+             {"s3://b b/k", "invalid character in host name"},
+             {"s3://b:0/k", "port out of range"},
+             {"s3://u@b/k", "credentials in the URL are not supported"},
+             {"s3:/b/k", "expected scheme://host/path"},
+             {"gs://b/k", "expected s3://BUCKET/KEY"}}) {
+        INFO(bad);
+        CHECK_THAT(test::kind_of([&] { split_s3_url(bad); }),
+                   Catch::StartsWith("InvalidArgument: invalid URL '" + bad + "': " + why));
+    }
+    CHECK_THAT(test::kind_of([] { parse_url("s3://bucket/key"); }),
+               Catch::Contains("unsupported scheme 's3' (expected http or https)"));
+}
+
+TEST_CASE("split_target cuts at the first '?'; query_parameters splits at '&' then the first '=', empty ones left out") {
+    CHECK(split_target("/a/b?x=1?y").path == "/a/b");
+    CHECK(split_target("/a/b?x=1?y").query == "x=1?y");
+    CHECK(split_target("/a/b").path == "/a/b");
+    CHECK(split_target("/a/b").query.empty());
+    CHECK(split_target("/a?").query.empty());
+    const auto p = query_parameters("a=1&&b&c==2&=&");
+    REQUIRE(p.size() == 4);
+    CHECK((p[0].name == "a" && p[0].value == "1" && p[0].has_value));
+    CHECK((p[1].name == "b" && p[1].value.empty() && !p[1].has_value));
+    CHECK((p[2].name == "c" && p[2].value == "=2" && p[2].has_value));
+    CHECK((p[3].name.empty() && p[3].value.empty() && p[3].has_value));
+    CHECK(query_parameters("").empty());
+    CHECK(query_parameters("&&").empty());
 }
 
 TEST_CASE("resolve_location handles absolute, scheme-relative and relative references") {
@@ -116,10 +153,13 @@ TEST_CASE("resolve_location follows http and https only: any other scheme is an 
 TEST_CASE("a request goes out only for http and https, its target starting with '/'") {
     check_request_target(parse_url("http://h/x"));
     check_request_target(parse_url("https://h"));  // "/"
-    // An s3:// URL (its target the raw key, its port 443) never reaches a connection.
-    for (const char* u : {"s3://127.0.0.1:18081/model.safetensors", "s3://127.0.0.1/model.safetensors"})
-        CHECK_THAT(test::kind_of([&] { check_request_target(parse_url(u)); }),
-                   Catch::StartsWith("InvalidArgument: refused to connect") && Catch::Contains("not s3"));
+    // A url of another scheme (parse_url makes none, but a url is a plain struct) never reaches a connection.
+    for (const char* scheme : {"s3", "ftp"}) {
+        url other = parse_url("http://127.0.0.1:18081/model.safetensors");
+        other.scheme = scheme;
+        CHECK_THAT(test::kind_of([&] { check_request_target(other); }),
+                   Catch::StartsWith("InvalidArgument: refused to connect") && Catch::Contains(std::string("not ") + scheme));
+    }
     url no_slash = parse_url("http://h/x");
     no_slash.target = "model.safetensors";
     CHECK_THAT(test::kind_of([&] { check_request_target(no_slash); }), Catch::Contains("does not start with '/'"));
@@ -128,13 +168,18 @@ TEST_CASE("a request goes out only for http and https, its target starting with 
 TEST_CASE("S3 addressing: virtual host on AWS, path style on custom endpoints") {
     s3_options o;
     o.region = "eu-west-1";
-    auto s3 = parse_url("s3://bucket-1/a/b c.bin");
+    auto s3 = split_s3_url("s3://bucket-1/a/b c.bin");
     CHECK(s3_http_url(s3, o).str() == "https://bucket-1.s3.eu-west-1.amazonaws.com/a/b%20c.bin");
     o.endpoint = "http://127.0.0.1:7480";
     CHECK(s3_http_url(s3, o).str() == "http://127.0.0.1:7480/bucket-1/a/b%20c.bin");
     o.endpoint = "http://minio.test:9000/prefix/";
     o.style = s3_options::addressing::virtual_host;
     CHECK(s3_http_url(s3, o).str() == "http://bucket-1.minio.test:9000/prefix/a/b%20c.bin");
+    o.endpoint = "S3://other/bucket";
+    CHECK_THAT(test::kind_of([&] { s3_http_url(s3, o); }),
+               Catch::StartsWith("InvalidArgument: S3 endpoint must be http(s): S3://other/bucket"));
+    o.endpoint = "s3://other";
+    CHECK_THAT(test::kind_of([&] { s3_http_url(s3, o); }), Catch::Contains("s3 URLs need a key"));
     CHECK(uri_encode("a b/c~d+e", true) == "a%20b/c~d%2Be");
     CHECK(uri_encode("a/b", false) == "a%2Fb");
 }

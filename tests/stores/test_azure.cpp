@@ -14,6 +14,7 @@
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
 #include "stores/azure_object.hpp"
+#include "stores/shared_key.hpp"
 #include "store_servers.hpp"
 #include "test_support.hpp"
 

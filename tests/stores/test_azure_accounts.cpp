@@ -19,6 +19,7 @@
 #include "ringsafe/http.hpp"
 #include "silent_dns.hpp"
 #include "stores/azure_object.hpp"
+#include "stores/shared_key.hpp"
 #include "store_servers.hpp"
 #include "test_support.hpp"
 

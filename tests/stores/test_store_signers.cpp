@@ -1,12 +1,14 @@
 // The stores' signers against published test vectors (engine internals:
-// stores/sigv4.hpp, gcs_object.hpp, azure_object.hpp, rs256.hpp): AWS's
+// stores/sigv4.hpp, gcs_object.hpp, shared_key.hpp, rs256.hpp): AWS's
 // SigV4 test suite and S3 example, GOOG4, Azure Shared Key (azure-storage-blob
 // as the reference), RFC 7515's RS256 JWS; and what the locators make of URLs
 // and settings, without any network.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <optional>
 
+#include "http/environment.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "stores/azure_object.hpp"
@@ -14,6 +16,7 @@
 #include "stores/gcs_object.hpp"
 #include "stores/locate.hpp"
 #include "stores/rs256.hpp"
+#include "stores/shared_key.hpp"
 #include "stores/sigv4.hpp"
 #include "test_support.hpp"
 
@@ -207,4 +210,19 @@ TEST_CASE("az:// and blob.core.windows.net URLs: endpoints, connection strings, 
     obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors", q);
     CHECK(value_of(obj.sign(obj.requested, "", {}), "Authorization").starts_with("SharedKey acct:"));
     CHECK_FALSE(locate_http("https://example.com/blob.core.windows.net/x", q).sign);
+}
+
+TEST_CASE("fill_from_env: an empty field takes the first variable set and not empty, a set field keeps its value") {
+    using http::fill_from_env;
+    test::scoped_env a("RINGSAFE_TEST_FILL_A", std::nullopt), b("RINGSAFE_TEST_FILL_B", ""),
+        c("RINGSAFE_TEST_FILL_C", "from-c"), d("RINGSAFE_TEST_FILL_D", "from-d");
+    std::string f;
+    CHECK(std::string(fill_from_env(f, {"RINGSAFE_TEST_FILL_A", "RINGSAFE_TEST_FILL_B", "RINGSAFE_TEST_FILL_C",
+                                        "RINGSAFE_TEST_FILL_D"})) == "RINGSAFE_TEST_FILL_C");
+    CHECK(f == "from-c");
+    CHECK(fill_from_env(f, {"RINGSAFE_TEST_FILL_D"}) == nullptr);  // already set: kept
+    CHECK(f == "from-c");
+    std::string none;
+    CHECK(fill_from_env(none, {"RINGSAFE_TEST_FILL_A", "RINGSAFE_TEST_FILL_B"}) == nullptr);
+    CHECK(none.empty());
 }
