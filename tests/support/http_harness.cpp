@@ -9,12 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -132,52 +132,149 @@ void make_world_readable(const fs::path& p) {
     }
 }
 
+namespace {
+
+// The launcher's path: $RINGSAFE_SERVER_LAUNCHER, else the source tree's (compiled in).
+std::string server_launcher_path() {
+    if (const char* p = std::getenv("RINGSAFE_SERVER_LAUNCHER"); p && *p) return p;
+    return RINGSAFE_SERVER_LAUNCHER_PATH;
+}
+
+// The Python that runs it: the one meson ran with (compiled in; no pyenv shim to start),
+// else python3 from PATH (exits 77 when there is none).
+std::string server_launcher_python() {
+    if (::access(RINGSAFE_SERVER_LAUNCHER_PYTHON, X_OK) == 0) return RINGSAFE_SERVER_LAUNCHER_PYTHON;
+    require_program("python3");
+    return "python3";
+}
+
+// One line from `fd` (EINTR retried: the signal tests start servers too); false at EOF first.
+bool read_line(int fd, std::string& line) {
+    for (char c;;) {
+        const ssize_t n = ::read(fd, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        if (c == '\n') return true;
+        line += c;
+    }
+}
+
+// waitpid with EINTR retried; the exit status, or -1 when it did not exit normally.
+int wait_exit_status(pid_t pid) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+launched_servers::launched_servers(const std::string& kind, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{server_launcher_python(), server_launcher_path(), kind};
+    argv.insert(argv.end(), args.begin(), args.end());
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+        ::close(in[0]), ::close(in[1]);
+        throw std::runtime_error("pipe failed");
+    }
+    // Only the launcher gets these ends (dup2 clears close-on-exec): another child must not
+    // hold its stdin open, or closing ours would not stop it.
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::vector<char*> cargs;
+    for (auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
+    cargs.push_back(nullptr);
+    const int rc = ::posix_spawnp(&pid_, cargs[0], &fa, nullptr, cargs.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    if (rc != 0) {
+        ::close(in[1]), ::close(out[0]);
+        pid_ = -1;
+        throw std::runtime_error("cannot start " + argv[1]);
+    }
+    stdin_ = in[1];
+    std::string line;
+    const bool got = read_line(out[0], line);
+    ::close(out[0]);
+    if (!got) {  // it ended without starting anything: its stderr said why
+        ::close(stdin_);
+        stdin_ = -1;
+        const int status = wait_exit_status(pid_);
+        pid_ = -1;
+        if (status == 77) std::exit(77);
+        throw std::runtime_error("server_launcher.py " + kind + " failed (status " + std::to_string(status) + ")");
+    }
+    const boost::json::value described = boost::json::parse(line);
+    for (auto& [k, v] : described.as_object()) {
+        if (v.is_string()) fields_[k] = std::string(v.as_string());
+        else if (v.is_int64()) fields_[k] = std::to_string(v.as_int64());
+    }
+}
+
+std::string launched_servers::field(const std::string& name) const {
+    auto it = fields_.find(name);
+    return it == fields_.end() ? std::string() : it->second;
+}
+
+launched_servers::launched_servers(launched_servers&& o) noexcept
+    : pid_(o.pid_), stdin_(o.stdin_), fields_(std::move(o.fields_)) {
+    o.pid_ = -1, o.stdin_ = -1;
+}
+
+launched_servers& launched_servers::operator=(launched_servers&& o) noexcept {
+    if (this != &o) {
+        stop();
+        pid_ = o.pid_, stdin_ = o.stdin_, fields_ = std::move(o.fields_);
+        o.pid_ = -1, o.stdin_ = -1;
+    }
+    return *this;
+}
+
+void launched_servers::stop() {
+    if (stdin_ >= 0) ::close(stdin_);
+    stdin_ = -1;
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    // It stops its servers (SIGTERM, SIGKILL after a grace) before it exits: Ceph's three take longest.
+    for (int i = 0; i < 9000; ++i) {
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+            pid_ = -1;
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    wait_exit_status(pid_);
+    pid_ = -1;
+}
+
+launched_servers::~launched_servers() { stop(); }
+
 test_ca make_test_ca(const fs::path& dir) {
-    require_program("openssl");
     fs::create_directories(dir);
-    test_ca ca{dir / "ca.crt", dir / "server.crt", dir / "server.key"};
-    const std::string d = dir.string();
-    std::string cmd =
-        "cd '" + d + "' && ( "
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=ringsafe test CA' "
-        "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign && "
-        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj '/CN=127.0.0.1' && "
-        "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > ext.cnf && "
-        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile ext.cnf"
-        " ) >/dev/null 2>&1";
-    if (run_command(cmd).status != 0) throw std::runtime_error("openssl could not make the test CA in " + d);
+    launched_servers made("ca", {"--dir=" + fs::absolute(dir).string()});
+    test_ca ca{made.field("ca_cert"), made.field("server_cert"), made.field("server_key")};
     make_world_readable(dir);
     return ca;
 }
 
 nginx_server::nginx_server(const fs::path& prefix, nginx_config cfg) : prefix_(prefix), tls_(cfg.tls != nullptr) {
-    require_program("nginx");
-    fs::create_directories(prefix / "logs");
-    fs::create_directories(prefix / "tmp");
-    make_world_readable(cfg.root);
-    port_ = cfg.port ? cfg.port : free_port();
-    const std::string p = fs::absolute(prefix).string();
-    std::ostringstream c;
-    c << "worker_processes " << cfg.workers << ";\n"
-      << "pid " << p << "/nginx.pid;\nerror_log " << p << "/logs/error.log;\n"
-      << "events { worker_connections 512; }\n"
-      << "http {\n"
-      << "  client_body_temp_path " << p << "/tmp/body;\n  proxy_temp_path " << p << "/tmp/proxy;\n"
-      << "  fastcgi_temp_path " << p << "/tmp/fastcgi;\n  uwsgi_temp_path " << p << "/tmp/uwsgi;\n"
-      << "  scgi_temp_path " << p << "/tmp/scgi;\n"
-      << "  log_format rs '$connection $connection_requests $status $request_uri $body_bytes_sent';\n"
-      << "  access_log " << p << "/logs/access.log rs;\n"
-      << "  default_type application/octet-stream;\n  sendfile on;\n  tcp_nopush on;\n"
-      << "  keepalive_requests 100000;\n  keepalive_timeout 60s;\n"
-      << "  server {\n    listen 127.0.0.1:" << port_ << (tls_ ? " ssl" : "") << ";\n"
-      << "    root " << fs::absolute(cfg.root).string() << ";\n";
-    if (tls_)
-        c << "    ssl_certificate " << cfg.tls->server_cert.string() << ";\n    ssl_certificate_key "
-          << cfg.tls->server_key.string() << ";\n    ssl_protocols TLSv1.2 TLSv1.3;\n";
-    c << cfg.server_body << "\n  }\n" << cfg.http_extra << "\n}\n";
-    std::ofstream(prefix / "nginx.conf") << c.str();
-    proc_ = child_process({"nginx", "-p", p, "-c", p + "/nginx.conf", "-g", "daemon off;"}, prefix / "logs" / "stderr.log");
-    wait_for_port(port_);
+    std::vector<std::string> args{"--prefix=" + fs::absolute(prefix).string(), "--root=" + fs::absolute(cfg.root).string(),
+                                  "--log-format=$connection $connection_requests $status $request_uri $body_bytes_sent",
+                                  "--workers=" + std::to_string(cfg.workers), "--server-body=" + cfg.server_body,
+                                  "--http-extra=" + cfg.http_extra};
+    if (cfg.port) args.push_back("--port=" + std::to_string(cfg.port));
+    if (tls_) {
+        args.push_back("--tls-cert=" + cfg.tls->server_cert.string());
+        args.push_back("--tls-key=" + cfg.tls->server_key.string());
+        args.push_back("--no-http");
+    }
+    proc_ = launched_servers("nginx", args);
+    port_ = static_cast<std::uint16_t>(std::stoi(proc_.field(tls_ ? "tls_port" : "port")));
 }
 
 std::string nginx_server::base_url() const {

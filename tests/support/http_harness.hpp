@@ -1,8 +1,8 @@
 // Real servers for the HTTP tests and benchmarks, on 127.0.0.1 with free
-// ports, stopped by PID: nginx (unprivileged, its own prefix), the fault
-// server (tests/support/fault_server.cpp), the Hub stand-in
-// (tests/support/hub_standin.cpp) with its nginx CDN, and a throwaway TLS CA
-// made with openssl.
+// ports, stopped by PID: nginx (its own prefix) and a throwaway TLS CA, both
+// made by tests/support/server_launcher.py (the launcher the Python tests
+// import), the fault server (tests/support/fault_server.cpp), and the Hub
+// stand-in (tests/support/hub_standin.cpp) with its nginx CDN.
 #pragma once
 
 #include <sys/types.h>
@@ -41,15 +41,41 @@ private:
     std::uint16_t port_ = 0;
 };
 
+// tests/support/server_launcher.py run as a child (`PYTHON LAUNCHER kind args...`; the script's
+// path and the Python meson ran with are compiled in, $RINGSAFE_SERVER_LAUNCHER overrides the
+// script, python3 from PATH stands in for a Python that is gone). The constructor returns once the
+// launcher has started what `kind` names and printed it as one JSON line (field()); it exits 77
+// (skipped) when the launcher does (python3 or a program missing, Ceph not up), throws when it
+// fails otherwise. Destruction closes the launcher's stdin and sends it SIGTERM: it stops every
+// process it started and exits. Should this process end without that (a crash, std::exit),
+// the launcher's stdin closes all the same, and it stops them then.
+class launched_servers {
+public:
+    launched_servers() = default;
+    launched_servers(const std::string& kind, const std::vector<std::string>& args);
+    ~launched_servers();
+    launched_servers(launched_servers&& o) noexcept;
+    launched_servers& operator=(launched_servers&& o) noexcept;
+    // A field of the JSON line: a string, or a number as text ("" when absent or null).
+    std::string field(const std::string& name) const;
+    void stop();
+
+private:
+    pid_t pid_ = -1;
+    int stdin_ = -1;  // the launcher's stdin: closing it stops its servers
+    std::map<std::string, std::string> fields_;
+};
+
 // Certificates for https tests: a CA and a server certificate for IP 127.0.0.1.
 struct test_ca {
     std::filesystem::path ca_cert, server_cert, server_key;
 };
-// Makes them under `dir` with the openssl CLI.
+// Makes them under `dir` (server_launcher.py ca: the openssl CLI); exits 77 when openssl is missing.
 test_ca make_test_ca(const std::filesystem::path& dir);
 
-// One nginx on 127.0.0.1. `server_body` is placed inside `server { listen ...; root ...; }`;
-// `http_extra` inside `http { }` (e.g. further server blocks). The access log
+// One nginx on 127.0.0.1 (server_launcher.py nginx: a master and `workers` workers, prefix
+// PREFIX/{nginx.conf,logs,tmp}). `server_body` is placed inside `server { listen ...; root ...; }`;
+// `http_extra` inside `http { }` (e.g. further server blocks). The access log (format `rs`)
 // records "$connection $connection_requests $status $request_uri $body_bytes_sent".
 struct nginx_config {
     std::filesystem::path root;        // document root (made world-readable)
@@ -62,7 +88,7 @@ struct nginx_config {
 
 class nginx_server {
 public:
-    // Starts nginx with a prefix under `prefix`; exits 77 when nginx is not installed.
+    // Starts nginx with a prefix under `prefix`; exits 77 when nginx (or python3) is not installed.
     nginx_server(const std::filesystem::path& prefix, nginx_config cfg);
     std::uint16_t port() const { return port_; }
     // "http://127.0.0.1:<port>" (https when tls).
@@ -78,7 +104,7 @@ private:
     std::filesystem::path prefix_;
     std::uint16_t port_ = 0;
     bool tls_ = false;
-    child_process proc_;
+    launched_servers proc_;
 };
 
 // The fault server built next to the tests ($RINGSAFE_FAULT_SERVER).

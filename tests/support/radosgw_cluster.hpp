@@ -1,13 +1,12 @@
 // A throwaway Ceph cluster for S3 tests: one monitor, one memory-backed OSD
 // (memstore), `auth none` inside the cluster, and radosgw on 127.0.0.1 with
-// one S3 user. Starting takes ~15 s. All daemons are stopped by PID.
+// one S3 user, started by tests/support/server_launcher.py (radosgw), which
+// the Python tests import. Starting takes ~15 s. All daemons are stopped by PID.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "http_harness.hpp"
 
@@ -18,10 +17,9 @@ public:
     static constexpr const char* access_key = "RINGSAFETESTKEY";
     static constexpr const char* secret_key = "ringsafe-test-secret";
 
-    // Starts everything under `dir`; exits 77 (skipped) when the Ceph
-    // binaries are missing or the cluster does not come up.
+    // Starts everything under `dir`; returns once a signed request works; exits 77
+    // (skipped) when the Ceph binaries (or python3, curl) are missing or the cluster does not come up.
     explicit radosgw_cluster(const std::filesystem::path& dir);
-    ~radosgw_cluster();
     // "http://127.0.0.1:<port>"
     std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(rgw_port_); }
     // Creates a bucket / uploads a file with curl's SigV4 (returns the HTTP status).
@@ -29,9 +27,8 @@ public:
     int put_object(const std::string& bucket, const std::string& key_encoded, const std::filesystem::path& file) const;
 
 private:
-    std::filesystem::path dir_;
     std::uint16_t rgw_port_ = 0;
-    std::vector<child_process> daemons_;  // mon, osd, rgw: stopped in reverse order
+    launched_servers daemons_;  // the launcher running mon, osd and rgw (it stops them in reverse order)
 };
 
 }  // namespace ringsafe::test
