@@ -44,6 +44,7 @@ public:
     // The resolve hook of a remote object that feeds `r`.
     static http::resolve_hook hook(std::shared_ptr<hub_resolution> r);
 
+    // What the first answer told (its commit empty before one came).
     hub_first_answer first_answer() const;
     // Whether an answer was a 404 for the file (not the repo or the revision).
     bool entry_missing() const;
