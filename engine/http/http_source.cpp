@@ -32,7 +32,7 @@ tls_settings tls_of(const http_options& o) { return {o.verify_peer, o.ca_file}; 
 // one on the calling thread and threads-1 on threads of its own (event_loops);
 // the asynchronous one (start_async) runs on the
 // caller's executor with a connection pool bound to it.
-class http_source final : public source, public detail::async_source, public detail::deferred_open {
+class http_source final : public remote_source {
 public:
     struct without_request {};
     // Everything before the first request: options, the object (URL, signing), TLS.
@@ -150,11 +150,11 @@ private:
 
 }  // namespace
 
-std::unique_ptr<source> http::open_remote(const std::string& name, remote_object object, const http_options& opts) {
+std::unique_ptr<remote_source> http::open_remote(const std::string& name, remote_object object, const http_options& opts) {
     return std::make_unique<http_source>(name, std::move(object), opts);
 }
 
-std::unique_ptr<source> http::prepare_remote(const std::string& name, remote_object object,
+std::unique_ptr<remote_source> http::prepare_remote(const std::string& name, remote_object object,
                                                     const http_options& opts) {
     return std::make_unique<http_source>(name, std::move(object), opts, http_source::without_request{});
 }

@@ -55,8 +55,8 @@ header_fields request_fields(const remote_object& obj, const url& target, const 
 // Where a request goes: obj.location, asking for the pinned version there.
 url request_target(const remote_object& obj) {
     url t = obj.location;
-    if (!obj.pinned.empty() && !obj.pin_query.empty() && t.origin() == obj.requested.origin())
-        t.target += (t.target.find('?') == std::string::npos ? "?" : "&") + obj.pin_query + "=" + uri_encode(obj.pinned, false);
+    if (!obj.pinned.empty() && obj.pin && !obj.pin->query.empty() && t.origin() == obj.requested.origin())
+        t.target += (t.target.find('?') == std::string::npos ? "?" : "&") + obj.pin->query + "=" + uri_encode(obj.pinned, false);
     return t;
 }
 
@@ -102,7 +102,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.fields = request_fields(obj, rq.target, o, range_value(rq.first, rq.length), std::move(fetched));
         rq.total = obj.size;
         rq.expect_etag = obj.size ? obj.etag : std::string();
-        rq.pin_field = obj.pin_field;
+        rq.pin_field = obj.pin ? obj.pin->field : std::string();
         rq.expect_pin = obj.size ? obj.pinned : std::string();
         rq.require_pin = rq.target.origin() == obj.requested.origin();  // asked for the version by name: must answer it
         rq.dst = dst + done;
@@ -112,7 +112,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         rq.low_speed_time = o.low_speed_time;
         rq.on_bytes = on_bytes;
         rq.stop = stop;
-        rq.keep_fields = obj.on_origin_response && rq.target.origin() == obj.requested.origin();
+        rq.keep_fields = obj.resolver && obj.resolver->on_answer && rq.target.origin() == obj.requested.origin();
         const std::string what = describe_range(rq.target, rq.first, rq.length);
 
         range_response rs;
@@ -133,7 +133,7 @@ net::awaitable<std::uint64_t> fetch_range(fetch_context ctx, std::uint64_t first
         verdict v;
         if (failure.empty()) {
             if (rq.keep_fields) try {
-                    obj.on_origin_response(obj, rq.target, rs.status, rs.fields);
+                    obj.resolver->on_answer(obj, rq.target, rs.status, rs.fields);
                 } catch (const error& e) {  // the store's verdict, about this request
                     throw error(e.code(), e.message() + " (" + what + ")", e.path());
                 }

@@ -166,8 +166,8 @@ verdict judge_answer(const remote_object& obj, const range_request& rq, const ra
     if (s == 412 || (s == 200 && known))
         v = failed(errc::ObjectChanged,
                    "object changed while being read (HTTP " + std::to_string(s) + " to a conditional request): " + what());
-    else if (s == 404 && known && !obj.pinned.empty() && rq.target.origin() == obj.requested.origin())
-        v = failed(errc::ObjectChanged, "object changed while being read (" + obj.pin_query + " " + obj.pinned +
+    else if (s == 404 && known && !obj.pinned.empty() && obj.pin && rq.target.origin() == obj.requested.origin())
+        v = failed(errc::ObjectChanged, "object changed while being read (" + obj.pin->query + " " + obj.pinned +
                                             " is gone: HTTP 404): " + what());
     else if (s == 200)
         v = failed(errc::RangeNotSupported, "server ignored the Range request (HTTP 200 instead of 206): " + what());

@@ -2,7 +2,7 @@
 // at the Hub's origins (hf:// URLs find it themselves: hub_settings.cpp).
 #include "http/url.hpp"
 #include "ringsafe/stores.hpp"
-#include "stores/hub_settings.hpp"
+#include "stores/hub/hub_settings.hpp"
 
 namespace ringsafe {
 

@@ -31,8 +31,7 @@ http::remote_object locate_gcs(const std::string& spec, const http_options& opts
     bool from_env = false;
     http::remote_object obj;
     obj.requested = obj.location = object_url(gcs_endpoint(opts.gcs, from_env, spec), p);
-    obj.pin_field = "x-goog-generation";  // later requests read the generation the first one saw
-    obj.pin_query = "generation";
+    obj.pin = http::version_pin{"x-goog-generation", "generation"};  // later requests read the generation the first one saw
     gcs_auth auth = resolve_gcs_auth(opts.gcs, opts, from_env, spec);
     obj.credentials = std::move(auth.token);
     if (!auth.hmac_access_id.empty())

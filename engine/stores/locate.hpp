@@ -1,14 +1,13 @@
 // The object stores a URL can name, each turned into the remote object that
 // engine/http fetches: the endpoint URL, credentials (from the options, else
 // the store's own environment variables) and the signing of each request.
-// One locator per scheme (or, for a store that opens its own sources, one
-// opener); the dispatcher (engine/dispatch/open_source.cpp) picks it.
+// One locator per scheme; the dispatcher (engine/dispatch/open_source.cpp)
+// picks it.
 #pragma once
 
-#include <memory>
 #include <string>
 
-#include "http/range_fetch.hpp"
+#include "http/remote_object.hpp"
 #include "ringsafe/http.hpp"
 
 namespace ringsafe::stores {
@@ -43,22 +42,8 @@ http::remote_object locate_azure(const std::string& url, const http_options& opt
 // this account, or none).
 http::remote_object locate_azure_url(const std::string& url, const http_options& opts);
 
-// What a store that opens its own sources answers: the source, or a local file
-// holding the same bytes (its cache), which the dispatcher opens as a local
-// file (io_uring; no request) named `name`.
-struct store_answer {
-    std::unique_ptr<source> src;
-    std::string local_file;
-    std::string name;  // the URL pinned (hf://ORG/NAME@COMMIT/PATH): messages, and an index's shards resolve against it
-};
-
-// hf://[datasets/|spaces/]ORG/NAME[@REVISION][/PATH] (hub_source.cpp): the file in
-// the Hub cache when it is there, else a source that resolves it at the Hub
-// (opts.hub, else the HF_* environment), pins the commit of the first answer,
-// follows the redirect to the CDN without the token, and writes the cache when
-// asked. `deferred`: the source before its first request (a deferred_open).
-// Throws InvalidArgument naming the URL for a malformed one, ENOENT (system
-// category) for a file not in the cache when offline.
-store_answer open_hub(const std::string& url, const http_options& opts, bool deferred);
+// hf://[datasets/|spaces/]ORG/NAME[@REVISION][/PATH]: locate_hub, in the
+// Hub's own folder (stores/hub/hub_locator.hpp); its cache is a source
+// decorator the dispatcher applies (stores/hub/hub_cache_source.hpp).
 
 }  // namespace ringsafe::stores

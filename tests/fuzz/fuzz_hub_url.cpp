@@ -1,4 +1,4 @@
-// libFuzzer target: hf:// URLs (stores/hub_path.hpp) on arbitrary text.
+// libFuzzer target: hf:// URLs (stores/hub/hub_path.hpp) on arbitrary text.
 // Whatever is accepted names a repo huggingface_hub would accept, a path and
 // revision that stay inside the cache folders they name (no empty, "." or
 // ".." segment), a resolve URL that is a valid request target, and a pinned
@@ -11,7 +11,7 @@
 #include "fuzz_check.hpp"
 #include "http/url.hpp"
 #include "ringsafe/error.hpp"
-#include "stores/hub_path.hpp"
+#include "stores/hub/hub_path.hpp"
 
 namespace rs = ringsafe::stores;
 

@@ -54,12 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rh::remote_object obj;
     obj.requested = rh::parse_url(https ? "https://origin.example/m.safetensors" : "http://origin.example/m.safetensors");
     obj.location = obj.requested;
-    obj.resolver = f & 2;
+    if (f & 2) obj.resolver.emplace();
     if (f & 1) obj.size = u16(data + 8);
     if (f & 16) obj.etag = "\"e1\"";
     if (f & 32) {
-        obj.pin_field = "x-goog-generation";
-        obj.pin_query = "generation";
+        obj.pin = rh::version_pin{"x-goog-generation", "generation"};
         obj.pinned = "7";
     }
 
@@ -69,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rq.length = u16(data + 6) + 1;
     rq.total = obj.size;
     rq.expect_etag = obj.size ? obj.etag : std::string();
-    rq.pin_field = obj.pin_field;
+    rq.pin_field = obj.pin ? obj.pin->field : std::string();
     rq.expect_pin = obj.size ? obj.pinned : std::string();
     rq.require_pin = f & 64;
 

@@ -252,7 +252,7 @@ TEST_CASE("judge_answer: 408, 429 and 5xx are retried, with the server's Retry-A
 TEST_CASE("judge_answer: a pinned version gone (404 at the pinning origin) is ObjectChanged") {
     auto obj = object("https://storage.example/b/o");
     obj.size = 100;
-    obj.pin_query = "generation";
+    obj.pin = version_pin{"x-goog-generation", "generation"};
     obj.pinned = "42";
     auto rq = request(0, 10, 100, "https://storage.example/b/o?generation=42");
     CHECK(fails_with(judge_answer(obj, rq, answer(404), {}, {}), errc::ObjectChanged,
@@ -263,7 +263,7 @@ TEST_CASE("judge_answer: a pinned version gone (404 at the pinning origin) is Ob
 
 TEST_CASE("judge_answer: a 403 or 410 from a resolver's CDN re-resolves, three times in a row at most") {
     auto obj = object("https://hub.example/r/m");
-    obj.resolver = true;
+    obj.resolver.emplace();
     auto cdn = request(0, 10);
     for (unsigned s : {403u, 410u}) {
         CHECK(judge_answer(obj, cdn, answer(s), fetch_tally{0, 2}, {}).kind == verdict_kind::re_resolve);
@@ -273,7 +273,7 @@ TEST_CASE("judge_answer: a 403 or 410 from a resolver's CDN re-resolves, three t
     // At the resolver itself, or for an object that is not a resolver's: a failure.
     CHECK(judge_answer(obj, request(0, 10, std::nullopt, "https://hub.example/r/m"), answer(403), {}, {}).kind ==
           verdict_kind::fail);
-    obj.resolver = false;
+    obj.resolver.reset();
     CHECK(judge_answer(obj, cdn, answer(403), {}, {}).kind == verdict_kind::fail);
 }
 

@@ -1,4 +1,4 @@
-// The Hub cache (internal: stores/hub_cache.hpp, blob_digest.hpp, hub_tee.hpp):
+// The Hub cache (internal: stores/hub/hub_cache.hpp, blob_digest.hpp, hub_tee.hpp):
 // lookups in huggingface_hub's layout (try_to_load_from_cache's rules, no link
 // out of the cache followed), and files written into it as they are read:
 // never at their place before every byte is there and hashes to the blob's
@@ -20,11 +20,11 @@
 
 #include "http/fetch_pieces.hpp"
 #include "ringsafe/http.hpp"
-#include "stores/blob_digest.hpp"
+#include "stores/hub/blob_digest.hpp"
 #include "stores/digest.hpp"
-#include "stores/hub_cache.hpp"
-#include "stores/hub_path.hpp"
-#include "stores/hub_tee.hpp"
+#include "stores/hub/hub_cache.hpp"
+#include "stores/hub/hub_path.hpp"
+#include "stores/hub/hub_tee.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;

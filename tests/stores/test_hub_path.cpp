@@ -1,10 +1,10 @@
-// hf:// URLs (internal: stores/hub_path.hpp) as huggingface_hub 2.4's
+// hf:// URLs (internal: stores/hub/hub_path.hpp) as huggingface_hub 2.4's
 // parse_hf_uri and hf_hub_url take them apart and spell them (the expected
 // values are what those functions return for the same inputs).
 #include <catch2/catch.hpp>
 
 #include "ringsafe/error.hpp"
-#include "stores/hub_path.hpp"
+#include "stores/hub/hub_path.hpp"
 
 using namespace ringsafe;
 using namespace ringsafe::stores;

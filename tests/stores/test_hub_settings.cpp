@@ -1,5 +1,5 @@
 // The Hub's settings from hub_options and the HF_* environment (internal:
-// stores/hub_settings.hpp), in huggingface_hub's order: the token from
+// stores/hub/hub_settings.hpp), in huggingface_hub's order: the token from
 // HF_TOKEN, HUGGING_FACE_HUB_TOKEN, then the token file; the cache from
 // HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, HF_HOME, XDG_CACHE_HOME, ~; offline
 // from HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE; the endpoint from HF_ENDPOINT.
@@ -13,7 +13,7 @@
 #include "ringsafe/error.hpp"
 #include "ringsafe/http.hpp"
 #include "ringsafe/open_source.hpp"
-#include "stores/hub_settings.hpp"
+#include "stores/hub/hub_settings.hpp"
 #include "test_support.hpp"
 
 using namespace ringsafe;

@@ -153,8 +153,9 @@ TEST_CASE("gs:// URLs: the XML API path, endpoints, errors") {
     o.gcs.endpoint = "http://127.0.0.1:9/base/";
     auto obj = locate_gcs("gs://my-bucket/dir/a b+c.safetensors", o);
     CHECK(obj.requested.str() == "http://127.0.0.1:9/base/my-bucket/dir/a%20b%2Bc.safetensors");
-    CHECK(obj.pin_field == "x-goog-generation");
-    CHECK(obj.pin_query == "generation");
+    REQUIRE(obj.pin);
+    CHECK(obj.pin->field == "x-goog-generation");
+    CHECK(obj.pin->query == "generation");
     CHECK_FALSE(obj.sign);
     CHECK_FALSE(obj.credentials);
     o.gcs.endpoint.clear();

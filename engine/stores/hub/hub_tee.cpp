@@ -1,5 +1,5 @@
 // A Hub source's bytes written into its cache entry and hashed as they land (hub_tee.hpp).
-#include "stores/hub_tee.hpp"
+#include "stores/hub/hub_tee.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,5 +1,5 @@
 // Hub blob digests computed as the bytes arrive (blob_digest.hpp).
-#include "stores/blob_digest.hpp"
+#include "stores/hub/blob_digest.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

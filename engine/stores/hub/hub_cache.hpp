@@ -17,8 +17,8 @@
 #include <string>
 
 #include "ringsafe/source.hpp"
-#include "stores/blob_digest.hpp"
-#include "stores/hub_path.hpp"
+#include "stores/hub/blob_digest.hpp"
+#include "stores/hub/hub_path.hpp"
 
 namespace ringsafe::file {
 class temp_file;

@@ -1,5 +1,5 @@
 // hub_options and the HF_* environment (hub_settings.hpp).
-#include "stores/hub_settings.hpp"
+#include "stores/hub/hub_settings.hpp"
 
 #include <fstream>
 #include <sstream>

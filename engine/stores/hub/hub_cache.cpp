@@ -1,7 +1,7 @@
 // The Hub's local cache (hub_cache.hpp): lookups, and files written into it
 // as they are read, published as the streaming writer publishes its files
 // (engine/publish).
-#include "stores/hub_cache.hpp"
+#include "stores/hub/hub_cache.hpp"
 
 #include <limits.h>
 #include <unistd.h>

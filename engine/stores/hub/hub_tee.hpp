@@ -3,7 +3,7 @@
 // of the download: each piece (one Range request's worth, whose bytes land in
 // order from its start) is written into the cache entry once all of it
 // landed, and the digest is fed the contiguous prefix as it grows, from the
-// caller's memory, within pieces still landing too (stores/blob_digest.hpp).
+// caller's memory, within pieces still landing too (stores/hub/blob_digest.hpp).
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,8 @@
 
 #include "ringsafe/http.hpp"
 #include "ringsafe/source.hpp"
-#include "stores/blob_digest.hpp"
-#include "stores/hub_cache.hpp"
+#include "stores/hub/blob_digest.hpp"
+#include "stores/hub/hub_cache.hpp"
 
 namespace ringsafe::stores {
 

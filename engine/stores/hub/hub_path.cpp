@@ -1,6 +1,6 @@
 // hf:// URLs (hub_path.hpp), after huggingface_hub's utils/_hf_uris.py,
 // _validators.validate_repo_id and file_download.hf_hub_url.
-#include "stores/hub_path.hpp"
+#include "stores/hub/hub_path.hpp"
 
 #include <array>
 #include <cctype>
