@@ -178,11 +178,11 @@ void bind_gguf_writer(py::module_& m) {
               std::vector<gguf::tensor_record> records;
               std::vector<std::span<const std::byte>> data;
               for (auto item : tensors) {
-                  auto t = item.cast<py::tuple>();
-                  gguf::tensor_record r;
-                  r = record_of(t[0], t[1].cast<std::string>(), t[2]);
-                  data.emplace_back(reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>()),
-                                    t[4].cast<std::size_t>());
+                  // A DescribedTensor, its fields read by name.
+                  gguf::tensor_record r = record_of(item.attr("name"), item.attr("dtype").cast<std::string>(),
+                                                    item.attr("shape"));
+                  data.emplace_back(reinterpret_cast<const std::byte*>(item.attr("address").cast<std::uintptr_t>()),
+                                    item.attr("nbytes").cast<std::size_t>());
                   const std::uint64_t need = gguf::tensor_bytes(r);  // names what ggml's reader would refuse
                   if (need != data.back().size())
                       raise(errc::InvalidArgument, "tensor '" + r.name + "': " + std::to_string(data.back().size()) +
@@ -199,7 +199,7 @@ void bind_gguf_writer(py::module_& m) {
               w.finish();
           },
           py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("alignment"), py::arg("sync"),
-          "Writes [(name, dtype, shape, address, nbytes)] and [(key, type, element_type, [values])] as a GGUF file.");
+          "Writes DescribedTensor records (name, dtype, shape, address, nbytes) and [(key, type, element_type, [values])] as a GGUF file.");
 }
 
 }  // namespace ringsafe::python

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Union
 
+from ._described import DescribedTensor
 from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._ringsafe import GGUFStreamWriter, gguf_save
@@ -81,18 +82,16 @@ def save_file(tensors: Mapping[str, Any], path: StrPath, metadata: Mapping[str, 
     raises SafetensorError naming the tensor before anything is written."""
     if not isinstance(tensors, dict):
         raise TypeError(f"tensors must be a dict of str to tensors, got {type(tensors).__name__}")
-    described: list[tuple[str, str, Sequence[int], int, int]] = []
-    owners: list[Any] = []
+    described: list[DescribedTensor] = []
     for name, t in tensors.items():
         adapter = adapter_of(t)
         if adapter is None:
             raise TypeError(f"tensor {name!r}: expected a torch.Tensor or numpy.ndarray, got {type(t).__name__}")
         adapter.check_type(t, name)
         d = adapter.describe(t, name)
-        described.append((name, d.dtype, list(d.shape), d.address, d.nbytes))
-        owners.append(d.owner)
+        described.append(DescribedTensor(name, d.dtype, list(d.shape), d.address, d.nbytes, d.owner))
     gguf_save(spec_of(path), described, _entries(metadata), alignment, sync)
-    del owners  # kept alive until the write returned
+    del described  # its owners kept the bytes alive until the write returned
 
 
 def _entries(metadata: Mapping[str, MetadataValue] | None) -> list[tuple[str, str, str | None, list[Any]]]:
