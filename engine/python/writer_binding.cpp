@@ -85,13 +85,15 @@ std::optional<metadata_map> parse_metadata(const py::object& md) {
 std::vector<tensor_source> parse_tensors(const py::list& tensors) {
     std::vector<tensor_source> out;
     out.reserve(tensors.size());
+    // The field names made once per call, not once per tensor.
+    const py::str name_f("name"), dtype_f("dtype"), shape_f("shape"), address_f("address"), nbytes_f("nbytes");
     for (auto item : tensors) {
         tensor_source s;
-        s.entry.name = tensor_name(item.attr("name"));
-        s.entry.dtype = parse_dtype(item.attr("dtype").cast<std::string>(), s.entry.name);
-        s.entry.shape = parse_shape(item.attr("shape"), s.entry.name);
-        s.data = reinterpret_cast<const std::byte*>(item.attr("address").cast<std::uintptr_t>());
-        s.size = item.attr("nbytes").cast<std::uint64_t>();
+        s.entry.name = tensor_name(item.attr(name_f));
+        s.entry.dtype = parse_dtype(item.attr(dtype_f).cast<std::string>(), s.entry.name);
+        s.entry.shape = parse_shape(item.attr(shape_f), s.entry.name);
+        s.data = reinterpret_cast<const std::byte*>(item.attr(address_f).cast<std::uintptr_t>());
+        s.size = item.attr(nbytes_f).cast<std::uint64_t>();
         std::uint64_t elements = 1;
         bool overflow = false;
         for (auto d : s.entry.shape) overflow |= __builtin_mul_overflow(elements, d, &elements);

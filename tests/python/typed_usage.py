@@ -193,6 +193,11 @@ def package_records(path: str) -> None:
     assert_type(described_all[0].shape, list[int])
     assert_type(described_all[0].nbytes, int)
     ringsafe._ringsafe.serialize([DescribedTensor("a", "F32", [1], 0, 4)])
+    from ringsafe._described import GGUFEntry
+    from ringsafe._gguf_write import _entries
+    entry = _entries({"general.name": "x"})[0]
+    assert_type(entry, GGUFEntry)
+    assert_type(entry.element_type, str | None)
 
 
 def distributed_api(url: str) -> None:

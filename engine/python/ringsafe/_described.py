@@ -1,5 +1,7 @@
-"""DescribedTensor, one tensor as the engine's whole-dict writers take it:
-_ringsafe.save_declared, serialize and gguf_save read its fields by name."""
+"""The records the engine's writers read by name (attributes, not positions):
+DescribedTensor, one tensor as the whole-dict writers take it
+(_ringsafe.save_declared, serialize, gguf_save), and GGUFEntry, one GGUF
+metadata entry (gguf_save, GGUFStreamWriter)."""
 
 from __future__ import annotations
 
@@ -20,3 +22,15 @@ class DescribedTensor:
     address: int
     nbytes: int
     owner: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class GGUFEntry:
+    """One GGUF metadata entry as the engine takes it: ``key``, ``type`` and
+    ``element_type`` (an ARRAY's, else None; named as gguf-py's GGUFValueType),
+    and ``values`` (one for a scalar, an ARRAY's elements)."""
+
+    key: str
+    type: str
+    element_type: str | None
+    values: list[Any]

@@ -5,9 +5,9 @@ import builtins
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeVar, final, overload
 
-from typing_extensions import TypeAlias, Unpack
+from typing_extensions import Unpack
 
-from ._described import DescribedTensor
+from ._described import DescribedTensor, GGUFEntry
 from ._typing import (
     ArenaCacheStats,
     Box,
@@ -400,18 +400,17 @@ def convert(source: StrPath, target: StrPath, *, select: Sequence[str] | None = 
             **kwargs: Unpack[ReaderOptions]) -> ConvertStats: ...
 
 # ---------------------------------------------------------------- GGUF writing (gguf_writer_binding.cpp)
-_GGUFEntry: TypeAlias = tuple[str, str, "str | None", list[Any]]  # (key, type, element type of an ARRAY, values)
-def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[_GGUFEntry], alignment: int,
+def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[GGUFEntry], alignment: int,
               sync: bool) -> None: ...
 
 @final
 class GGUFStreamWriter:
     """The streaming GGUF writer."""
 
-    def __init__(self, path: StrPath, metadata: list[_GGUFEntry], alignment: int, sync: bool, reserve_bytes: int,
+    def __init__(self, path: StrPath, metadata: list[GGUFEntry], alignment: int, sync: bool, reserve_bytes: int,
                  expected_tensors: int, direct: bool) -> None: ...
     def add(self, name: str, type_name: str, shape: Sequence[int], address: int, nbytes: int) -> None: ...
-    def finish(self, metadata: list[_GGUFEntry] | None) -> dict[str, Any]: ...
+    def finish(self, metadata: list[GGUFEntry] | None) -> dict[str, Any]: ...
     def abandon(self) -> None: ...
     @property
     def closed(self) -> bool: ...
