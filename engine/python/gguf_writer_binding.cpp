@@ -201,7 +201,8 @@ void bind_gguf_writer(py::module_& m) {
               w.finish();
           },
           py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("alignment"), py::arg("sync"),
-          "Writes DescribedTensor records (name, dtype, shape, address, nbytes) and GGUFEntry records (key, type, element_type, values) as a GGUF file.");
+          "Writes DescribedTensor records (name, dtype, shape, address, nbytes) and GGUFEntry records (key, "
+          "type, element_type, values) as a GGUF file.");
 }
 
 }  // namespace ringsafe::python
