@@ -363,13 +363,13 @@ def main():
         if "cold" in states and fstype in ("tmpfs", "ramfs"):
             states.remove("cold")
             print(f"cold left out: {path} is on {fstype} (always in memory)")
-        available, why = _ringsafe.cuda_runtime_available()
+        cuda = _ringsafe.cuda_runtime_available()
         props = torch.cuda.get_device_properties(0)
         print(f"GPU: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs; "
               f"torch {torch.__version__} (CUDA {torch.version.cuda})")
         print(f"host: nproc {os.cpu_count()}, kernel {platform.release()}, python {platform.python_version()}; "
               f"{versions()}")
-        print(f"ringsafe {ringsafe.__file__}: CUDA runtime {'loads' if available else 'NOT available: ' + why}; "
+        print(f"ringsafe {ringsafe.__file__}: CUDA runtime {'loads' if cuda.available else 'NOT available: ' + cuda.reason}; "
               f"RINGSAFE_CUDART={os.environ.get('RINGSAFE_CUDART', '(unset)')}")
         print(f"checkpoint {path}: {size / 2**30:.2f} GiB, {len(header)} bf16 tensors, on {fstype}; "
               f"{drop_caches_note()}; cold = fsync + POSIX_FADV_DONTNEED per repetition", flush=True)

@@ -1,4 +1,4 @@
-// ringsafe/device.hpp for Python: whether a CUDA runtime loads, the
+// ringsafe/device.hpp for Python: whether a CUDA runtime loads (CudaRuntime), the
 // DeviceStager kept across device reads, and the device reads of a Reader's
 // tensors (read_to_device_at, and _stand_in_read_with_hooks, the host
 // stand-in's test hooks kept out of it).
@@ -93,6 +93,12 @@ py::dict device_read(const py_reader& self, const py::object& names_arg, device_
     return out;
 }
 
+// Whether the CUDA runtime loads, as CudaRuntime hands it out.
+struct cuda_runtime_record {
+    bool available = false;
+    std::string reason;  // '' when available
+};
+
 // read_to_device_at, and the stand-in's test hooks kept out of it.
 void bind_device_reads(py::module_& m) {
     m.def("read_to_device_at",
@@ -143,12 +149,22 @@ void bind_device_reads(py::module_& m) {
 }  // namespace
 
 void bind_device(py::module_& m) {
+    py::class_<cuda_runtime_record>(m, "CudaRuntime",
+                                    "Whether the CUDA runtime can be loaded (read-only): available, and reason "
+                                    "('' when it can, else why not).")
+        .def_readonly("available", &cuda_runtime_record::available)
+        .def_readonly("reason", &cuda_runtime_record::reason)
+        .def("__repr__", [](const cuda_runtime_record& c) {
+            return "CudaRuntime(available=" + std::string(c.available ? "True" : "False") + ", reason=" +
+                   std::string(py::repr(py::str(c.reason))) + ")";
+        });
     m.def("cuda_runtime_available", [] {
-              std::string why;
-              bool ok = cuda_runtime_available(&why);
-              return py::make_tuple(ok, why);
+              cuda_runtime_record out;
+              out.available = cuda_runtime_available(&out.reason);
+              return out;
           },
-          "(True, '') when the CUDA runtime can be loaded, else (False, the reason).");
+          "A CudaRuntime: available True (reason '') when the CUDA runtime can be loaded, else False and the "
+          "reason.");
     py::class_<device_stager, std::shared_ptr<device_stager>>(
         m, "DeviceStager",
         "A staging ring and copier kept across device reads (read_to_device_at(..., stager=)): pinned "

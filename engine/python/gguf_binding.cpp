@@ -2,7 +2,8 @@
 // (version, alignment, data offset, metadata values as gguf-py's
 // ReaderField.contents() gives them), its tensor records with their ggml
 // types, and whole tensors read as stored or dequantized as their reads land
-// (read::read_dequantized), the GIL released and Ctrl-C watched.
+// (read::read_dequantized), the GIL released and Ctrl-C watched. Header and
+// tensors come out as records (GGUFHeader, GGUFMetadataEntry, GGUFTensorInfo).
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -60,18 +61,48 @@ py::object contents(const gguf::metadata_entry& e) {
     return out;
 }
 
-py::tuple header_tuple(const py_reader& self) {
+// One metadata entry of a GGUF header, as GGUFMetadataEntry hands it out:
+// its key, value type and element type (an ARRAY's, else None), named as
+// gguf-py's GGUFValueType, and its value as ReaderField.contents() gives it.
+struct gguf_entry_record {
+    py::object key;
+    std::string type;
+    py::object element_type;
+    py::object value;
+};
+
+// A GGUF reader's header, as GGUFHeader hands it out: metadata in file order.
+struct gguf_header_record {
+    std::uint32_t version = 0;
+    std::uint64_t alignment = 0;
+    std::uint64_t data_offset = 0;
+    py::list metadata;
+};
+
+// One tensor of a GGUF reader, as GGUFTensorInfo hands it out: its ggml type
+// named, shape in PyTorch order, offset relative to its shard's data section.
+struct gguf_tensor_record {
+    py::object name;
+    std::string type;
+    py::tuple shape;
+    std::uint64_t offset = 0;
+    std::uint64_t nbytes = 0;
+    std::uint32_t shard = 0;
+};
+
+gguf_header_record header_record_of(const py_reader& self) {
     const gguf::header& h = header_of(self);
     py::list md;
     for (const auto& e : h.metadata) {
         py::object element_type = e.is_array() ? py::object(py::str(std::string(gguf::value_type_name(e.element_type))))
                                                : py::object(py::none());
-        md.append(py::make_tuple(text(e.key), std::string(gguf::value_type_name(e.type)), element_type, contents(e)));
+        md.append(gguf_entry_record{text(e.key), std::string(gguf::value_type_name(e.type)), element_type,
+                                    contents(e)});
     }
-    return py::make_tuple(h.version, h.alignment, h.data_offset, md);
+    return {h.version, h.alignment, h.data_offset, md};
 }
 
-py::list tensor_tuples(const py_reader& self) {
+py::list tensor_records(const py_reader& self) {
     header_of(self);
     const reader& r = self.get();
     const auto ts = r.tensors();
@@ -80,10 +111,49 @@ py::list tensor_tuples(const py_reader& self) {
         const tensor_info& t = ts[i];
         py::tuple shape(t.shape.size());
         for (std::size_t k = 0; k < t.shape.size(); ++k) shape[k] = py::int_(t.shape[k]);
-        out.append(py::make_tuple(text(t.name), std::string(ggml_type_name(t.ggml)), shape, t.begin, t.size(),
-                                  r.shard_of(i)));
+        out.append(gguf_tensor_record{text(t.name), std::string(ggml_type_name(t.ggml)), shape, t.begin, t.size(),
+                                      r.shard_of(i)});
     }
     return out;
+}
+
+// GGUFMetadataEntry, GGUFHeader and GGUFTensorInfo: read-only records.
+void bind_gguf_records(py::module_& m) {
+    py::class_<gguf_entry_record>(m, "GGUFMetadataEntry",
+                                  "One metadata entry of a GGUF header (read-only): key, type and element_type "
+                                  "(an ARRAY's, else None; named as gguf-py's GGUFValueType), and value (as "
+                                  "gguf-py's ReaderField.contents() gives it).")
+        .def_readonly("key", &gguf_entry_record::key)
+        .def_readonly("type", &gguf_entry_record::type)
+        .def_readonly("element_type", &gguf_entry_record::element_type)
+        .def_readonly("value", &gguf_entry_record::value)
+        .def("__repr__", [](const gguf_entry_record& e) {
+            return "GGUFMetadataEntry(key=" + std::string(py::repr(e.key)) + ", type=" + e.type + ")";
+        });
+    py::class_<gguf_header_record>(m, "GGUFHeader",
+                                   "A GGUF reader's header (read-only): version, alignment, data_offset and "
+                                   "metadata (GGUFMetadataEntry records in file order).")
+        .def_readonly("version", &gguf_header_record::version)
+        .def_readonly("alignment", &gguf_header_record::alignment)
+        .def_readonly("data_offset", &gguf_header_record::data_offset)
+        .def_readonly("metadata", &gguf_header_record::metadata)
+        .def("__repr__", [](const gguf_header_record& h) {
+            return "GGUFHeader(version=" + std::to_string(h.version) + ", " + std::to_string(h.metadata.size()) +
+                   " entries)";
+        });
+    py::class_<gguf_tensor_record>(m, "GGUFTensorInfo",
+                                   "One tensor of a GGUF reader (read-only): name, type (named as gguf-py's "
+                                   "GGMLQuantizationType), shape (PyTorch order: ggml's ne reversed), offset "
+                                   "(relative to its shard's data section), nbytes and shard.")
+        .def_readonly("name", &gguf_tensor_record::name)
+        .def_readonly("type", &gguf_tensor_record::type)
+        .def_readonly("shape", &gguf_tensor_record::shape)
+        .def_readonly("offset", &gguf_tensor_record::offset)
+        .def_readonly("nbytes", &gguf_tensor_record::nbytes)
+        .def_readonly("shard", &gguf_tensor_record::shard)
+        .def("__repr__", [](const gguf_tensor_record& t) {
+            return "GGUFTensorInfo(name=" + std::string(py::repr(t.name)) + ", type=" + t.type + ")";
+        });
 }
 
 std::optional<dtype> out_arg(const py::handle& v) {
@@ -121,13 +191,15 @@ void gguf_read(const py_reader& self, const py::object& names_arg, const py::lis
 }  // namespace
 
 void bind_gguf(py::module_& m) {
-    m.def("gguf_header", &header_tuple, py::arg("reader"),
-          "(version, alignment, data_offset, metadata) of a GGUF reader (a split set's first part): metadata "
-          "as (key, type, element_type or None, value) in file order, types named as gguf-py's GGUFValueType, "
+    bind_gguf_records(m);
+    m.def("gguf_header", &header_record_of, py::arg("reader"),
+          "The GGUFHeader of a GGUF reader (a split set's first part): version, alignment, data_offset, and "
+          "metadata as GGUFMetadataEntry records (key, type, element_type or None, value) in file order, types named as gguf-py's GGUFValueType, "
           "values as gguf-py's ReaderField.contents() gives them (strings decoded as UTF-8, other bytes kept "
           "as surrogates). InvalidArgument for a safetensors reader.");
-    m.def("gguf_tensors", &tensor_tuples, py::arg("reader"),
-          "Every tensor of a GGUF reader in data order, as (name, type, shape, offset, nbytes, shard): type "
+    m.def("gguf_tensors", &tensor_records, py::arg("reader"),
+          "Every tensor of a GGUF reader in data order, as GGUFTensorInfo records (name, type, shape, offset, "
+          "nbytes, shard): type "
           "named as gguf-py's GGMLQuantizationType, shape in PyTorch order (ggml's ne reversed), offset "
           "relative to its shard's data section.");
     m.def("gguf_read", &gguf_read, py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("outs"),

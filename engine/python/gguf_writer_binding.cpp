@@ -63,17 +63,17 @@ gguf::scalar scalar_of(const py::handle& v, value_type t, const std::string& key
     return static_cast<std::int64_t>(x->value);
 }
 
-// [(key, type, element_type or None, [values])] -> entries in that order.
+// GGUFEntry records (key, type, element_type or None, [values]; read by name) -> entries in that order.
 std::vector<gguf::metadata_entry> parse_entries(const py::list& items) {
     std::vector<gguf::metadata_entry> out;
     for (auto item : items) {
-        auto t = item.cast<py::tuple>();
-        const std::string key = t[0].cast<std::string>();
-        const value_type type = type_named(t[1].cast<std::string>(), key);
+        const std::string key = item.attr("key").cast<std::string>();
+        const value_type type = type_named(item.attr("type").cast<std::string>(), key);
         std::deque<std::string> text;
         std::vector<gguf::scalar> values;
-        const value_type element = type == value_type::ARRAY ? type_named(t[2].cast<std::string>(), key) : type;
-        for (auto v : t[3].cast<py::list>()) values.push_back(scalar_of(v, element, key, text));
+        const value_type element =
+            type == value_type::ARRAY ? type_named(item.attr("element_type").cast<std::string>(), key) : type;
+        for (auto v : item.attr("values").cast<py::list>()) values.push_back(scalar_of(v, element, key, text));
         if (type == value_type::ARRAY) out.push_back(gguf::metadata_entry::make_array(key, element, values));
         else out.push_back(gguf::metadata_entry::make(key, type, values.at(0)));
     }
@@ -177,12 +177,14 @@ void bind_gguf_writer(py::module_& m) {
               const std::string path = path_arg(path_arg_, "path");
               std::vector<gguf::tensor_record> records;
               std::vector<std::span<const std::byte>> data;
+              // DescribedTensor records, their fields read by name (the names made once per call).
+              const py::str name_f("name"), dtype_f("dtype"), shape_f("shape"), address_f("address"),
+                  nbytes_f("nbytes");
               for (auto item : tensors) {
-                  auto t = item.cast<py::tuple>();
-                  gguf::tensor_record r;
-                  r = record_of(t[0], t[1].cast<std::string>(), t[2]);
-                  data.emplace_back(reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>()),
-                                    t[4].cast<std::size_t>());
+                  gguf::tensor_record r =
+                      record_of(item.attr(name_f), item.attr(dtype_f).cast<std::string>(), item.attr(shape_f));
+                  data.emplace_back(reinterpret_cast<const std::byte*>(item.attr(address_f).cast<std::uintptr_t>()),
+                                    item.attr(nbytes_f).cast<std::size_t>());
                   const std::uint64_t need = gguf::tensor_bytes(r);  // names what ggml's reader would refuse
                   if (need != data.back().size())
                       raise(errc::InvalidArgument, "tensor '" + r.name + "': " + std::to_string(data.back().size()) +
@@ -199,7 +201,8 @@ void bind_gguf_writer(py::module_& m) {
               w.finish();
           },
           py::arg("path"), py::arg("tensors"), py::arg("metadata"), py::arg("alignment"), py::arg("sync"),
-          "Writes [(name, dtype, shape, address, nbytes)] and [(key, type, element_type, [values])] as a GGUF file.");
+          "Writes DescribedTensor records (name, dtype, shape, address, nbytes) and GGUFEntry records (key, "
+          "type, element_type, values) as a GGUF file.");
 }
 
 }  // namespace ringsafe::python

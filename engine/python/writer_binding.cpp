@@ -25,7 +25,7 @@ namespace ringsafe::python {
 
 namespace {
 
-// One tensor handed over from Python: (name, dtype, shape, address, size).
+// One tensor handed over from Python (a DescribedTensor: name, dtype, shape, address, nbytes).
 struct tensor_source {
     tensor_entry entry;
     const std::byte* data = nullptr;
@@ -79,20 +79,21 @@ std::optional<metadata_map> parse_metadata(const py::object& md) {
     return out;
 }
 
-// Reads the Python list, checks each size against shape x dtype, and orders
+// Reads the Python list of DescribedTensor records (fields read by name), checks each size against shape x dtype, and orders
 // the tensors as the reference writer does (dtype descending, then name),
 // with their data offsets.
 std::vector<tensor_source> parse_tensors(const py::list& tensors) {
     std::vector<tensor_source> out;
     out.reserve(tensors.size());
+    // The field names made once per call, not once per tensor.
+    const py::str name_f("name"), dtype_f("dtype"), shape_f("shape"), address_f("address"), nbytes_f("nbytes");
     for (auto item : tensors) {
-        auto t = item.cast<py::tuple>();
         tensor_source s;
-        s.entry.name = tensor_name(t[0]);
-        s.entry.dtype = parse_dtype(t[1].cast<std::string>(), s.entry.name);
-        s.entry.shape = parse_shape(t[2], s.entry.name);
-        s.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
-        s.size = t[4].cast<std::uint64_t>();
+        s.entry.name = tensor_name(item.attr(name_f));
+        s.entry.dtype = parse_dtype(item.attr(dtype_f).cast<std::string>(), s.entry.name);
+        s.entry.shape = parse_shape(item.attr(shape_f), s.entry.name);
+        s.data = reinterpret_cast<const std::byte*>(item.attr(address_f).cast<std::uintptr_t>());
+        s.size = item.attr(nbytes_f).cast<std::uint64_t>();
         std::uint64_t elements = 1;
         bool overflow = false;
         for (auto d : s.entry.shape) overflow |= __builtin_mul_overflow(elements, d, &elements);
@@ -191,8 +192,8 @@ void bind_save_declared(py::module_& m) {
           },
           py::arg("path"), py::arg("tensors"), py::arg("metadata") = py::none(), py::arg("sync") = true,
           py::arg("threads") = 2, py::arg("progress") = py::none(),
-          "Writes (name, dtype, shape, address, size) tensors to `path` in the reference's layout, "
-          "straight from their memory; published atomically (temporary + rename). sync: O_DIRECT with "
+          "Writes DescribedTensor records (name, dtype, shape, address, nbytes) to `path` in the reference's "
+          "layout, straight from their memory; published atomically (temporary + rename). sync: O_DIRECT with "
           "`threads` writers, then fsync; otherwise buffered writes on the calling thread.");
 }
 
@@ -220,7 +221,8 @@ void bind_serialize(py::module_& m) {
               return out;
           },
           py::arg("tensors"), py::arg("metadata") = py::none(),
-          "The safetensors bytes of (name, dtype, shape, address, size) tensors, in the reference's layout.");
+          "The safetensors bytes of DescribedTensor records (name, dtype, shape, address, nbytes), in the "
+          "reference's layout.");
 }
 
 // StreamWriter: tensors added one at a time, single pass, append.

@@ -179,10 +179,10 @@ if '%d.%d' % sys.version_info[:2] != '$(manifest python)':
     sys.exit('$PY is Python %d.%d; the bundle holds the extension for $(manifest python): set PYTHON' % sys.version_info[:2])
 import ringsafe, safetensors
 from ringsafe import _ringsafe
-ok, why = _ringsafe.cuda_runtime_available()
+cuda = _ringsafe.cuda_runtime_available()
 print('python', sys.version.split()[0], '| ringsafe', ringsafe.__file__, '| extension', _ringsafe.__file__)
 print('safetensors', safetensors.__version__, safetensors.__file__)
-print('ringsafe loads the CUDA runtime:', ok, why)
+print('ringsafe loads the CUDA runtime:', cuda.available, cuda.reason)
 try:
     import torch
     print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'devices', torch.cuda.device_count())

@@ -133,8 +133,8 @@ def test_without_a_gpu_a_device_read_fails_clearly(checkpoint):
     if cuda_device() is not None:
         pytest.skip("a GPU is present: test_to_cuda_memory covers it")
     path, data = checkpoint
-    available, why = _ringsafe.cuda_runtime_available()
-    assert available or "CUDA runtime is not available" in why
+    cuda = _ringsafe.cuda_runtime_available()
+    assert cuda.available or "CUDA runtime is not available" in cuda.reason
     out, dsts = destinations(data, ["f32"])
     with pytest.raises(ringsafe.SafetensorError) as e:
         device_read(path, ["f32"], dsts)

@@ -147,6 +147,12 @@ def engine_api(path: str) -> None:
     fetched = ringsafe._ringsafe.fetch_file(path, connections=4)
     assert_type(fetched.data, bytes)
     assert_type(fetched.name, str)
+    cuda = ringsafe._ringsafe.cuda_runtime_available()
+    assert_type(cuda, ringsafe._ringsafe.CudaRuntime)
+    assert_type(cuda.available, bool)
+    assert_type(cuda.reason, str)
+    counts = ringsafe._ringsafe.read_to_device_at(ringsafe._ringsafe.Reader(path), ["a"], [(0, 0)], stand_in=True)
+    assert_type(counts["staged_bytes"], int)
 
     ringsafe.install()
     assert_type(ringsafe.installed(), bool)
@@ -161,7 +167,10 @@ def package_records(path: str) -> None:
     # The records the package's own modules hand each other (not an API): typed, so mypy checks their uses.
     from ringsafe._frameworks import CallerTensor, adapter_for
     from ringsafe._memory import ArenaLayout, file_layout_arena, new_packed_arena
+    from ringsafe._described import DescribedTensor
     from ringsafe._model import KeyMatch, match_keys
+    from ringsafe._numpy_adapter import ADAPTER as NP_ADAPTER
+    from ringsafe._write import describe_all
     from ringsafe._torch_adapter import ADAPTER
 
     described = adapter_for("pt").describe(torch.zeros(3), "a")
@@ -179,6 +188,16 @@ def package_records(path: str) -> None:
     assert_type(keys, KeyMatch)
     assert_type(keys.missing, set[str])
     assert_type(keys.unexpected, list[str])
+    described_all = describe_all(NP_ADAPTER, {"a": np.zeros(3)})
+    assert_type(described_all, list[DescribedTensor])
+    assert_type(described_all[0].shape, list[int])
+    assert_type(described_all[0].nbytes, int)
+    ringsafe._ringsafe.serialize([DescribedTensor("a", "F32", [1], 0, 4)])
+    from ringsafe._described import GGUFEntry
+    from ringsafe._gguf_write import _entries
+    entry = _entries({"general.name": "x"})[0]
+    assert_type(entry, GGUFEntry)
+    assert_type(entry.element_type, str | None)
 
 
 def distributed_api(url: str) -> None:
@@ -210,6 +229,20 @@ def gguf_api(path: str) -> None:
     assert_type(res.files, tuple[str, ...])
     ringsafe.convert("model.safetensors", "model.gguf", select=["model.*"], split_max_tensors=100,
                      progress=lambda done, total: None)
+    stats = ringsafe._ringsafe.convert(path, "model.safetensors", dtype="BF16")
+    assert_type(stats, ringsafe._ringsafe.ConvertStats)
+    assert_type(stats.files, list[str])
+    assert_type(stats.seconds, float)
+    reader = ringsafe._ringsafe.Reader(path)
+    header = ringsafe._ringsafe.gguf_header(reader)
+    assert_type(header, ringsafe._ringsafe.GGUFHeader)
+    assert_type(header.alignment, int)
+    assert_type(header.metadata[0], ringsafe._ringsafe.GGUFMetadataEntry)
+    assert_type(header.metadata[0].element_type, str | None)
+    info = ringsafe._ringsafe.gguf_tensors(reader)[0]
+    assert_type(info, ringsafe._ringsafe.GGUFTensorInfo)
+    assert_type(info.shape, tuple[int, ...])
+    assert_type(info.shard, int)
 
 
 def rejected(path: str) -> None:
@@ -232,4 +265,7 @@ def rejected(path: str) -> None:
     ringsafe._ringsafe.parse_bytes(bytes(8))[0]  # type: ignore[index]
     ringsafe._ringsafe.MappedFile(path).populate([(0, 8)])[1]  # type: ignore[index]
     ringsafe._ringsafe.fetch_file(path).data.name  # type: ignore[attr-defined]
+    ringsafe._ringsafe.cuda_runtime_available()[0]  # type: ignore[index]
+    ringsafe._ringsafe.gguf_tensors(ringsafe._ringsafe.Reader(path))[0][1]  # type: ignore[index]
+    ringsafe._ringsafe.serialize([("a", "F32", [1], 0, 4)])  # type: ignore[list-item]
     rd.load_file(path, shard="0")  # type: ignore[arg-type]

@@ -107,6 +107,6 @@ def convert(source: StrPath, target: StrPath, *, select: str | Iterable[str] | N
                                 split_max_size=_size(split_max_size, "split_max_size"),
                                 split_max_tensors=split_max_tensors, buffer_size=buffer_bytes,
                                 buffers=buffers, direct_write=direct_write, sync=sync, progress=cb, **source_options)
-    nbytes, tensors, files, nbuffers, per_buffer, readers, seconds, write_waited, read_waited = got
-    return ConvertResult(tuple(files), tensors, nbytes, seconds, nbuffers, per_buffer, readers, write_waited,
-                         read_waited)
+    return ConvertResult(files=tuple(got.files), tensors=got.tensors, bytes=got.bytes, seconds=got.seconds,
+                         buffers=got.buffers, buffer_bytes=got.buffer_bytes, readers=got.readers,
+                         write_waited=got.write_waited, read_waited=got.read_waited)

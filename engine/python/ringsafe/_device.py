@@ -30,7 +30,7 @@ def _runtime_loads():
     global _runtime
     if _runtime is None:
         from ._ringsafe import cuda_runtime_available
-        _runtime = cuda_runtime_available()[0]
+        _runtime = cuda_runtime_available().available
     return _runtime
 
 

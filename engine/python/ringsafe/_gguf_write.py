@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Union
 
+from ._described import DescribedTensor, GGUFEntry
 from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._ringsafe import GGUFStreamWriter, gguf_save
@@ -44,21 +45,21 @@ def _auto_type(key: str, v: Any) -> str:
     raise TypeError(f"metadata key {key!r}: no GGUF type for a {type(v).__name__}; give (type, value)")
 
 
-def _entry(key: str, value: Any) -> tuple[str, str, str | None, list[Any]]:
-    """(key, type, element type, values) as the engine takes an entry."""
+def _entry(key: str, value: Any) -> GGUFEntry:
+    """The GGUFEntry of one metadata item."""
     if not isinstance(key, str):
         raise TypeError(f"metadata keys must be str, got {key!r}")
     if isinstance(value, tuple):
         if len(value) == 3 and _type_name(value[0]) == "ARRAY":
-            return key, "ARRAY", _type_name(value[1]), list(value[2])
+            return GGUFEntry(key, "ARRAY", _type_name(value[1]), list(value[2]))
         if len(value) != 2:
             raise TypeError(f"metadata key {key!r}: a typed value is (type, value) or ('ARRAY', element_type, values)")
         t = _type_name(value[0])
         if t == "ARRAY":
             values = list(value[1])
             element = _auto_type(key, values[0]) if values else "INT32"
-            return key, "ARRAY", element, values
-        return key, t, None, [value[1]]
+            return GGUFEntry(key, "ARRAY", element, values)
+        return GGUFEntry(key, t, None, [value[1]])
     if isinstance(value, list):
         element = "STRING"
         if value:
@@ -67,8 +68,8 @@ def _entry(key: str, value: Any) -> tuple[str, str, str | None, list[Any]]:
             element = kinds.pop() if len(kinds) == 1 else ("INT64" if kinds <= ints - {"UINT64"} else "")
             if not element:
                 raise TypeError(f"metadata key {key!r}: an array's elements must be of one type; give ('ARRAY', type, values)")
-        return key, "ARRAY", element, value
-    return key, _auto_type(key, value), None, [value]
+        return GGUFEntry(key, "ARRAY", element, value)
+    return GGUFEntry(key, _auto_type(key, value), None, [value])
 
 
 def save_file(tensors: Mapping[str, Any], path: StrPath, metadata: Mapping[str, MetadataValue] | None = None, *,
@@ -81,21 +82,19 @@ def save_file(tensors: Mapping[str, Any], path: StrPath, metadata: Mapping[str, 
     raises SafetensorError naming the tensor before anything is written."""
     if not isinstance(tensors, dict):
         raise TypeError(f"tensors must be a dict of str to tensors, got {type(tensors).__name__}")
-    described: list[tuple[str, str, Sequence[int], int, int]] = []
-    owners: list[Any] = []
+    described: list[DescribedTensor] = []
     for name, t in tensors.items():
         adapter = adapter_of(t)
         if adapter is None:
             raise TypeError(f"tensor {name!r}: expected a torch.Tensor or numpy.ndarray, got {type(t).__name__}")
         adapter.check_type(t, name)
         d = adapter.describe(t, name)
-        described.append((name, d.dtype, list(d.shape), d.address, d.nbytes))
-        owners.append(d.owner)
+        described.append(DescribedTensor(name, d.dtype, list(d.shape), d.address, d.nbytes, d.owner))
     gguf_save(spec_of(path), described, _entries(metadata), alignment, sync)
-    del owners  # kept alive until the write returned
+    del described  # its owners kept the bytes alive until the write returned
 
 
-def _entries(metadata: Mapping[str, MetadataValue] | None) -> list[tuple[str, str, str | None, list[Any]]]:
+def _entries(metadata: Mapping[str, MetadataValue] | None) -> list[GGUFEntry]:
     return [_entry(k, v) for k, v in (metadata or {}).items()]
 
 

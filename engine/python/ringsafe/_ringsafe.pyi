@@ -5,13 +5,14 @@ import builtins
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypeVar, final, overload
 
-from typing_extensions import TypeAlias, Unpack
+from typing_extensions import Unpack
 
+from ._described import DescribedTensor, GGUFEntry
 from ._typing import (
     ArenaCacheStats,
     Box,
     Buffer,
-    DescribedTensor,
+    DeviceReadCounts,
     Metadata,
     ProgressCallback,
     ReaderOptions,
@@ -211,7 +212,7 @@ def plan_requests_at(reader: Reader, requests: list[tuple[str, Box, int, int]],
 def read_to_device_at(reader: Reader, names: Sequence[str], dsts: Sequence[tuple[int, int]], device: int = 0,
                       stand_in: bool = False, staging_size: int = 16777216, staging_count: int = 4,
                       progress: ProgressCallback | None = None, stager: DeviceStager | None = None,
-                      stream: int = 0) -> None: ...
+                      stream: int = 0) -> DeviceReadCounts: ...
 
 # Tests only, not an API (tests/python/test_device.py): read_to_device_at with the host
 # stand-in and its hooks; the result is the read's counts and `trace`, the stand-in's steps.
@@ -221,7 +222,17 @@ def _stand_in_read_with_hooks(reader: Reader, names: Sequence[str], dsts: Sequen
 
 # ---------------------------------------------------------------- devices (device_binding.cpp)
 
-def cuda_runtime_available() -> tuple[bool, str]: ...
+# Whether the CUDA runtime loads: a record read by name (not a tuple).
+@final
+class CudaRuntime:
+    """Whether the CUDA runtime can be loaded (read-only)."""
+
+    @property
+    def available(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...  # '' when available
+
+def cuda_runtime_available() -> CudaRuntime: ...
 
 @final
 class DeviceStager:
@@ -306,34 +317,100 @@ def can_dequantize(type_name: str) -> bool: ...
 
 # ---------------------------------------------------------------- GGUF (gguf_binding.cpp)
 
-# (version, alignment, data_offset, [(key, type, element_type or None, value)]).
-def gguf_header(reader: Reader) -> tuple[int, int, int, list[tuple[str, str, str | None, Any]]]: ...
-# [(name, type, shape, offset, nbytes, shard)] in data order.
-def gguf_tensors(reader: Reader) -> list[tuple[str, str, tuple[int, ...], int, int, int]]: ...
+# A GGUF reader's header and tensors: records read by name (not tuples).
+@final
+class GGUFMetadataEntry:
+    """One metadata entry of a GGUF header (read-only)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def type(self) -> str: ...  # gguf-py's GGUFValueType name
+    @property
+    def element_type(self) -> str | None: ...  # an ARRAY's, else None
+    @property
+    def value(self) -> Any: ...  # as gguf-py's ReaderField.contents() gives it
+
+@final
+class GGUFHeader:
+    """A GGUF reader's header (read-only)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def data_offset(self) -> int: ...
+    @property
+    def metadata(self) -> list[GGUFMetadataEntry]: ...  # in file order
+
+@final
+class GGUFTensorInfo:
+    """One tensor of a GGUF reader (read-only)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...  # gguf-py's GGMLQuantizationType name
+    @property
+    def shape(self) -> tuple[int, ...]: ...  # PyTorch order (ggml's ne reversed)
+    @property
+    def offset(self) -> int: ...  # relative to its shard's data section
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def shard(self) -> int: ...
+
+def gguf_header(reader: Reader) -> GGUFHeader: ...
+def gguf_tensors(reader: Reader) -> list[GGUFTensorInfo]: ...  # in data order
 def gguf_read(reader: Reader, names: Sequence[str], dsts: list[Buffer], outs: list[str | None], *,
               threads: int = 0, staging_bytes: int | None = None,
               progress: ProgressCallback | None = None) -> None: ...
 
 # ---------------------------------------------------------------- conversions (convert_binding.cpp)
+
+# What convert() did: a record read by name (not a tuple).
+@final
+class ConvertStats:
+    """What convert() did (read-only)."""
+
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def tensors(self) -> int: ...
+    @property
+    def files(self) -> list[str]: ...  # written, in order
+    @property
+    def buffers(self) -> int: ...
+    @property
+    def buffer_bytes(self) -> int: ...
+    @property
+    def readers(self) -> int: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def write_waited(self) -> float: ...
+    @property
+    def read_waited(self) -> float: ...
+
 def convert(source: StrPath, target: StrPath, *, select: Sequence[str] | None = None, dtype: str = "F32",
             max_shard_size: int | None = None, split_max_size: int | None = None,
             split_max_tensors: int | None = None, buffer_size: int = 67108864, buffers: int = 4,
             direct_write: bool = True, sync: bool = True, progress: ProgressCallback | None = None,
-            **kwargs: Unpack[ReaderOptions]) -> tuple[int, int, list[str], int, int, int, float, float, float]: ...
+            **kwargs: Unpack[ReaderOptions]) -> ConvertStats: ...
 
 # ---------------------------------------------------------------- GGUF writing (gguf_writer_binding.cpp)
-_GGUFEntry: TypeAlias = tuple[str, str, "str | None", list[Any]]  # (key, type, element type of an ARRAY, values)
-def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[_GGUFEntry], alignment: int,
+def gguf_save(path: StrPath, tensors: list[DescribedTensor], metadata: list[GGUFEntry], alignment: int,
               sync: bool) -> None: ...
 
 @final
 class GGUFStreamWriter:
     """The streaming GGUF writer."""
 
-    def __init__(self, path: StrPath, metadata: list[_GGUFEntry], alignment: int, sync: bool, reserve_bytes: int,
+    def __init__(self, path: StrPath, metadata: list[GGUFEntry], alignment: int, sync: bool, reserve_bytes: int,
                  expected_tensors: int, direct: bool) -> None: ...
     def add(self, name: str, type_name: str, shape: Sequence[int], address: int, nbytes: int) -> None: ...
-    def finish(self, metadata: list[_GGUFEntry] | None) -> dict[str, Any]: ...
+    def finish(self, metadata: list[GGUFEntry] | None) -> dict[str, Any]: ...
     def abandon(self) -> None: ...
     @property
     def closed(self) -> bool: ...

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from ._described import DescribedTensor
 from ._dtypes import BITS, TORCH_NAMES
 from ._errors import error
 from ._ringsafe import parse_bytes, save_declared
@@ -80,7 +81,7 @@ class TensorSpec:
                 f"data_len={self._data_len})")
 
 
-def _described(tensor_dict):
+def _described(tensor_dict: Any) -> list[DescribedTensor]:
     if not isinstance(tensor_dict, dict):
         raise TypeError(f"argument 'tensor_dict': '{type(tensor_dict).__name__}' object is not a dict")
     out = []
@@ -100,7 +101,7 @@ def _described(tensor_dict):
         if spec.data_len and not spec.data_ptr:
             raise error("InvalidArgument", f"Error while serializing: tensor '{name}' has data_ptr 0 and "
                                            f"{spec.data_len} bytes")
-        out.append((name, spec.dtype, spec.shape, spec.data_ptr, spec.data_len))
+        out.append(DescribedTensor(name, spec.dtype, spec.shape, spec.data_ptr, spec.data_len))
     return out
 
 

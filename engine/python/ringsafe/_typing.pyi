@@ -93,8 +93,15 @@ class ArenaCacheStats(TypedDict):
     limit: int
     idle_seconds: float
 
-# A tensor handed to the engine's writers: (name, dtype code, shape, address, nbytes).
-DescribedTensor: TypeAlias = tuple[str, str, Sequence[int], int, int]
+class DeviceReadCounts(TypedDict):
+    """What _ringsafe.read_to_device_at returns: bytes staged through pinned
+    buffers and copied directly, staging batches and copies issued."""
+
+    staged_bytes: int
+    direct_bytes: int
+    batches: int
+    copies: int
+
 
 class BinaryFile(Protocol):
     """An open binary file object a checkpoint is read from (io.BytesIO, an

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._described import DescribedTensor
 from ._frameworks import adapter_of
 from ._paths import spec_of
 from ._progress import progress_callback
@@ -19,15 +20,16 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from ._frameworks import Adapter
     from ._typing import Buffer, Metadata, StrPath, WriterStats
 
 
-def describe_all(adapter, tensors):
-    """([(name, dtype, shape, address, nbytes)], [owners]) of a dict of tensors
-    (the engine writers' arguments, and what keeps their bytes alive),
-    after the reference's checks, in its order and with its messages: a dict,
-    each value a tensor, none sparse (all named at once), no overlapping bytes,
-    each contiguous; then names that are str."""
+def describe_all(adapter: Adapter, tensors: Any) -> list[DescribedTensor]:
+    """The DescribedTensor records of a dict of tensors (the engine writers'
+    argument; each record's owner keeps its bytes alive while it lives), after
+    the reference's checks, in its order and with its messages: a dict, each
+    value a tensor, none sparse (all named at once), no overlapping bytes, each
+    contiguous; then names that are str."""
     if not isinstance(tensors, dict):
         raise ValueError(f"Expected a dict of [str, {adapter.tensor_type}] but received {type(tensors)}")
     for name, t in tensors.items():
@@ -43,42 +45,41 @@ def describe_all(adapter, tensors):
             f"Some tensors share memory, this will lead to duplicate memory on disk and potential differences "
             f"when loading them again: {shared}. A potential way to correctly save your model is to use "
             f"`save_model`. More information at https://huggingface.co/docs/safetensors/torch_shared_tensors")
-    described, owners = [], []
+    described = []
     for name, t in tensors.items():
         d = adapter.describe(t, name)
-        described.append((name, d.dtype, d.shape, d.address, d.nbytes))
-        owners.append(d.owner)
+        described.append(DescribedTensor(name, d.dtype, d.shape, d.address, d.nbytes, d.owner))
     for name in tensors:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
-    return described, owners
+    return described
 
 
 
 def tensor_specs(adapter, tensors, keep_alive_buffer):
     """{name: TensorSpec} of a framework's dict of tensors (the reference's
     _flatten / _flatten_as_ptr); what keeps their bytes alive goes into keep_alive_buffer."""
-    described, owners = describe_all(adapter, tensors)
-    keep_alive_buffer.extend(owners)
+    described = describe_all(adapter, tensors)
+    keep_alive_buffer.extend(d.owner for d in described)
     out = {}
-    for name, dtype, shape, addr, nbytes in described:
-        spec = TensorSpec(dtype="uint8", shape=[nbytes], data_ptr=addr, data_len=nbytes)
-        spec._dtype, spec._shape = dtype, list(shape)
-        out[name] = spec
+    for d in described:
+        spec = TensorSpec(dtype="uint8", shape=[d.nbytes], data_ptr=d.address, data_len=d.nbytes)
+        spec._dtype, spec._shape = d.dtype, list(d.shape)
+        out[d.name] = spec
     return out
 
 def save_file(adapter, tensors, filename, *, metadata, sync, progress):
-    described, owners = describe_all(adapter, tensors)
+    described = describe_all(adapter, tensors)
     metadata = check_metadata(metadata)
     with progress_callback(progress, f"saving {filename}") as cb:
         save_declared(spec_of(filename), described, metadata, sync, 2, cb)
-    del owners  # kept alive until the write returned
+    del described  # its owners kept the bytes alive until the write returned
 
 
 def save_bytes(adapter, tensors, metadata):
-    described, owners = describe_all(adapter, tensors)
+    described = describe_all(adapter, tensors)
     out = serialize(described, check_metadata(metadata))
-    del owners
+    del described
     return out
 
 

@@ -162,14 +162,16 @@ class GGUFFile:
     def __init__(self, source: StrPath, **source_options: Unpack[ReaderOptions]) -> None:
         self._reader = _ringsafe.Reader(source, **source_options)
         try:
-            self.version, self.alignment, self.data_offset, entries = _ringsafe.gguf_header(self._reader)
+            header = _ringsafe.gguf_header(self._reader)
         except BaseException:
             self._reader.close()
             raise
-        self.metadata = {k: v for k, _, _, v in entries}
-        self.value_types = {k: (t, e) for k, t, e, _ in entries}
-        self.tensors = [GGUFTensor(n, ty, tuple(s), tuple(reversed(s)), off, nb, sh)
-                        for n, ty, s, off, nb, sh in _ringsafe.gguf_tensors(self._reader)]
+        self.version, self.alignment, self.data_offset = header.version, header.alignment, header.data_offset
+        self.metadata = {e.key: e.value for e in header.metadata}
+        self.value_types = {e.key: (e.type, e.element_type) for e in header.metadata}
+        self.tensors = [GGUFTensor(name=t.name, type=t.type, shape=tuple(t.shape), ne=tuple(reversed(t.shape)),
+                                   offset=t.offset, nbytes=t.nbytes, shard=t.shard)
+                        for t in _ringsafe.gguf_tensors(self._reader)]
         self._by_name = {t.name: t for t in self.tensors}
 
     @property
