@@ -172,7 +172,7 @@ int run(const std::vector<std::string_view>& args) {
             throw usage_error{"--buffers " + std::to_string(o.buffers) + " x --buffer " + human_bytes(o.buffer_size) +
                               " = " + human_bytes(o.buffers * o.buffer_size) + ", more than half of this machine's " +
                               human_bytes(ram) + " of memory"};
-        apply_http_flags(p, o.read.source.http);
+        apply_http_flags(p, o.read.source.http, o.read.source.stores);
         apply_header_limit(p, o.read.parse);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe cp: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),

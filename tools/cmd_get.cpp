@@ -107,7 +107,7 @@ int run(const std::vector<std::string_view>& args) {
         out = *o;
         spec = ap.positional()[0];
         names.assign(ap.positional().begin() + 1, ap.positional().end());
-        apply_http_flags(ap, opts.source.http);
+        apply_http_flags(ap, opts.source.http, opts.source.stores);
         apply_header_limit(ap, opts.parse);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe get: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),

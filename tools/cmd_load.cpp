@@ -137,7 +137,7 @@ int run(const std::vector<std::string_view>& args) {
         f.chunk_size = ap.size_or("--chunk", f.chunk_size);
         if (f.queue_depth == 0 || f.threads == 0 || f.chunk_size == 0)
             throw usage_error{"--qd, --threads and --chunk must be at least 1"};
-        apply_http_flags(ap, opts.source.http);  // --connections, --http-threads
+        apply_http_flags(ap, opts.source.http, opts.source.stores);  // --connections, --http-threads
         apply_header_limit(ap, opts.parse);
         if (ap.has("--chunk")) {
             if (f.chunk_size < min_http_chunk_size || f.chunk_size > max_http_chunk_size)

@@ -20,7 +20,7 @@ void declare_http_flags(arg_parser& p, bool chunk) {
     if (chunk) p.option("--chunk");
 }
 
-void apply_http_flags(const arg_parser& p, http_options& o) {
+void apply_http_flags(const arg_parser& p, http_options& o, store_options& st) {
     if (p.has("--connections")) {
         const std::uint64_t n = p.uint_or("--connections", 0);
         if (n < 1 || n > max_connections_per_origin)
@@ -43,16 +43,16 @@ void apply_http_flags(const arg_parser& p, http_options& o) {
     }
     for (auto& name : p.values("--cross-origin-header")) o.cross_origin_headers.push_back(name);
     if (p.has("--allow-downgrade")) o.allow_https_downgrade = true;
-    if (p.has("--cache")) o.hub.cache = true;
-    if (p.has("--no-verify")) o.hub.verify = hub_options::verification::never;
+    if (p.has("--cache")) st.hub.cache = true;
+    if (p.has("--no-verify")) st.hub.verify = hub_options::verification::never;
     if (p.has("--speed-limit")) o.low_speed_limit = p.size_or("--speed-limit", 0);
     if (p.has("--speed-time")) {
         const std::uint64_t s = p.uint_or("--speed-time", 0);
         if (s < 1 || s > 86400) throw usage_error{"--speed-time " + std::to_string(s) + " is out of range 1..86400"};
         o.low_speed_time = std::chrono::seconds(s);
     }
-    if (auto ep = p.value("--endpoint-url")) set_store_endpoint(o, *ep);
-    if (p.has("--anonymous")) set_anonymous(o);
+    if (auto ep = p.value("--endpoint-url")) set_store_endpoint(st, *ep);
+    if (p.has("--anonymous")) set_anonymous(st);
 }
 
 }  // namespace ringsafe::cli

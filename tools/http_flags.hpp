@@ -48,9 +48,10 @@ namespace ringsafe::cli {
 // `chunk`, --chunk on `p`.
 void declare_http_flags(arg_parser& p, bool chunk = true);
 
-// Sets the given flags into `o` (a flag wins over the environment variable;
+// Sets the given flags into `o` (the transport) and `st` (each store's options;
+// a flag wins over the environment variable;
 // an absent one leaves the field to the engine, which reads the variable).
 // Throws usage_error naming the option and value when out of range.
-void apply_http_flags(const arg_parser& p, http_options& o);
+void apply_http_flags(const arg_parser& p, http_options& o, store_options& st);
 
 }  // namespace ringsafe::cli

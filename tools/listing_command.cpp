@@ -38,8 +38,8 @@ int run_listing(const std::vector<std::string_view>& args, bool hash_data, std::
             throw usage_error{p.positional().empty() ? "missing SOURCE" : "expected one SOURCE"};
         apply_header_limit(p, opts);
         // verify: a file found in the Hub cache is hashed against its blob's name too.
-        if (hash_data) ro.source.http.hub.verify = hub_options::verification::always;
-        apply_http_flags(p, ro.source.http);
+        if (hash_data) ro.source.stores.hub.verify = hub_options::verification::always;
+        apply_http_flags(p, ro.source.http, ro.source.stores);
     } catch (const usage_error& e) {
         std::fprintf(stderr, "ringsafe: %s\n\n%.*s", terminal_text(e.message).c_str(), static_cast<int>(help.size()),
                      help.data());

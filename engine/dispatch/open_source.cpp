@@ -23,7 +23,7 @@ namespace {
 
 struct url_scheme {
     std::string_view prefix;  // lower case, with "://"
-    http::remote_object (*locate)(const std::string& url, const http_options& opts);
+    http::remote_object (*locate)(const std::string& url, const http_options& opts, const store_options& stores);
 };
 
 constexpr std::array<url_scheme, 6> url_schemes{{
@@ -40,9 +40,10 @@ constexpr std::array<url_scheme, 6> url_schemes{{
 // `wrap` opens any other URL's located object as a source that uses the cache.
 struct url_cache {
     std::string_view prefix;  // lower case, with "://"
-    std::optional<stores::hub_cache_hit> (*find)(const std::string& url, const http_options& opts);
+    std::optional<stores::hub_cache_hit> (*find)(const std::string& url, const http_options& opts,
+                                                 const store_options& stores);
     std::unique_ptr<source> (*wrap)(const std::string& url, http::remote_object located, const http_options& opts,
-                                    bool deferred);
+                                    const store_options& stores, bool deferred);
 };
 
 constexpr std::array<url_cache, 1> url_caches{{
@@ -72,24 +73,24 @@ namespace {
 // A URL of a scheme with a cache: the cached file as a local file, else the located object through the cache.
 std::unique_ptr<source> open_cached(const url_cache& c, const url_scheme& s, const std::string& url,
                                     const source_options& opts) {
-    if (std::optional<stores::hub_cache_hit> hit = c.find(url, opts.http))
+    if (std::optional<stores::hub_cache_hit> hit = c.find(url, opts.http, opts.stores))
         return uring::open_file_named(hit->local_file, hit->name, opts.file);
-    return c.wrap(url, s.locate(url, opts.http), opts.http, false);
+    return c.wrap(url, s.locate(url, opts.http, opts.stores), opts.http, opts.stores, false);
 }
 
 }  // namespace
 
-std::unique_ptr<source> open_url(const std::string& url, const http_options& opts) {
+std::unique_ptr<source> open_url(const std::string& url, const http_options& opts, const store_options& store_opts) {
     const url_scheme* s = scheme_of(url);
-    if (!s) return http::open_remote(url, stores::locate_http(url, opts), opts);  // parse_url names what is wrong
-    if (const url_cache* c = cache_of(url)) return open_cached(*c, *s, url, source_options{file_options{}, opts});
-    return http::open_remote(url, s->locate(url, opts), opts);
+    if (!s) return http::open_remote(url, stores::locate_http(url, opts, store_opts), opts);  // parse_url names what is wrong
+    if (const url_cache* c = cache_of(url)) return open_cached(*c, *s, url, source_options{file_options{}, opts, store_opts});
+    return http::open_remote(url, s->locate(url, opts, store_opts), opts);
 }
 
 std::unique_ptr<source> open_source(const std::string& spec, const source_options& opts) {
     if (const url_scheme* s = scheme_of(spec))
         if (const url_cache* c = cache_of(spec)) return open_cached(*c, *s, spec, opts);
-    if (is_url(spec)) return open_url(spec, opts.http);
+    if (is_url(spec)) return open_url(spec, opts.http, opts.stores);
     return open_file(spec, opts.file);
 }
 
@@ -99,10 +100,10 @@ prepared_source prepare_source(const std::string& spec, const source_options& op
     const url_scheme* s = scheme_of(spec);
     if (!s) return {nullptr, spec, spec};
     const url_cache* c = cache_of(spec);
-    if (!c) return {http::prepare_remote(spec, s->locate(spec, opts.http), opts.http), {}, {}};
-    if (std::optional<stores::hub_cache_hit> hit = c->find(spec, opts.http))
+    if (!c) return {http::prepare_remote(spec, s->locate(spec, opts.http, opts.stores), opts.http), {}, {}};
+    if (std::optional<stores::hub_cache_hit> hit = c->find(spec, opts.http, opts.stores))
         return {nullptr, std::move(hit->local_file), std::move(hit->name)};
-    return {c->wrap(spec, s->locate(spec, opts.http), opts.http, true), {}, {}};
+    return {c->wrap(spec, s->locate(spec, opts.http, opts.stores), opts.http, opts.stores, true), {}, {}};
 }
 
 }  // namespace dispatch

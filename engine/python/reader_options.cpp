@@ -107,43 +107,43 @@ constexpr reader_option reader_option_table[] = {
          o.source.http.low_speed_time = std::chrono::seconds(reader_uint(v, k, 1, 86400));
      }},
     {"s3_endpoint", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.s3.endpoint = reader_str(v, k);
+         o.source.stores.s3.endpoint = reader_str(v, k);
      }},
     {"s3_region", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.s3.region = reader_str(v, k);
+         o.source.stores.s3.region = reader_str(v, k);
      }},
     {"endpoint_url", [](reader_options& o, const py::handle& v, const std::string& k) {
-         set_store_endpoint(o.source.http, reader_str(v, k));  // whichever store the URL names
+         set_store_endpoint(o.source.stores, reader_str(v, k));  // whichever store the URL names
      }},
     {"anonymous", [](reader_options& o, const py::handle& v, const std::string& k) {
-         if (reader_bool(v, k)) set_anonymous(o.source.http);
+         if (reader_bool(v, k)) set_anonymous(o.source.stores);
      }},
     {"gcs_credentials", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.gcs.credentials_file = reader_str(v, k);
+         o.source.stores.gcs.credentials_file = reader_str(v, k);
      }},
     {"azure_account", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.azure.account = reader_str(v, k);
+         o.source.stores.azure.account = reader_str(v, k);
      }},
     {"azure_key", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.azure.key = reader_str(v, k);
+         o.source.stores.azure.key = reader_str(v, k);
      }},
     {"azure_sas_token", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.azure.sas_token = reader_str(v, k);
+         o.source.stores.azure.sas_token = reader_str(v, k);
      }},
     {"azure_connection_string", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.azure.connection_string = reader_str(v, k);
+         o.source.stores.azure.connection_string = reader_str(v, k);
      }},
     {"cache", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.hub.cache = reader_bool(v, k);
+         o.source.stores.hub.cache = reader_bool(v, k);
      }},
     {"cache_dir", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.hub.cache_dir = reader_str(v, k);
+         o.source.stores.hub.cache_dir = reader_str(v, k);
      }},
     {"local_files_only", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.hub.offline = reader_bool(v, k);
+         o.source.stores.hub.offline = reader_bool(v, k);
      }},
     {"verify", [](reader_options& o, const py::handle& v, const std::string& k) {
-         o.source.http.hub.verify =
+         o.source.stores.hub.verify =
              reader_bool(v, k) ? hub_options::verification::always : hub_options::verification::never;
      }},
     {"max_header_size", [](reader_options& o, const py::handle& v, const std::string& k) {

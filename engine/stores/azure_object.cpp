@@ -161,9 +161,9 @@ bool is_azure_blob_host(std::string_view host) {
     });
 }
 
-http::remote_object locate_azure(const std::string& spec, const http_options& opts) {
+http::remote_object locate_azure(const std::string& spec, const http_options&, const store_options& stores) {
     const object_path p = split_object_url(spec, "az");
-    const azure_settings st = resolve_azure_settings(opts.azure, spec);
+    const azure_settings st = resolve_azure_settings(stores.azure, spec);
     const azure_options& o = st.options;
     if (o.endpoint.empty())
         raise(errc::InvalidArgument, "no Azure storage account for " + spec +
@@ -172,9 +172,9 @@ http::remote_object locate_azure(const std::string& spec, const http_options& op
     return blob_object(u, o.account.empty() ? account_of_host(u.host) : o.account, st, false, true, spec);
 }
 
-http::remote_object locate_azure_url(const std::string& spec, const http_options& opts) {
+http::remote_object locate_azure_url(const std::string& spec, const azure_options& opts) {
     const http::url u = http::parse_url(spec);
-    const azure_settings st = resolve_azure_settings(opts.azure, spec);
+    const azure_settings st = resolve_azure_settings(opts, spec);
     const auto params = http::query_parameters(http::split_target(u.target).query);
     const bool url_has_sas = std::any_of(params.begin(), params.end(),
                                          [](const http::query_parameter& p) { return p.name == "sig" && p.has_value; });

@@ -1,5 +1,5 @@
 // Where requests to a gs:// object get their credentials, in the order
-// Google's tools look for them (gcs_options in include/ringsafe/http.hpp):
+// Google's tools look for them (gcs_options in include/ringsafe/stores.hpp):
 // service-account and authorized-user files (an OAuth token from their
 // token_uri), the metadata server, HMAC keys, else none. Resolving reads the
 // environment and the credentials file, never the network: the token itself
@@ -11,6 +11,7 @@
 
 #include "http/range_fetch.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 
 namespace ringsafe::stores {
 

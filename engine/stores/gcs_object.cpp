@@ -26,13 +26,13 @@ http::header_fields goog4_get_fields(const http::url& target, const std::string&
     return sigv4_signed_get(goog4, {access_id, secret, "auto", "storage"}, target.authority(), target.target, "", now);
 }
 
-http::remote_object locate_gcs(const std::string& spec, const http_options& opts) {
+http::remote_object locate_gcs(const std::string& spec, const http_options& opts, const store_options& stores) {
     const object_path p = split_object_url(spec, "gs");
     bool from_env = false;
     http::remote_object obj;
-    obj.requested = obj.location = object_url(gcs_endpoint(opts.gcs, from_env, spec), p);
+    obj.requested = obj.location = object_url(gcs_endpoint(stores.gcs, from_env, spec), p);
     obj.pin = http::version_pin{"x-goog-generation", "generation"};  // later requests read the generation the first one saw
-    gcs_auth auth = resolve_gcs_auth(opts.gcs, opts, from_env, spec);
+    gcs_auth auth = resolve_gcs_auth(stores.gcs, opts, from_env, spec);
     obj.credentials = std::move(auth.token);
     if (!auth.hmac_access_id.empty())
         obj.sign = [id = auth.hmac_access_id, secret = auth.hmac_secret](const http::url& target, std::string_view,

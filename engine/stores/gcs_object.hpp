@@ -7,7 +7,7 @@
 
 #include "http/range_fetch.hpp"
 #include "http/url.hpp"
-#include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 
 namespace ringsafe::stores {
 

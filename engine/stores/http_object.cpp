@@ -6,10 +6,10 @@
 
 namespace ringsafe::stores {
 
-http::remote_object locate_http(const std::string& spec, const http_options& opts) {
+http::remote_object locate_http(const std::string& spec, const http_options&, const store_options& stores) {
     http::remote_object obj;
     obj.requested = obj.location = http::parse_url(spec);
-    if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, opts);
+    if (is_azure_blob_host(obj.requested.host)) return locate_azure_url(spec, stores.azure);
     return obj;
 }
 

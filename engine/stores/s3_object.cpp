@@ -82,14 +82,14 @@ remote_object make_s3_object(const object_path& s3url, const s3_options& opts) {
     return obj;
 }
 
-http::remote_object locate_s3(const std::string& spec, const http_options& opts) {
+http::remote_object locate_s3(const std::string& spec, const http_options&, const store_options& stores) {
     const object_path p = split_s3_url(spec);
-    const s3_options s3 = resolve_s3_options(opts.s3);
+    const s3_options s3 = resolve_s3_options(stores.s3);
     check_field_value(s3.access_key_id, "the S3 access key id", spec);
     check_field_value(s3.secret_access_key, "the S3 secret access key", spec);
     check_field_value(s3.session_token, "the S3 session token", spec);
     check_field_value(s3.region, "the S3 region", spec);
-    return make_s3_object(p, opts.s3);
+    return make_s3_object(p, stores.s3);
 }
 
 }  // namespace ringsafe::stores

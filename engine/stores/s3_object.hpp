@@ -8,7 +8,7 @@
 
 #include "http/range_fetch.hpp"
 #include "http/url.hpp"
-#include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 #include "stores/object_path.hpp"
 
 namespace ringsafe::stores {

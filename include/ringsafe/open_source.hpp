@@ -25,15 +25,17 @@ namespace ringsafe {
 // inside its first request (and again before it expires), never before it.
 // The source's execute() runs its own event loop on the calling thread, and
 // threads-1 more on threads it starts and joins before returning. An hf://
-// URL is resolved at the Hub (opts.hub) and named by its pinned commit
+// URL is resolved at the Hub (stores.hub) and named by its pinned commit
 // (hf://ORG/NAME@COMMIT/PATH); one found in the Hub cache opens as that
 // local file with no request (engine/stores/README.md).
-std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {});
+std::unique_ptr<source> open_url(const std::string& url, const http_options& opts = {},
+                                 const store_options& stores = {});
 
 // Options for open_source(): one set per kind of source.
 struct source_options {
-    file_options file;
-    http_options http;
+    file_options file;     // local paths
+    http_options http;     // the transport of every URL
+    store_options stores;  // each store's credentials and endpoint (s3://, gs://, az://, hf://)
 };
 
 // True when `spec` names a remote object: it starts with one of the six

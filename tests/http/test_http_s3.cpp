@@ -49,10 +49,10 @@ s3_options credentials() {
 }
 
 // The stores' test options in 1 MiB requests, signed for the cluster.
-http_options options() {
-    http_options o = store_test_options();
-    o.chunk_size = 1 << 20;
-    o.s3 = credentials();
+source_options options() {
+    source_options o = store_test_options();
+    o.http.chunk_size = 1 << 20;
+    o.stores.s3 = credentials();
     return o;
 }
 
@@ -93,8 +93,8 @@ TEST_CASE("s3:// takes credentials and endpoint from the AWS_* environment") {
 }
 
 TEST_CASE("a wrong secret is a 403 naming the URL") {
-    http_options o = options();
-    o.s3.secret_access_key = "not-the-secret";
+    source_options o = options();
+    o.stores.s3.secret_access_key = "not-the-secret";
     try {
         open_url("s3://models/dir/model file.bin", o);
         FAIL("no error");

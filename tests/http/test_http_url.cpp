@@ -346,8 +346,8 @@ TEST_CASE("connections_per_origin 1..256 and chunk_size 4 KiB..1 GiB; open_url n
 
 TEST_CASE("CR, LF or NUL in a header, token or S3 credential is refused before anything is sent, secret unnamed") {
     const std::string url = "http://127.0.0.1:1/m.safetensors";  // nothing listens: a request would fail otherwise
-    auto refused = [&](const http_options& o, const std::string& u) {
-        return invalid_argument([&] { open_url(u, o); });
+    auto refused = [&](const http_options& o, const std::string& u, const store_options& st = {}) {
+        return invalid_argument([&] { open_url(u, o, st); });
     };
     for (std::string bad : std::vector<std::string>{"secret\r\nX-Injected: 1", "secret\nX: 1", "secret\rX", std::string("sec\0ret", 7)}) {
         INFO(bad.size());
@@ -364,17 +364,17 @@ TEST_CASE("CR, LF or NUL in a header, token or S3 credential is refused before a
         CHECK(msg.find("bearer token") != std::string::npos);
         CHECK(msg.find("secret") == std::string::npos);
 
-        http_options s;
+        store_options s;
         s.s3.endpoint = "http://127.0.0.1:1";
         s.s3.access_key_id = "AKIDEXAMPLE";
         s.s3.secret_access_key = "wJalr";
         s.s3.session_token = bad;
-        msg = refused(s, "s3://bucket/key");
+        msg = refused({}, "s3://bucket/key", s);
         CHECK(msg.find("S3 session token") != std::string::npos);
         CHECK(msg.find("secret") == std::string::npos);
         s.s3.session_token.clear();
         s.s3.access_key_id = bad;
-        CHECK(refused(s, "s3://bucket/key").find("S3 access key id") != std::string::npos);
+        CHECK(refused({}, "s3://bucket/key", s).find("S3 access key id") != std::string::npos);
     }
     for (std::string name : std::vector<std::string>{"X-Bad\r\nX-Injected", "X Bad", "X:Bad", "", std::string("X\0", 2)}) {
         http_options h;
@@ -385,9 +385,9 @@ TEST_CASE("CR, LF or NUL in a header, token or S3 credential is refused before a
     ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
     ::setenv("AWS_SECRET_ACCESS_KEY", "wJalr", 1);
     ::setenv("AWS_SESSION_TOKEN", "secret\r\nX-Injected: 1", 1);
-    http_options e;
+    store_options e;
     e.s3.endpoint = "http://127.0.0.1:1";
-    const std::string msg = refused(e, "s3://bucket/key");
+    const std::string msg = refused({}, "s3://bucket/key", e);
     CHECK(msg.find("S3 session token") != std::string::npos);
     CHECK(msg.find("secret") == std::string::npos);
     ::unsetenv("AWS_ACCESS_KEY_ID");

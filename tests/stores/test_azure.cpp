@@ -50,7 +50,7 @@ std::string connection_string(const standin& s, const std::string& key = azure_d
            "/devstoreaccount1;";
 }
 
-http_options options() { return store_test_options(); }
+source_options options() { return store_test_options(); }
 
 // An account SAS for devstoreaccount1 (read, blob service, objects), signed as Azure defines it.
 std::string account_sas(const std::string& expiry) {
@@ -85,13 +85,13 @@ TEST_CASE("az:// with Run:ai's AZURE_STORAGE_ACCOUNT_NAME / AZURE_STORAGE_ACCOUN
     standin s = azure_standin(b.root, {}, t.path());
     scoped_env n("AZURE_STORAGE_ACCOUNT_NAME", azure_dev_account);
     scoped_env k("AZURE_STORAGE_ACCOUNT_KEY", azure_dev_key);
-    http_options o = options();
-    o.azure.endpoint = s.base_url() + "/devstoreaccount1";
+    source_options o = options();
+    o.stores.azure.endpoint = s.base_url() + "/devstoreaccount1";
     CHECK(read_url(blob_url, o) == b.data);
     SECTION("a wrong key is HttpError 403 naming the URL, never the key") {
         std::string wrong = azure_dev_key;
         wrong[0] = wrong[0] == 'A' ? 'B' : 'A';
-        o.azure.key = wrong;
+        o.stores.azure.key = wrong;
         const std::string m = kind_of([&] { open_url(blob_url, o); });
         CHECK_THAT(m, Catch::Contains("HttpError") && Catch::Contains("403") && Catch::Contains("/models/dir/model%20file.bin"));
         CHECK_THAT(m, !Catch::Contains(wrong.substr(0, 20)));
@@ -103,9 +103,9 @@ TEST_CASE("az:// with a SAS token: appended as the query, never re-encoded, no A
     temp_dir t;
     standin s = azure_standin(b.root, {}, t.path());
     const std::string sas = account_sas("2099-01-01T00:00:00Z");
-    http_options o = options();
-    o.azure.account = azure_dev_account;
-    o.azure.endpoint = s.base_url() + "/devstoreaccount1";
+    source_options o = options();
+    o.stores.azure.account = azure_dev_account;
+    o.stores.azure.endpoint = s.base_url() + "/devstoreaccount1";
     scoped_env e("AZURE_STORAGE_SAS_TOKEN", "?" + sas);
     CHECK(read_url(blob_url, o) == b.data);
     const auto log = s.log();
@@ -120,9 +120,9 @@ TEST_CASE("az:// anonymous: a public container reads, a private one does not") {
     auto& b = the_blobs();
     temp_dir t;
     standin s = azure_standin(b.root, {"--public", "public"}, t.path());
-    http_options o = options();
-    o.azure.endpoint = s.base_url() + "/devstoreaccount1";
-    o.azure.anonymous = true;
+    source_options o = options();
+    o.stores.azure.endpoint = s.base_url() + "/devstoreaccount1";
+    o.stores.azure.anonymous = true;
     CHECK(read_url("az://public/dir/model file.bin", o) == b.data);
     CHECK(count_lines(s.log(), {"\"authorization\": \"none\"", "\"x_ms_version\": \"2025-01-05\""}) == s.log().size());
     CHECK_THAT(kind_of([&] { open_url(blob_url, o); }), Catch::Contains("HttpError") && Catch::Contains("404"));
@@ -138,8 +138,8 @@ TEST_CASE("az:// hostile answers: rewritten blob (If-Match 412), other ETag, wro
         return azure_standin(copy, args, t.path());
     };
     auto read_from = [&](const standin& s) {
-        http_options o = options();
-        o.azure.connection_string = connection_string(s);
+        source_options o = options();
+        o.stores.azure.connection_string = connection_string(s);
         return read_url(blob_url, o);
     };
     SECTION("a blob rewritten mid-read fails If-Match: ObjectChanged") {
@@ -169,8 +169,8 @@ TEST_CASE("az:// Shared Key never follows a redirect to another host") {
     temp_dir t;
     standin other = azure_standin(b.root, {"--public", "models"}, t.path());
     standin s = azure_standin(b.root, {"--fault", "redirect:" + other.base_url(), "--fault-after", "0"}, t.path());
-    http_options o = options();
-    o.azure.connection_string = connection_string(s);
+    source_options o = options();
+    o.stores.azure.connection_string = connection_string(s);
     CHECK(read_url(blob_url, o) == b.data);
     const auto seen = other.log();
     REQUIRE(seen.size() >= 13);

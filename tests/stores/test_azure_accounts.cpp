@@ -81,7 +81,7 @@ std::size_t credentialed(const standin& s) {
 }
 
 // Opens `url` (its read may fail: the other account's server refuses anonymous requests).
-void open_ignoring_errors(const std::string& url, const http_options& o) {
+void open_ignoring_errors(const std::string& url, const source_options& o) {
     try {
         (void)read_url(url, o);
     } catch (const error& e) {
@@ -132,11 +132,11 @@ std::vector<credential_source> sources(const accounts& a) {
 // While it lives: `c`'s variables set, every other Azure variable unset, and the options with `c`'s.
 struct in_environment_of {
     std::vector<std::unique_ptr<scoped_env>> env;
-    http_options options = store_test_options();
+    source_options options = store_test_options();
     explicit in_environment_of(const credential_source& c) {
         for (const char* v : azure_vars) env.push_back(std::make_unique<scoped_env>(v, std::nullopt));
         for (auto& [k, v] : c.env) env.push_back(std::make_unique<scoped_env>(k, v));
-        options.azure = c.options;
+        options.stores.azure = c.options;
     }
 };
 
@@ -147,7 +147,7 @@ TEST_CASE("azure accounts: no credential source reaches an https URL of another 
     for (const credential_source& c : sources(a)) {
         INFO(c.what);
         const in_environment_of with(c);
-        http_options o = with.options;
+        source_options o = with.options;
         const std::size_t other_before = a.other->log().size(), own_before = credentialed(*a.own);
         open_ignoring_errors(a.other_url(), o);
         // It was asked (the stand-in logs a request after answering it).
@@ -174,9 +174,9 @@ TEST_CASE("azure accounts: az:// of settings naming another account gets no cred
         if (!c.https_own || !c.options.key.empty() || !c.options.sas_token.empty()) continue;
         INFO(c.what);
         const in_environment_of with(c);
-        http_options o = with.options;
-        o.azure.account = "attacker";
-        o.azure.endpoint = a.other_endpoint();
+        source_options o = with.options;
+        o.stores.azure.account = "attacker";
+        o.stores.azure.endpoint = a.other_endpoint();
         const std::size_t before = a.other->log().size();
         open_ignoring_errors("az://models/m.bin", o);
         CHECK(eventually([&] { return a.other->log().size() > before; }, std::chrono::seconds(10)));
@@ -184,9 +184,9 @@ TEST_CASE("azure accounts: az:// of settings naming another account gets no cred
     }
     // A credential naming no account serves az:// of the settings it came with.
     scoped_env sas("AZURE_STORAGE_SAS_TOKEN", account_sas());
-    http_options o = store_test_options();
-    o.azure.endpoint = a.own_endpoint();
-    o.azure.account = "devstoreaccount1";
+    source_options o = store_test_options();
+    o.stores.azure.endpoint = a.own_endpoint();
+    o.stores.azure.account = "devstoreaccount1";
     const std::size_t before = credentialed(*a.own);
     CHECK(read_url("az://models/m.bin", o) == a.blob);
     CHECK(eventually([&] { return credentialed(*a.own) > before; }, std::chrono::seconds(10)));

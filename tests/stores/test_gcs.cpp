@@ -71,9 +71,9 @@ struct token_site {
     }
 };
 
-http_options options(const std::string& endpoint) {
-    http_options o = store_test_options();
-    o.gcs.endpoint = endpoint;
+source_options options(const std::string& endpoint) {
+    source_options o = store_test_options();
+    o.stores.gcs.endpoint = endpoint;
     return o;
 }
 
@@ -81,8 +81,8 @@ http_options options(const std::string& endpoint) {
 
 TEST_CASE("gs:// from fake-gcs-server, anonymous: every byte exact over parallel ranges") {
     auto& g = the_gcs();
-    http_options o = options(g.server.endpoint());
-    o.gcs.anonymous = true;
+    source_options o = options(g.server.endpoint());
+    o.stores.gcs.anonymous = true;
     auto src = open_url(object_url, o);
     CHECK(src->name() == object_url);
     REQUIRE(src->size() == g.data.size());
@@ -92,7 +92,7 @@ TEST_CASE("gs:// from fake-gcs-server, anonymous: every byte exact over parallel
     SECTION("the emulator's variable gives the endpoint, and its requests are anonymous") {
         scoped_env e("STORAGE_EMULATOR_HOST", g.server.endpoint().substr(7));  // host:port, as the Python client takes it
         scoped_env c("GOOGLE_APPLICATION_CREDENTIALS", (g.tmp / "no-such-file.json").string());
-        CHECK(read_url(object_url, http_options{}) == g.data);
+        CHECK(read_url(object_url, source_options{}) == g.data);
     }
     SECTION("a missing object is HttpError 404 naming the URL") {
         CHECK_THAT(kind_of([&] { open_url("gs://models/missing.bin", o); }),
@@ -112,14 +112,14 @@ TEST_CASE("gs:// with a key the token endpoint cannot verify: refused, naming th
     standin front = gcs_standin({"--port", std::to_string(port), "--upstream", g.server.endpoint(), "--public-key",
                                  known.public_key.string(), "--client-email", known.email, "--require-token"},
                                 t.path());
-    http_options o = options(front.base_url());
-    o.gcs.credentials_file = rogue.json.string();
+    source_options o = options(front.base_url());
+    o.stores.gcs.credentials_file = rogue.json.string();
     const std::string k = kind_of([&] { open_url(object_url, o); });
     CHECK_THAT(k, Catch::Contains("HttpError") && Catch::Contains(token_uri) && Catch::Contains("invalid_grant") &&
                       Catch::Contains(rogue.json.string()));
     CHECK_THAT(k, !Catch::Contains("PRIVATE KEY"));
     CHECK(count_lines(front.log(), {"\"GET\"", "/models/"}) == 0);  // nothing was asked of the bucket
-    o.gcs.credentials_file = known.json.string();
+    o.stores.gcs.credentials_file = known.json.string();
     CHECK(read_url(object_url, o) == g.data);
 }
 
@@ -144,8 +144,8 @@ TEST_CASE("gs:// refreshes a token before it expires (expires_in 0: a new token 
     token_site site(g, {"--expires-in", "0"});
     const test_service_account& sa = site.sa;
     standin& front = site.front;
-    http_options o = options(front.base_url());
-    o.gcs.credentials_file = sa.json.string();
+    source_options o = options(front.base_url());
+    o.stores.gcs.credentials_file = sa.json.string();
     CHECK(read_url(object_url, o) == g.data);
     const auto log = front.log();
     const std::size_t gets = count_lines(log, {"\"GET\"", "\"status\": 206"});
@@ -174,16 +174,16 @@ TEST_CASE("gs:// with HMAC keys signs each request with GOOG4-HMAC-SHA256, its g
     standin front = gcs_standin({"--upstream", g.server.endpoint(), "--hmac-id", "GOOG1ERINGSAFETEST", "--hmac-secret",
                                  "ringsafe-test-secret"},
                                 t.path());
-    http_options o = options(front.base_url());
-    o.gcs.hmac_access_id = "GOOG1ERINGSAFETEST";
-    o.gcs.hmac_secret = "ringsafe-test-secret";
+    source_options o = options(front.base_url());
+    o.stores.gcs.hmac_access_id = "GOOG1ERINGSAFETEST";
+    o.stores.gcs.hmac_secret = "ringsafe-test-secret";
     CHECK(read_url(object_url, o) == g.data);
     const auto log = front.log();
     CHECK(count_lines(log, {"\"authorization\": \"GOOG4-HMAC-SHA256\"", "\"status\": 206"}) == log.size());
     CHECK(count_lines(log, {"\"query\": \"generation="}) == log.size() - 1);
-    o.gcs.hmac_secret = "another-secret";
+    o.stores.gcs.hmac_secret = "another-secret";
     CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("HttpError") && Catch::Contains("403"));
-    o.gcs.hmac_secret.clear();
+    o.stores.gcs.hmac_secret.clear();
     CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("InvalidArgument") && Catch::Contains(object_url));
 }
 
@@ -203,8 +203,8 @@ TEST_CASE("gs:// credentials never follow a redirect to another host") {
         standin odd = gcs_standin({"--upstream", g.server.endpoint(), "--fault", "redirect:ftp://127.0.0.1:1",
                                    "--fault-after", "0"},
                                   t.path());
-        http_options o = options(odd.base_url());
-        o.gcs.anonymous = true;
+        source_options o = options(odd.base_url());
+        o.stores.gcs.anonymous = true;
         CHECK_THAT(kind_of([&] { open_url(object_url, o); }), Catch::Contains("ftp://127.0.0.1:1"));
     }
 }
@@ -218,8 +218,8 @@ TEST_CASE("gs:// hostile answers: wrong Content-Range, short bodies, a generatio
         return gcs_standin(args, t.path());
     };
     auto read_from = [&](const standin& s) {
-        http_options o = options(s.base_url());
-        o.gcs.anonymous = true;
+        source_options o = options(s.base_url());
+        o.stores.gcs.anonymous = true;
         return read_url(object_url, o);
     };
     SECTION("a shifted Content-Range is RangeNotSupported, never a stray write") {
@@ -250,8 +250,8 @@ TEST_CASE("gs:// object replaced between open and read: the pinned generation is
     fs::create_directories(t / "data" / "b");
     write_file(t / "data" / "b" / "o", v1);
     fake_gcs_server server(t / "data", t.path());
-    http_options o = options(server.endpoint());
-    o.gcs.anonymous = true;
+    source_options o = options(server.endpoint());
+    o.stores.gcs.anonymous = true;
     auto src = open_url("gs://b/o", o);
     write_file(t / "v2", v2);
     require_program("curl");
@@ -268,8 +268,8 @@ TEST_CASE("gs:// through the Asio front end: the token is fetched on the caller'
     const test_service_account& sa = site.sa;
     standin& front = site.front;
     reader_options ro;
-    ro.source.http = options(front.base_url());
-    ro.source.http.gcs.credentials_file = sa.json.string();
+    ro.source = options(front.base_url());
+    ro.source.stores.gcs.credentials_file = sa.json.string();
     boost::asio::io_context io;
     std::size_t tensors = 0;
     std::string failure;

@@ -152,8 +152,8 @@ TEST_CASE("hf://: a 150k-token GGUF header in at most 3 CDN requests and 1.5x it
     for (const gguf_case* c : parts) files[c->file] = read_file(c->path);
     const std::string commit = hub.add_repo("acme/gguf", files);
     reader_options ro;
-    ro.source.http.hub.endpoint = hub.endpoint();
-    ro.source.http.hub.cache_dir = (t / "cache").string();
+    ro.source.stores.hub.endpoint = hub.endpoint();
+    ro.source.stores.hub.cache_dir = (t / "cache").string();
     {
         reader r = reader::open("hf://acme/gguf/big.gguf", ro);
         check_big_reader(r, nginx_requests(hub.cdn_log(), "/big.gguf"));

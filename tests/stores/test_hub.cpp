@@ -56,9 +56,9 @@ struct hub_site {
     }
     reader_options options() const {
         reader_options ro;
+        ro.source.stores.hub.endpoint = hub.endpoint();
+        ro.source.stores.hub.cache_dir = cache.string();
         auto& h = ro.source.http;
-        h.hub.endpoint = hub.endpoint();
-        h.hub.cache_dir = cache.string();
         h.prefetch = 4096;
         h.chunk_size = 64u << 10;
         h.connections_per_origin = 4;
@@ -114,7 +114,7 @@ TEST_CASE("a sharded repo: every shard pinned at the commit the index came from,
     hub_site s;
     const std::string commit = s.hub.add_repo("org/sharded", sharded_repo());
     reader_options ro = s.options();
-    ro.source.http.hub.token = "hf_test_token_for_the_hub";
+    ro.source.stores.hub.token = "hf_test_token_for_the_hub";
     auto r = reader::open("hf://org/sharded", ro);
     CHECK(r.spec() == "hf://org/sharded");
     REQUIRE(r.shards().size() == 3);
@@ -171,7 +171,7 @@ TEST_CASE("an expired presigned URL is resolved again at the pinned commit and t
         const std::string commit = s.hub.add_repo("org/expiring", {{"model.safetensors", data}});
         s.hub.control("org/expiring", "ttl", "1");
         if (gone) s.hub.control("org/expiring", "gone", "1");
-        auto src = open_url("hf://org/expiring/model.safetensors", s.options().source.http);
+        auto src = open_url("hf://org/expiring/model.safetensors", s.options().source.http, s.options().source.stores);
         CHECK(src->name() == "hf://org/expiring@" + commit + "/model.safetensors");
         // main moves meanwhile: the second resolve must still ask for the commit.
         s.hub.add_repo("org/expiring", {{"model.safetensors", flipped(data)}});
@@ -203,7 +203,7 @@ TEST_CASE("a gated or private repo without a token names the repo and asks for o
     CHECK_THAT(e.what(), Catch::Contains("HTTP 401") && Catch::Contains("org/private") && Catch::Contains("token is needed"));
 
     reader_options wrong = s.options();
-    wrong.source.http.hub.token = "hf_wrong_SECRET_token";
+    wrong.source.stores.hub.token = "hf_wrong_SECRET_token";
     e = expect_error([&] { reader::open("hf://org/gated/model.safetensors", wrong); });
     CHECK_THAT(e.what(), Catch::Contains("HTTP 403") && Catch::Contains("hub_options::token") &&
                              Catch::Contains("org/gated") && !Catch::Contains("hf_wrong_SECRET_token"));
@@ -236,7 +236,7 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
     fault_server faults(s.tmp / "faults");
     const auto data = single_file();
     reader_options ro = s.options();
-    ro.source.http.hub.token = "hf_hostile_test_token";
+    ro.source.stores.hub.token = "hf_hostile_test_token";
     auto repo = [&](const std::string& name, const std::string& control, const std::string& text) {
         s.hub.add_repo("org/" + name, {{"model.safetensors", data}});
         if (!control.empty()) s.hub.control("org/" + name, control, text);
@@ -247,7 +247,7 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
     const std::string cdn_port = std::to_string(s.hub.cdn_port());
     const auto cdn_before = s.hub.cdn_log().size();
     reader_options caching = ro;
-    caching.source.http.hub.cache = true;
+    caching.source.stores.hub.cache = true;
     for (const std::string& to : std::vector<std::string>{"ftp://127.0.0.1/{rel}", "file://{file}", "s3://127.0.0.1:" + cdn_port + "{rel}?{query}",
                                  "s3://127.0.0.1{rel}?{query}", "gs://bucket{rel}"}) {
         INFO(to);
@@ -281,7 +281,7 @@ TEST_CASE("hostile answers: other schemes refused, other hosts get no token, lyi
     CHECK_THAT(e.what(), Catch::Contains("X-Linked-Size " + std::to_string(data.size() + 1)));
     // An endpoint that is not a Hub (no X-Repo-Commit).
     reader_options not_hub = ro;
-    not_hub.source.http.hub.endpoint = faults.base_url();
+    not_hub.source.stores.hub.endpoint = faults.base_url();
     e = expect_error([&] { reader::open("hf://org/x/model.safetensors", not_hub); });
     CHECK_THAT(e.what(), Catch::Contains("no X-Repo-Commit"));
     // A signature the CDN refuses every time: an error whose message does not show it.
@@ -296,7 +296,7 @@ TEST_CASE("the Hub cache: a file there is read as a local file with no request; 
     hub_site s;
     const std::string commit = s.hub.add_repo("org/cached", sharded_repo());
     reader_options ro = s.options();
-    ro.source.http.hub.cache = true;
+    ro.source.stores.hub.cache = true;
     {
         auto r = reader::open("hf://org/cached", ro);
         // One tensor read: its shard is not complete, so it is not published.
@@ -334,7 +334,7 @@ TEST_CASE("the Hub cache: a file there is read as a local file with no request; 
     CHECK(s.hub.requests().size() == cached);
 
     // Offline: what is there reads, what is not is ENOENT naming where it was looked for.
-    plain.source.http.hub.offline = true;
+    plain.source.stores.hub.offline = true;
     CHECK(reader::open("hf://org/cached/model-00001-of-00003.safetensors", plain).tensors().size() == 2);
     try {
         reader::open("hf://org/cached/config.json", plain);
@@ -388,15 +388,15 @@ TEST_CASE("a CDN that serves other bytes under the same ETag: the load fails nam
                              Catch::Contains(blob) && Catch::Contains("X-Linked-Etag") && !Catch::Contains("nothing was written"));
     // The opt-out reads what the CDN serves: one tensor of each version (the finding).
     reader_options unchecked = ro;
-    unchecked.source.http.hub.verify = hub_options::verification::never;
+    unchecked.source.stores.hub.verify = hub_options::verification::never;
     lying();
     const auto mixed = load(unchecked);
     CHECK(mixed.at("w") != tensor_bytes("w", 300'000));
     // With the cache: the same error, and no blob, snapshot or ref.
     reader_options caching = ro;
-    caching.source.http.hub.cache = true;
+    caching.source.stores.hub.cache = true;
     for (auto o : {caching, unchecked}) {
-        o.source.http.hub.cache = true;  // the cache checks whatever verify says
+        o.source.stores.hub.cache = true;  // the cache checks whatever verify says
         lying();
         e = expect_error([&] { load(o); });
         CHECK(e.code() == errc::ObjectChanged);
@@ -435,7 +435,7 @@ TEST_CASE("failed answers leave nothing in the cache: an empty 200, a revision t
     const auto data = single_file();
     const std::string commit = s.hub.add_repo("org/empty", {{"model.safetensors", data}});
     reader_options ro = s.options();
-    ro.source.http.hub.cache = true;
+    ro.source.stores.hub.cache = true;
     // A 200 with no body and no X-Linked-Size, under the file's sha256.
     s.hub.control("org/empty", "empty", "1");
     auto e = expect_error([&] { reader::open("hf://org/empty/model.safetensors", ro); });
@@ -471,13 +471,13 @@ TEST_CASE("a cached blob flipped or planted: verify re-hashes it, a link out of 
     const std::string blob = sha256_hex(data);
     const fs::path blob_path = s.cache / "models--org--kept" / "blobs" / blob;
     reader_options ro = s.options();
-    ro.source.http.hub.cache = true;
+    ro.source.stores.hub.cache = true;
     read_tensors(*std::make_unique<reader>(reader::open("hf://org/kept/model.safetensors", ro)));
     REQUIRE(read_file(blob_path) == data);
     reader_options offline = s.options();
-    offline.source.http.hub.offline = true;
+    offline.source.stores.hub.offline = true;
     reader_options verify = offline;
-    verify.source.http.hub.verify = hub_options::verification::always;
+    verify.source.stores.hub.verify = hub_options::verification::always;
     CHECK(reader::open("hf://org/kept/model.safetensors", verify).tensors().size() == 2);  // as named
     // One byte flipped: verify says so, naming the blob and both hashes.
     auto flipped_bytes = data;
@@ -517,7 +517,7 @@ TEST_CASE("the Asio front end opens hf:// URLs: remote ones by their first reque
     // 2: everything in the cache (round 1 wrote it).
     for (int round = 0; round < 3; ++round) {
         INFO("round " << round);
-        ro.source.http.hub.cache = round > 0;
+        ro.source.stores.hub.cache = round > 0;
         const auto before = s.hub.requests().size();
         boost::asio::io_context io;
         auto opened = ringsafe::asio::async_open(io.get_executor(), "hf://org/asio", ro, boost::asio::use_future);

@@ -47,9 +47,14 @@ private:
     std::map<std::string, std::optional<std::string>> saved_;
 };
 
-hub_settings settings(const std::map<std::string, std::string>& env, const http_options& o = {}) {
+hub_settings settings(const std::map<std::string, std::string>& env, const http_options& o = {},
+                      const hub_options& hub = {}) {
     environment e(env);
-    return hub_settings_of(o);
+    return hub_settings_of(hub, o);
+}
+
+hub_settings settings(const std::map<std::string, std::string>& env, const hub_options& hub) {
+    return settings(env, http_options{}, hub);
 }
 
 }  // namespace
@@ -76,8 +81,8 @@ TEST_CASE("the token: HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the token file
     CHECK(settings({{"HF_HOME", (tmp / "nowhere").string()}}).token.empty());
     // HF_HUB_DISABLE_IMPLICIT_TOKEN: nothing from the environment; a token given is still sent.
     CHECK(settings({{"HF_TOKEN", "hf_a"}, {"HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"}}).token.empty());
-    http_options given;
-    given.hub.token = "hf_given";
+    hub_options given;
+    given.token = "hf_given";
     CHECK(settings({{"HF_TOKEN", "hf_a"}, {"HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"}}, given).token == "hf_given");
     // The options first: hub_options::token, then the bearer token (Python's token=).
     http_options bearer;
@@ -85,8 +90,9 @@ TEST_CASE("the token: HF_TOKEN, then HUGGING_FACE_HUB_TOKEN, then the token file
     const hub_settings b = settings({{"HF_TOKEN", "hf_a"}}, bearer);
     CHECK(b.token == "hf_bearer");
     CHECK(b.token_origin == "the bearer token option");
-    bearer.hub.token = "hf_hub";
-    CHECK(settings({}, bearer).token == "hf_hub");
+    hub_options hub;
+    hub.token = "hf_hub";
+    CHECK(settings({}, bearer, hub).token == "hf_hub");
 }
 
 TEST_CASE("a token holding a control character is refused without showing it") {
@@ -110,8 +116,8 @@ TEST_CASE("the cache folder: HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, $HF_HOME/hub, 
     CHECK(settings({{"HOME", "/home/u"}}).cache_dir == "/home/u/.cache/huggingface/hub");
     CHECK(settings({{"HOME", "/home/u"}, {"HF_HOME", "~/hf"}}).cache_dir == "/home/u/hf/hub");
     CHECK(settings({{"HOME", "/home/u"}, {"HF_HUB_CACHE", "~/c"}}).cache_dir == "/home/u/c");
-    http_options o;
-    o.hub.cache_dir = "/opt";
+    hub_options o;
+    o.cache_dir = "/opt";
     CHECK(settings({{"HF_HUB_CACHE", "/c1"}}, o).cache_dir == "/opt");
 }
 
@@ -125,16 +131,16 @@ TEST_CASE("offline from HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (1, ON, YES, TRUE
         INFO(v);
         CHECK_FALSE(settings({{"HF_HUB_OFFLINE", v}}).offline);
     }
-    http_options o;
-    o.hub.offline = true;
+    hub_options o;
+    o.offline = true;
     CHECK(settings({}, o).offline);
 }
 
 TEST_CASE("the endpoint from the options, else HF_ENDPOINT, else huggingface.co; no trailing slash") {
     CHECK(settings({}).endpoint == "https://huggingface.co");
     CHECK(settings({{"HF_ENDPOINT", "http://127.0.0.1:9/"}}).endpoint == "http://127.0.0.1:9");
-    http_options o;
-    o.hub.endpoint = "https://mirror.example/hf";
+    hub_options o;
+    o.endpoint = "https://mirror.example/hf";
     CHECK(settings({{"HF_ENDPOINT", "http://127.0.0.1:9"}}, o).endpoint == "https://mirror.example/hf");
 }
 

@@ -148,10 +148,10 @@ TEST_CASE("the service account's JWT claims") {
 }
 
 TEST_CASE("gs:// URLs: the XML API path, endpoints, errors") {
-    http_options o;
+    store_options o;
     o.gcs.anonymous = true;
     o.gcs.endpoint = "http://127.0.0.1:9/base/";
-    auto obj = locate_gcs("gs://my-bucket/dir/a b+c.safetensors", o);
+    auto obj = locate_gcs("gs://my-bucket/dir/a b+c.safetensors", {}, o);
     CHECK(obj.requested.str() == "http://127.0.0.1:9/base/my-bucket/dir/a%20b%2Bc.safetensors");
     REQUIRE(obj.pin);
     CHECK(obj.pin->field == "x-goog-generation");
@@ -159,58 +159,58 @@ TEST_CASE("gs:// URLs: the XML API path, endpoints, errors") {
     CHECK_FALSE(obj.sign);
     CHECK_FALSE(obj.credentials);
     o.gcs.endpoint.clear();
-    CHECK(locate_gcs("GS://b/o", o).requested.str() == "https://storage.googleapis.com/b/o");
-    CHECK_THAT(kind_of([&] { locate_gcs("gs://b", o); }), Catch::Contains("InvalidArgument") && Catch::Contains("gs://b"));
-    CHECK_THAT(kind_of([&] { locate_gcs("gs:///o", o); }), Catch::Contains("missing the bucket"));
-    CHECK_THAT(kind_of([&] { locate_gcs("gs://b a/o", o); }), Catch::Contains("invalid character"));
+    CHECK(locate_gcs("GS://b/o", {}, o).requested.str() == "https://storage.googleapis.com/b/o");
+    CHECK_THAT(kind_of([&] { locate_gcs("gs://b", {}, o); }), Catch::Contains("InvalidArgument") && Catch::Contains("gs://b"));
+    CHECK_THAT(kind_of([&] { locate_gcs("gs:///o", {}, o); }), Catch::Contains("missing the bucket"));
+    CHECK_THAT(kind_of([&] { locate_gcs("gs://b a/o", {}, o); }), Catch::Contains("invalid character"));
     o.gcs.anonymous = false;
     o.gcs.credentials_file = "/nonexistent/key.json";
-    CHECK_THAT(kind_of([&] { locate_gcs("gs://b/o", o); }), Catch::Contains("InvalidArgument") && Catch::Contains("/nonexistent/key.json"));
+    CHECK_THAT(kind_of([&] { locate_gcs("gs://b/o", {}, o); }), Catch::Contains("InvalidArgument") && Catch::Contains("/nonexistent/key.json"));
     CHECK(is_url("gs://b/o"));
     CHECK(is_url("az://c/b"));
 }
 
 TEST_CASE("az:// and blob.core.windows.net URLs: endpoints, connection strings, credentials per account") {
     const std::string key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
-    http_options o;
+    store_options o;
     o.azure.connection_string = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + key +
                                 ";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;";
-    auto obj = locate_azure("az://models/dir/m v1.safetensors", o);
+    auto obj = locate_azure("az://models/dir/m v1.safetensors", {}, o);
     CHECK(obj.requested.str() == "http://127.0.0.1:10000/devstoreaccount1/models/dir/m%20v1.safetensors");
     const auto f = obj.sign(obj.requested, "bytes=0-9", {});
     CHECK(value_of(f, "x-ms-version") == "2025-01-05");
     CHECK(value_of(f, "Authorization").starts_with("SharedKey devstoreaccount1:"));
     CHECK_FALSE(value_of(f, "x-ms-date").empty());
 
-    http_options p;  // account + SAS, EndpointSuffix of another cloud
+    store_options p;  // account + SAS, EndpointSuffix of another cloud
     p.azure.connection_string = "AccountName=acct;SharedAccessSignature=sv=2025-01-05&ss=b&sig=a%2Bb%3D;EndpointSuffix=core.chinacloudapi.cn";
-    obj = locate_azure("az://c/b", p);
+    obj = locate_azure("az://c/b", {}, p);
     CHECK(obj.requested.str() == "https://acct.blob.core.chinacloudapi.cn/c/b?sv=2025-01-05&ss=b&sig=a%2Bb%3D");
     CHECK(value_of(obj.sign(obj.requested, "", {}), "Authorization").empty());
 
-    http_options none;
+    store_options none;
     none.azure.anonymous = true;
-    CHECK_THAT(kind_of([&] { locate_azure("az://c/b", http_options{}); }),
+    CHECK_THAT(kind_of([&] { locate_azure("az://c/b", {}, {}); }),
                Catch::Contains("InvalidArgument") && Catch::Contains("AZURE_STORAGE_ACCOUNT"));
-    http_options badkey;
+    store_options badkey;
     badkey.azure.account = "acct";
     badkey.azure.key = "not*base64secret";
-    const std::string k = kind_of([&] { locate_azure("az://c/b", badkey); });
+    const std::string k = kind_of([&] { locate_azure("az://c/b", {}, badkey); });
     CHECK_THAT(k, Catch::Contains("not base64") && !Catch::Contains("not*base64secret"));
 
     // An https URL of a blob host: its own SAS query as it is; a key only for its own account.
-    http_options q;
+    store_options q;
     q.azure.account = "other";
     q.azure.key = key;
-    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors?sv=2025-01-05&sig=x%2By", q);
+    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors?sv=2025-01-05&sig=x%2By", {}, q);
     CHECK(obj.requested.str() == "https://acct.blob.core.windows.net/c/b.safetensors?sv=2025-01-05&sig=x%2By");
     CHECK(value_of(obj.sign(obj.requested, "", {}), "Authorization").empty());
-    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors", q);
+    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors", {}, q);
     CHECK(value_of(obj.sign(obj.requested, "", {}), "Authorization").empty());  // another account's key stays home
     q.azure.account = "acct";
-    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors", q);
+    obj = locate_http("https://acct.blob.core.windows.net/c/b.safetensors", {}, q);
     CHECK(value_of(obj.sign(obj.requested, "", {}), "Authorization").starts_with("SharedKey acct:"));
-    CHECK_FALSE(locate_http("https://example.com/blob.core.windows.net/x", q).sign);
+    CHECK_FALSE(locate_http("https://example.com/blob.core.windows.net/x", {}, q).sign);
 }
 
 TEST_CASE("fill_from_env: an empty field takes the first variable set and not empty, a set field keeps its value") {

@@ -85,15 +85,19 @@ test_service_account make_service_account(const fs::path& dir, const std::string
     return sa;
 }
 
-http_options store_test_options() {
-    http_options o;
-    o.chunk_size = 256 << 10;
-    o.connections_per_origin = 4;
-    o.retry_base_delay = std::chrono::milliseconds(1);
+source_options store_test_options() {
+    source_options o;
+    o.http.chunk_size = 256 << 10;
+    o.http.connections_per_origin = 4;
+    o.http.retry_base_delay = std::chrono::milliseconds(1);
     return o;
 }
 
-std::vector<std::byte> read_url(const std::string& url, const http_options& o) { return read_whole(*open_url(url, o)); }
+std::unique_ptr<source> open_url(const std::string& url, const source_options& o) {
+    return ringsafe::open_url(url, o.http, o.stores);
+}
+
+std::vector<std::byte> read_url(const std::string& url, const source_options& o) { return read_whole(*open_url(url, o)); }
 
 std::size_t count_lines(const std::vector<std::string>& log, const std::vector<std::string>& parts) {
     std::size_t n = 0;

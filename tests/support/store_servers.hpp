@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,13 @@ test_service_account make_service_account(const std::filesystem::path& dir, cons
 std::size_t count_lines(const std::vector<std::string>& log, const std::vector<std::string>& parts);
 
 // Options for the stores' tests: 256 KiB requests (13 for the 3 MiB objects)
-// over 4 connections, retries without delay.
-http_options store_test_options();
+// over 4 connections, retries without delay (the transport's; no store's set).
+source_options store_test_options();
+
+// open_url with `o`'s transport and store options (o.file is not used).
+std::unique_ptr<source> open_url(const std::string& url, const source_options& o);
 
 // Every byte of the object at `url` (open_url, then one read of it all).
-std::vector<std::byte> read_url(const std::string& url, const http_options& o);
+std::vector<std::byte> read_url(const std::string& url, const source_options& o);
 
 }  // namespace ringsafe::test

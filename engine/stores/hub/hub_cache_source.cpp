@@ -232,9 +232,10 @@ private:
 
 }  // namespace
 
-std::optional<hub_cache_hit> find_hub_cached(const std::string& url, const http_options& opts) {
+std::optional<hub_cache_hit> find_hub_cached(const std::string& url, const http_options& opts,
+                                            const store_options& stores) {
     const hub_path p = parse_hub_url(url);
-    const hub_settings s = hub_settings_of(opts);
+    const hub_settings s = hub_settings_of(stores.hub, opts);
     if (auto hit = find_in_hub_cache(s.cache_dir, p)) {
         if (s.verify == hub_options::verification::always) verify_cached_file(*hit, url);
         hub_path pinned = p;
@@ -251,8 +252,8 @@ std::optional<hub_cache_hit> find_hub_cached(const std::string& url, const http_
 }
 
 std::unique_ptr<source> open_hub_cached(const std::string& url, http::remote_object located, const http_options& opts,
-                                        bool deferred) {
-    return std::make_unique<hub_cache_source>(url, parse_hub_url(url), hub_settings_of(opts), std::move(located), opts,
+                                        const store_options& stores, bool deferred) {
+    return std::make_unique<hub_cache_source>(url, parse_hub_url(url), hub_settings_of(stores.hub, opts), std::move(located), opts,
                                               deferred);
 }
 

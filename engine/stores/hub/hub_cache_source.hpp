@@ -13,6 +13,7 @@
 
 #include "http/remote_object.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 #include "ringsafe/source.hpp"
 
 namespace ringsafe::stores {
@@ -23,20 +24,22 @@ struct hub_cache_hit {
     std::string name;        // the URL pinned (hf://ORG/NAME@COMMIT/PATH): messages, and an index's shards resolve against it
 };
 
-// The file hf:// `url` names in the Hub cache (opts.hub, else the HF_*
-// environment), hashed first when opts.hub.verify is always; nullopt when it
+// The file hf:// `url` names in the Hub cache (stores.hub, else the HF_*
+// environment), hashed first when stores.hub.verify is always; nullopt when it
 // is not there. Throws InvalidArgument naming the URL for a malformed one,
 // ENOENT (system category) for a file not in the cache when offline,
 // ObjectChanged for a cached file whose bytes are not its blob's.
-std::optional<hub_cache_hit> find_hub_cached(const std::string& url, const http_options& opts);
+std::optional<hub_cache_hit> find_hub_cached(const std::string& url, const http_options& opts,
+                                            const store_options& stores);
 
 // The file hf:// `url` names, not in the cache: `located` (locate_hub(url,
-// opts)) as a source named hf://ORG/NAME@COMMIT/PATH after its first request
+// opts, stores)) as a source named hf://ORG/NAME@COMMIT/PATH after its first request
 // (a repo named without a path whose index is not there: its single file),
 // its bytes hashed and, with hub_options::cache, written into the cache as
 // they land. `deferred`: before its first request (a deferred_open). Throws
 // as open_url does.
 std::unique_ptr<source> open_hub_cached(const std::string& url, http::remote_object located, const http_options& opts,
+                                        const store_options& stores,
                                         bool deferred);
 
 }  // namespace ringsafe::stores

@@ -145,9 +145,9 @@ remote_object locate_hub_file(const std::string& spec, const hub_path& p, const 
     return obj;
 }
 
-remote_object locate_hub(const std::string& url, const http_options& opts) {
+remote_object locate_hub(const std::string& url, const http_options& opts, const store_options& stores) {
     hub_path p = parse_hub_url(url);
-    const hub_settings s = hub_settings_of(opts);
+    const hub_settings s = hub_settings_of(stores.hub, opts);
     if (p.path.empty()) p.path = std::string(hub_index_file);
     return locate_hub_file(url, p, s, std::make_shared<hub_resolution>(url, p, s));
 }

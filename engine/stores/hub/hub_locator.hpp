@@ -18,6 +18,7 @@
 
 #include "http/remote_object.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 #include "stores/hub/hub_path.hpp"
 #include "stores/hub/hub_settings.hpp"
 
@@ -66,12 +67,12 @@ private:
 };
 
 // hf://[datasets/|spaces/]ORG/NAME[@REVISION][/PATH]: the file's resolve URL
-// on the Hub's endpoint (opts.hub, else the HF_* environment: hub_settings_of)
+// on the Hub's endpoint (stores.hub, else the HF_* environment: hub_settings_of)
 // at the revision asked for (a repo named without a path: its index), the
 // token signed onto requests to the Hub's origin only, and the Hub's resolve
 // hook. Throws InvalidArgument naming the URL for a malformed one, or an
 // endpoint that makes no URL; reads no network.
-http::remote_object locate_hub(const std::string& url, const http_options& opts);
+http::remote_object locate_hub(const std::string& url, const http_options& opts, const store_options& stores);
 
 // The same for the file `p` names (`spec` in messages), its answers read by `r`.
 http::remote_object locate_hub_file(const std::string& spec, const hub_path& p, const hub_settings& s,

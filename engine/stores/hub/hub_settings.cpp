@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "http/environment.hpp"
 #include "http/url.hpp"
@@ -21,10 +22,10 @@ std::string clean_hub_token(std::string t) {
 }
 
 std::string hf_home_dir() {
-    std::string h = http::env_text("HF_HOME");
-    if (h.empty()) {
-        std::string xdg = http::env_text("XDG_CACHE_HOME");
-        if (xdg.empty()) xdg = http::expand_home("~/.cache");
+    std::string h;
+    if (!http::fill_from_env(h, {"HF_HOME"})) {
+        std::string xdg;
+        if (!http::fill_from_env(xdg, {"XDG_CACHE_HOME"})) xdg = http::expand_home("~/.cache");
         h = xdg + "/huggingface";
     }
     return http::expand_home(h);
@@ -41,12 +42,9 @@ std::string implicit_hub_token(std::string* origin) {
     std::string from;
     std::string token;
     // `HF_TOKEN or HUGGING_FACE_HUB_TOKEN`: the first that is set and not empty, then cleaned.
-    for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
-        const std::string raw = http::env_text(name);
-        if (raw.empty()) continue;
+    if (const char* name = http::fill_from_env(token, {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})) {
         from = name;
-        token = clean_hub_token(raw);
-        break;
+        token = clean_hub_token(std::move(token));
     }
     if (from.empty()) {
         std::string path = http::env_text("HF_TOKEN_PATH");
@@ -82,14 +80,15 @@ bool is_hub_origin(const http::url& u) {
     return false;
 }
 
-hub_settings hub_settings_of(const http_options& o) {
+hub_settings hub_settings_of(const hub_options& hub, const http_options& o) {
     hub_settings s;
-    s.endpoint = o.hub.endpoint.empty() ? http::env_text("HF_ENDPOINT") : o.hub.endpoint;
+    s.endpoint = hub.endpoint;
+    http::fill_from_env(s.endpoint, {"HF_ENDPOINT"});
     if (s.endpoint.empty()) s.endpoint = "https://huggingface.co";
     while (s.endpoint.size() > 1 && s.endpoint.back() == '/') s.endpoint.pop_back();
 
-    if (!o.hub.token.empty()) {
-        s.token = o.hub.token;
+    if (!hub.token.empty()) {
+        s.token = hub.token;
         s.token_origin = "hub_options::token";
     } else if (!o.bearer_token.empty()) {
         s.token = o.bearer_token;
@@ -99,14 +98,13 @@ hub_settings hub_settings_of(const http_options& o) {
     }
     check_hub_token(s.token, s.token_origin);
 
-    s.cache_dir = o.hub.cache_dir;
-    if (s.cache_dir.empty()) s.cache_dir = http::env_text("HF_HUB_CACHE");
-    if (s.cache_dir.empty()) s.cache_dir = http::env_text("HUGGINGFACE_HUB_CACHE");
+    s.cache_dir = hub.cache_dir;
+    http::fill_from_env(s.cache_dir, {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"});
     if (s.cache_dir.empty()) s.cache_dir = hf_home_dir() + "/hub";
     s.cache_dir = http::expand_home(s.cache_dir);
-    s.offline = o.hub.offline || http::env_true("HF_HUB_OFFLINE") || http::env_true("TRANSFORMERS_OFFLINE");
-    s.write_cache = o.hub.cache;
-    s.verify = o.hub.verify;
+    s.offline = hub.offline || http::env_true("HF_HUB_OFFLINE") || http::env_true("TRANSFORMERS_OFFLINE");
+    s.write_cache = hub.cache;
+    s.verify = hub.verify;
     return s;
 }
 

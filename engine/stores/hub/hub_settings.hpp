@@ -7,6 +7,7 @@
 
 #include "http/url.hpp"
 #include "ringsafe/http.hpp"
+#include "ringsafe/stores.hpp"
 
 namespace ringsafe::stores {
 
@@ -20,15 +21,15 @@ struct hub_settings {
     hub_options::verification verify = hub_options::verification::automatic;
 };
 
-// `o.hub` with every empty field filled: endpoint from HF_ENDPOINT (default
-// https://huggingface.co); token from o.hub.token, else o.bearer_token, else
+// `hub` with every empty field filled: endpoint from HF_ENDPOINT (default
+// https://huggingface.co); token from hub.token, else o.bearer_token, else
 // implicit_hub_token(); the cache from HF_HUB_CACHE, else
 // HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub; HF_HOME from HF_HOME, else
 // $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface ("~/" expanded);
-// offline when o.hub.offline or HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is
+// offline when hub.offline or HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is
 // 1, ON, YES or TRUE (any case). Throws InvalidArgument, naming where the
 // token came from but never the token, when it holds a control character.
-hub_settings hub_settings_of(const http_options& o);
+hub_settings hub_settings_of(const hub_options& hub, const http_options& o);
 
 // The token huggingface_hub sends without being given one: none when
 // HF_HUB_DISABLE_IMPLICIT_TOKEN is true, else the first set of HF_TOKEN and
