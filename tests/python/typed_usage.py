@@ -165,7 +165,8 @@ def engine_api(path: str) -> None:
 
 def package_records(path: str) -> None:
     # The records the package's own modules hand each other (not an API): typed, so mypy checks their uses.
-    from ringsafe._frameworks import CallerTensor, adapter_for
+    from ringsafe._described import CallerTensor
+    from ringsafe._frameworks import adapter_for
     from ringsafe._memory import ArenaLayout, file_layout_arena, new_packed_arena
     from ringsafe._described import DescribedTensor
     from ringsafe._model import KeyMatch, match_keys

@@ -1,7 +1,9 @@
 """The records the engine's writers read by name (attributes, not positions):
 DescribedTensor, one tensor as the whole-dict writers take it
 (_ringsafe.save_declared, serialize, gguf_save), and GGUFEntry, one GGUF
-metadata entry (gguf_save, GGUFStreamWriter)."""
+metadata entry (gguf_save, GGUFStreamWriter); and CallerTensor, a caller's
+tensor as an adapter describes it (here, not in _frameworks, so that the
+adapters import no module that imports them)."""
 
 from __future__ import annotations
 
@@ -34,3 +36,18 @@ class GGUFEntry:
     type: str
     element_type: str | None
     values: list[Any]
+
+
+@dataclass(frozen=True)
+class CallerTensor:
+    """A caller's tensor as the engine takes it (what adapter.describe()
+    returns): ``dtype`` (the safetensors code), ``shape`` (safetensors', an F4
+    tensor's last dimension counted in values), ``nbytes`` bytes at
+    ``address``, and ``owner``, which keeps those bytes alive (the tensor, or a
+    contiguous or converted copy of it when writing)."""
+
+    dtype: str
+    shape: list[int]
+    address: int
+    nbytes: int
+    owner: Any

@@ -1,35 +1,19 @@
 """Which adapter serves a framework name or a tensor object, what an
-adapter is (Adapter) and the record it describes a caller's tensor with
-(CallerTensor). The adapters (_torch_adapter, _numpy_adapter) import only
+adapter is (Adapter; its describe() returns _described.CallerTensor). The adapters (_torch_adapter, _numpy_adapter) import only
 their framework, the dtype tables (_dtypes), the arena allocator (_memory)
-and CallerTensor, never the loaders; the loaders reach them through
+and _described's CallerTensor, never _frameworks or the loaders; the loaders reach them through
 adapter_for / adapter_of, or import the torch adapter directly where only
 torch applies (load_model, the distributed loads, device loads)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._described import CallerTensor
 from ._errors import error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-
-@dataclass(frozen=True)
-class CallerTensor:
-    """A caller's tensor as the engine takes it (what adapter.describe()
-    returns): ``dtype`` (the safetensors code), ``shape`` (safetensors', an F4
-    tensor's last dimension counted in values), ``nbytes`` bytes at
-    ``address``, and ``owner``, which keeps those bytes alive (the tensor, or a
-    contiguous or converted copy of it when writing)."""
-
-    dtype: str
-    shape: list[int]
-    address: int
-    nbytes: int
-    owner: Any
 
 
 class Adapter(Protocol):

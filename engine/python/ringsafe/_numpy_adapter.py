@@ -12,7 +12,7 @@ import numpy as np
 
 from ._dtypes import NUMPY_NAMES, check_dims, unsupported
 from ._errors import error
-from ._frameworks import CallerTensor
+from ._described import CallerTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}

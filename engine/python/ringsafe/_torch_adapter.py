@@ -1,7 +1,7 @@
 """The torch adapter (_frameworks.Adapter): what the loaders and writers need
 from torch (zero-copy views of a buffer, fresh destinations, descriptions of
 caller tensors, devices), in safetensors terms. Imports torch, the dtype
-tables, the arena allocator (_memory) and _frameworks' CallerTensor; _shared
+tables, the arena allocator (_memory) and _described's CallerTensor; _shared
 when shared_groups runs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from ._dtypes import TORCH_NAMES, check_dims, unsupported
 from ._errors import error
-from ._frameworks import CallerTensor
+from ._described import CallerTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
