@@ -32,6 +32,25 @@ struct parsed_header_record {
     std::uint64_t data_start = 0;
 };
 
+// Equality, hash and pickling of a read-only record by its state tuple
+// (`state`): == compares states (NotImplemented for another type), hash() hashes
+// the state, and pickle stores it; `rebuild` makes the record from a state of
+// `fields` items (a ValueError saying `layout` for another length).
+template <class Record, class State, class Rebuild>
+void def_compared_by_state(py::class_<Record>& cls, State state, Rebuild rebuild, std::size_t fields,
+                           const char* layout) {
+    cls.def("__eq__",
+            [state](const Record& a, const py::object& b) -> py::object {
+                if (!py::isinstance<Record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+                return py::bool_(state(a).equal(state(b.cast<const Record&>())));
+            })
+        .def("__hash__", [state](const Record& r) { return py::hash(state(r)); })
+        .def(py::pickle(state, [rebuild, fields, layout](const py::tuple& s) {
+            if (s.size() != fields) throw py::value_error(layout);
+            return rebuild(s);
+        }));
+}
+
 parsed_header_record header_record(const header& h) {
     py::list tensors;
     for (const auto& t : h.tensors) tensors.append(tensor_object(t, 0));
@@ -70,11 +89,11 @@ std::string record_repr(const tensor_record& t) {
 }
 
 void bind_tensor_info(py::module_& m) {
-    py::class_<tensor_record>(m, "TensorInfo",
+    py::class_<tensor_record> cls(m, "TensorInfo",
                               "One tensor of a checkpoint's header (read-only): name, dtype (the safetensors "
                               "code, e.g. 'F32'), shape (a tuple), begin and end (offsets in its shard's data "
-                              "section), nbytes (end - begin) and shard (its shard's index, 0 unsharded).")
-        .def(py::init([](std::string name, std::string dtype, const py::iterable& shape, std::uint64_t begin,
+                              "section), nbytes (end - begin) and shard (its shard's index, 0 unsharded).");
+    cls.def(py::init([](std::string name, std::string dtype, const py::iterable& shape, std::uint64_t begin,
                          std::uint64_t end, std::uint32_t shard) {
                  if (end < begin)
                      raise(errc::InvalidArgument, "TensorInfo '" + name + "': end " + std::to_string(end) +
@@ -92,18 +111,11 @@ void bind_tensor_info(py::module_& m) {
         .def_readonly("end", &tensor_record::end)
         .def_property_readonly("nbytes", [](const tensor_record& t) { return t.end - t.begin; })
         .def_readonly("shard", &tensor_record::shard)
-        .def("__repr__", &record_repr)
-        .def("__eq__",
-             [](const tensor_record& a, const py::object& b) -> py::object {
-                 if (!py::isinstance<tensor_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-                 return py::bool_(record_state(a).equal(record_state(b.cast<const tensor_record&>())));
-             })
-        .def("__hash__", [](const tensor_record& t) { return py::hash(record_state(t)); })
-        .def(py::pickle(&record_state, [](const py::tuple& s) {
-            if (s.size() != 6) throw py::value_error("TensorInfo state is (name, dtype, shape, begin, end, shard)");
-            return tensor_record{s[0].cast<std::string>(), s[1].cast<std::string>(), py::tuple(s[2]),
-                                 s[3].cast<std::uint64_t>(), s[4].cast<std::uint64_t>(), s[5].cast<std::uint32_t>()};
-        }));
+        .def("__repr__", &record_repr);
+    def_compared_by_state(cls, &record_state, [](const py::tuple& s) {
+        return tensor_record{s[0].cast<std::string>(), s[1].cast<std::string>(), py::tuple(s[2]),
+                             s[3].cast<std::uint64_t>(), s[4].cast<std::uint64_t>(), s[5].cast<std::uint32_t>()};
+    }, 6, "TensorInfo state is (name, dtype, shape, begin, end, shard)");
 }
 
 py::tuple stat_state(const file_stat_record& s) { return py::make_tuple(s.device, s.inode, s.size, s.mtime_ns); }
@@ -114,11 +126,11 @@ std::string stat_repr(const file_stat_record& s) {
 }
 
 void bind_file_stat(py::module_& m) {
-    py::class_<file_stat_record>(m, "FileStat",
+    py::class_<file_stat_record> cls(m, "FileStat",
                                  "What a file was when it was opened (read-only): device and inode (st_dev, st_ino: "
                                  "which file), size (its bytes) and mtime_ns (st_mtime_ns: a rewrite in place "
-                                 "changes it). A URL's has device, inode and mtime_ns 0.")
-        .def(py::init([](std::uint64_t device, std::uint64_t inode, std::uint64_t size, std::int64_t mtime_ns) {
+                                 "changes it). A URL's has device, inode and mtime_ns 0.");
+    cls.def(py::init([](std::uint64_t device, std::uint64_t inode, std::uint64_t size, std::int64_t mtime_ns) {
                  return file_stat_record{device, inode, size, mtime_ns};
              }),
              py::kw_only(), py::arg("device"), py::arg("inode"), py::arg("size"), py::arg("mtime_ns"),
@@ -133,18 +145,11 @@ void bind_file_stat(py::module_& m) {
              },
              py::arg("other"),
              "Whether `other` is of the same file (device and inode), whatever its size and time now.")
-        .def("__repr__", &stat_repr)
-        .def("__eq__",
-             [](const file_stat_record& a, const py::object& b) -> py::object {
-                 if (!py::isinstance<file_stat_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-                 return py::bool_(stat_state(a).equal(stat_state(b.cast<const file_stat_record&>())));
-             })
-        .def("__hash__", [](const file_stat_record& s) { return py::hash(stat_state(s)); })
-        .def(py::pickle(&stat_state, [](const py::tuple& s) {
-            if (s.size() != 4) throw py::value_error("FileStat state is (device, inode, size, mtime_ns)");
-            return file_stat_record{s[0].cast<std::uint64_t>(), s[1].cast<std::uint64_t>(),
-                                    s[2].cast<std::uint64_t>(), s[3].cast<std::int64_t>()};
-        }));
+        .def("__repr__", &stat_repr);
+    def_compared_by_state(cls, &stat_state, [](const py::tuple& s) {
+        return file_stat_record{s[0].cast<std::uint64_t>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>(),
+                                s[3].cast<std::int64_t>()};
+    }, 4, "FileStat state is (device, inode, size, mtime_ns)");
 }
 
 py::tuple shard_state(const shard_record& s) {
@@ -174,13 +179,13 @@ shard_record checked_shard(py::str spec, std::uint64_t size, std::uint64_t data_
 }
 
 void bind_shard_info(py::module_& m) {
-    py::class_<shard_record>(m, "ShardInfo",
+    py::class_<shard_record> cls(m, "ShardInfo",
                              "One shard of an open checkpoint (read-only): spec (its resolved path or URL; an "
                              "hf:// one names the commit read; a URL's signing values written '...'), raw_spec "
                              "(the same with them), size (its bytes), data_start (where its data section "
                              "begins: 8 + the header's length) and stat (a FileStat: the file as the reader "
-                             "opened it). repr() and str() show spec.")
-        .def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
+                             "opened it). repr() and str() show spec.");
+    cls.def(py::init(&checked_shard), py::kw_only(), py::arg("spec"), py::arg("size"), py::arg("data_start"),
              py::arg("stat") = py::none(),
              "A record made by hand (tests, planners); the engine's come from Reader.shards().")
         .def_property_readonly("spec", &shown_shard_spec,
@@ -194,18 +199,11 @@ void bind_shard_info(py::module_& m) {
         .def_readonly("stat", &shard_record::stat,
                       "The file as the reader opened it (which file, its size and modification time); a URL's "
                       "names no file (device, inode and mtime_ns 0).")
-        .def("__repr__", &shard_repr)
-        .def("__eq__",
-             [](const shard_record& a, const py::object& b) -> py::object {
-                 if (!py::isinstance<shard_record>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-                 return py::bool_(shard_state(a).equal(shard_state(b.cast<const shard_record&>())));
-             })
-        .def("__hash__", [](const shard_record& s) { return py::hash(shard_state(s)); })
-        .def(py::pickle(&shard_state, [](const py::tuple& s) {
-            if (s.size() != 4) throw py::value_error("ShardInfo state is (spec, size, data_start, stat)");
-            return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>(),
-                                 s[3].cast<file_stat_record>());
-        }));
+        .def("__repr__", &shard_repr);
+    def_compared_by_state(cls, &shard_state, [](const py::tuple& s) {
+        return checked_shard(s[0].cast<py::str>(), s[1].cast<std::uint64_t>(), s[2].cast<std::uint64_t>(),
+                             s[3].cast<file_stat_record>());
+    }, 4, "ShardInfo state is (spec, size, data_start, stat)");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ trip, and a spec that keeps a path's bytes as os.fsdecode does."""
 import json
 import os
 import pickle
+import re
 import struct
 
 import pytest
@@ -100,6 +101,23 @@ def test_repr_equality_hash_and_pickle(tmp_path):
     assert first.stat != (st.st_dev, st.st_ino, size, st.st_mtime_ns)
     assert pickle.loads(pickle.dumps(first)) == first
     assert pickle.loads(pickle.dumps(first.stat)) == first.stat and hash(first.stat) == hash(again.stat)
+
+
+def test_a_pickled_state_of_the_wrong_length_is_refused(tmp_path):
+    """Each record's __setstate__ names the state it takes; == against another
+    type is NotImplemented (so False), never an error."""
+    path = tmp_path / "m.safetensors"
+    spt.save_file({"a": torch.ones(2)}, str(path))
+    shards, tensors = _shards(str(path))
+    for record, layout in ((tensors[0], "(name, dtype, shape, begin, end, shard)"),
+                           (shards[0].stat, "(device, inode, size, mtime_ns)"),
+                           (shards[0], "(spec, size, data_start, stat)")):
+        state = record.__getstate__()
+        blank = type(record).__new__(type(record))
+        with pytest.raises(ValueError, match=re.escape(f"{type(record).__name__} state is {layout}")):
+            blank.__setstate__(state + (0,))
+        assert record.__eq__(object()) is NotImplemented and record != object()
+        assert pickle.loads(pickle.dumps(record)) == record and hash(pickle.loads(pickle.dumps(record))) == hash(record)
 
 
 def test_stat_is_the_file_the_reader_opened(tmp_path):
