@@ -13,6 +13,7 @@ import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
 from conftest import evict
+from ringsafe._described import FileRange, MemorySpan
 from ringsafe._ringsafe import MappedFile
 
 
@@ -65,6 +66,40 @@ def test_mapped_file_populate_reports_and_parallelises(layers):
     assert got.bytes == m.size and got.cold_bytes > 0 and got.threads > 2  # cold: more reads in flight than cores
     got = m.populate([(0, m.size)], 0)
     assert got.cold_bytes == 0 and got.threads >= 2
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A checkpoint of a 2 MiB tensor and an 8-byte one (cached or not: what matters is the ranges)."""
+    tensors = {"big": torch.arange(1 << 19, dtype=torch.float32), "small": torch.ones(2)}
+    path = tmp_path / "small.safetensors"
+    spt.save_file(tensors, str(path))
+    return path, tensors
+
+
+def test_populate_takes_file_range_records_and_still_tuples(small):
+    path, _ = small
+    m = MappedFile(str(path))
+    assert m.populate([FileRange(0, 100), FileRange(offset=100, length=m.size - 100)], 1).bytes == m.size
+    assert m.populate([(0, 100), FileRange(100, 50)]).bytes == 150  # the tuples of before are also accepted
+    assert m.populate(((0, 8),)).bytes == 8  # any sequence
+
+
+def test_populate_refuses_an_element_of_another_shape(small):
+    path, _ = small
+    m = MappedFile(str(path))
+    expected = r"MappedFile.populate takes FileRange records or \(offset, length\) tuples"
+    with pytest.raises(TypeError, match=expected + ", not MemorySpan$"):
+        m.populate([FileRange(0, 8), MemorySpan(0, 8)])
+    with pytest.raises(TypeError, match=expected + ", not int$"):
+        m.populate([8])
+    with pytest.raises(ringsafe.SafetensorError, match=expected + "; got a tuple of 3") as e:
+        m.populate([(0, 8, 1)])
+    assert e.value.kind == "InvalidArgument"
+    with pytest.raises(TypeError, match="length must be an int, not str"):
+        m.populate([FileRange(0, "8")])
+    with pytest.raises(ringsafe.SafetensorError, match="offset must not be negative, got -1"):
+        m.populate([FileRange(-1, 8)])
 
 
 def test_processes_share_the_pages_of_one_file(layers):
