@@ -178,6 +178,42 @@ def test_records_of_another_shape_are_refused_before_any_byte_is_read(tmp_path):
         r.close()
 
 
+def test_the_loaders_hand_the_engine_records(tmp_path, monkeypatch):
+    # No positional tuple crosses into the extension: every raw destination the package's loaders pass is a
+    # MemorySpan or an AddressedRequest.
+    from ringsafe import _engine_source, _load, _model
+    from ringsafe.lowlevel import AddressedRequest, MemorySpan
+    seen = []
+
+    def record(module, name):
+        real = getattr(module, name)
+
+        def call(reader, *args, **kwargs):
+            elements = args[0] if name == "plan_requests_at" else args[1]
+            seen.extend((name, type(e)) for e in elements)
+            return real(reader, *args, **kwargs)
+        monkeypatch.setattr(module, name, call)
+    for module in (_engine_source, _load, _model):
+        record(module, "plan_tensors_at")
+    record(_engine_source, "plan_requests_at")
+
+    tensors = {"weight": torch.arange(6, dtype=torch.float32).reshape(2, 3), "bias": torch.ones(2)}
+    path = str(tmp_path / "m.safetensors")
+    spt.save_file(tensors, path)
+    assert torch.equal(rpt.load_file(path, backend="pread")["weight"], tensors["weight"])
+    with ringsafe.safe_open(path, "pt", backend="pread") as f:
+        assert torch.equal(f.get_tensor("bias"), tensors["bias"])
+        assert torch.equal(f.get_slice("weight")[1:], tensors["weight"][1:])
+    dst = {k: torch.empty_like(v) for k, v in tensors.items()}
+    rpt.read_into(path, dst)
+    assert dict(rpt.iter_tensors(path, memory_limit=1 << 20)).keys() == tensors.keys()
+    model = torch.nn.Linear(3, 2)
+    rpt.load_model(model, path)
+    assert torch.equal(model.weight.detach(), tensors["weight"])
+    assert {n for n, _ in seen} == {"plan_tensors_at", "plan_requests_at"}
+    assert all(kind is (AddressedRequest if n == "plan_requests_at" else MemorySpan) for n, kind in seen), seen
+
+
 def test_raw_address_calls_live_in_the_low_level_namespace(tmp_path):
     import ringsafe.lowlevel
     for name in ringsafe.__all__:

@@ -230,6 +230,9 @@ def test_load_file_to_a_device_goes_through_the_staging_pipeline(stand_in, tmp_p
     (args, kwargs), = calls
     assert kwargs["stand_in"] and kwargs["device"] == 0 and kwargs["stream"] == 0
     assert "empty" not in args[0]  # zero-byte tensors need no copy
+    # The destinations cross into the extension as records, not positional tuples.
+    assert [type(d) for d in args[1]] == [MemorySpan] * len(args[0])
+    assert [d.size for d in args[1]] == [data[n].numel() * data[n].element_size() for n in args[0]]
     total = sum(v.numel() * v.element_size() for v in data.values())
     assert seen and seen[-1] == (total, total)
     sub = rpt.load_file(path, device=1, select="layers.*")

@@ -177,6 +177,34 @@ def test_copy_to_refuses_an_element_of_another_shape_before_any_byte_moves(patte
     assert not ok.any()
 
 
+class _RecordingMapping(MappedFile):
+    """A MappedFile noting the elements populate() and copy_to() are given."""
+
+    seen: list = []
+
+    def populate(self, ranges, *args):
+        self.seen.extend(ranges)
+        return super().populate(ranges, *args)
+
+    def copy_to(self, copies, *args):
+        self.seen.extend(copies)
+        return super().copy_to(copies, *args)
+
+
+def test_the_loads_hand_the_mapping_records(ckpt, loads, monkeypatch):
+    # No positional tuple crosses into the extension: the header check and the copies pass FileRange and
+    # RangeCopy records.
+    model, path, want = ckpt
+    monkeypatch.setattr(_RecordingMapping, "seen", [])
+    monkeypatch.setattr(_caller_memory, "MappedFile", _RecordingMapping)
+    dst = {k: torch.empty_like(v) for k, v in want.items()}
+    rpt.read_into(path, dst)
+    same(dst, want)
+    assert loads() == {"mapped": 1}
+    kinds = collections.Counter(type(e).__name__ for e in _RecordingMapping.seen)
+    assert kinds == {"FileRange": 1, "RangeCopy": len(want)}
+
+
 # ------------------------------------------------------------ which path a load takes
 
 def test_a_cached_checkpoint_is_copied_from_its_mapping(ckpt, loads):

@@ -13,6 +13,7 @@ import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
 from conftest import evict
+from ringsafe import _mapped
 from ringsafe._described import FileRange, MemorySpan
 from ringsafe._ringsafe import MappedFile
 
@@ -100,6 +101,31 @@ def test_populate_refuses_an_element_of_another_shape(small):
         m.populate([FileRange(0, "8")])
     with pytest.raises(ringsafe.SafetensorError, match="offset must not be negative, got -1"):
         m.populate([FileRange(-1, 8)])
+
+
+class _RecordingMapping(MappedFile):
+    """A MappedFile noting the ranges populate() is given."""
+
+    seen: list = []
+
+    def populate(self, ranges, *args):
+        self.seen.extend(ranges)
+        return super().populate(ranges, *args)
+
+
+def test_the_mmap_backend_hands_the_mapping_file_range_records(small, monkeypatch):
+    # No positional tuple crosses into the extension: the header check, a whole tensor, a box and a load
+    # pass FileRange records.
+    path, tensors = small
+    monkeypatch.setattr(_RecordingMapping, "seen", [])
+    monkeypatch.setattr(_mapped, "MappedFile", _RecordingMapping)
+    with ringsafe.safe_open(str(path), "pt") as f:
+        assert torch.equal(f.get_tensor("big"), tensors["big"])  # >= POPULATE_MIN: populated
+        assert torch.equal(f.get_slice("big")[: (1 << 19) - 1], tensors["big"][:-1])  # a box of 2 MiB - 4
+    got = rpt.load_file(str(path))
+    assert all(torch.equal(got[k], tensors[k]) for k in tensors)
+    seen = _RecordingMapping.seen
+    assert len(seen) == 1 + 1 + 1 + 1 + 2 and all(type(r) is FileRange for r in seen), seen
 
 
 def test_processes_share_the_pages_of_one_file(layers):
