@@ -138,4 +138,79 @@ std::string option_str(const py::handle& v, const std::string& owner, const std:
     return std::move(*text);
 }
 
+// ---------------------------------------------------------------- records or tuples
+
+std::string expected_form(const record_form& form) {
+    std::string fields;
+    for (const char* f : form.fields) fields += (fields.empty() ? "" : ", ") + std::string(f);
+    return std::string(form.call) + " takes " + form.record + " records or (" + fields + ") tuples";
+}
+
+std::vector<py::object> record_fields(const py::handle& obj, const record_form& form) {
+    std::vector<py::object> out;
+    out.reserve(form.fields.size());
+    if (PyTuple_Check(obj.ptr()) || PyList_Check(obj.ptr())) {  // the compatibility form: positions
+        const auto n = static_cast<std::size_t>(PySequence_Size(obj.ptr()));
+        if (n != form.fields.size())
+            raise(errc::InvalidArgument, expected_form(form) + "; got a " + type_name(obj) + " of " +
+                                             std::to_string(n));
+        for (std::size_t i = 0; i < n; ++i)
+            out.push_back(py::reinterpret_borrow<py::sequence>(obj)[i]);
+        return out;
+    }
+    std::string missing;
+    for (const char* f : form.fields) {
+        if (!py::hasattr(obj, f)) {
+            missing += (missing.empty() ? "'" : ", '") + std::string(f) + "'";
+            continue;
+        }
+        out.push_back(py::getattr(obj, f));
+    }
+    if (!missing.empty())
+        throw py::type_error(expected_form(form) + ", not " + type_name(obj) +
+                             (out.empty() ? std::string() : " (it has no " + missing + ")"));
+    return out;
+}
+
+namespace {
+
+const record_form file_range_form{"MappedFile.populate", "FileRange", {"offset", "length"}};
+const record_form range_copy_form{"MappedFile.copy_to", "RangeCopy", {"offset", "length", "buffer"}};
+const record_form tensor_request_form{"Reader.plan_requests", "TensorRequest", {"name", "box", "buffer"}};
+const record_form addressed_request_form{"plan_requests_at", "AddressedRequest", {"name", "box", "address", "size"}};
+
+std::span<std::byte> raw_span(const py::handle& address, const py::handle& size) {
+    const auto a = non_negative(address, "address");
+    return {reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(a)),
+            static_cast<std::size_t>(non_negative(size, "size"))};
+}
+
+}  // namespace
+
+file_range_arg file_range(const py::handle& obj) {
+    const auto f = record_fields(obj, file_range_form);
+    return {non_negative(f[0], "offset"), non_negative(f[1], "length")};
+}
+
+range_copy_arg range_copy(const py::handle& obj) {
+    auto f = record_fields(obj, range_copy_form);
+    return {non_negative(f[0], "offset"), non_negative(f[1], "length"), std::move(f[2])};
+}
+
+std::span<std::byte> memory_span(const py::handle& obj, const char* call) {
+    const record_form form{call, "MemorySpan", {"address", "size"}};
+    const auto f = record_fields(obj, form);
+    return raw_span(f[0], f[1]);
+}
+
+tensor_request_arg tensor_request(const py::handle& obj) {
+    auto f = record_fields(obj, tensor_request_form);
+    return {tensor_name(f[0]), std::move(f[1]), std::move(f[2])};
+}
+
+addressed_request_arg addressed_request(const py::handle& obj) {
+    auto f = record_fields(obj, addressed_request_form);
+    return {tensor_name(f[0]), std::move(f[1]), raw_span(f[2], f[3])};
+}
+
 }  // namespace ringsafe::python

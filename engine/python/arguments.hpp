@@ -6,13 +6,18 @@
 // - paths: what the operating system accepts (str, decoded with
 //   surrogateescape as os.fsencode does, bytes, os.PathLike), and back;
 // - tensor names: UTF-8, with a named error for a str that has no UTF-8 form;
-// - keyword options: TypeError / ValueError naming the option.
+// - keyword options: TypeError / ValueError naming the option;
+// - the elements of the reads' sequence arguments: records read by attribute
+//   name (ringsafe/_described.py's FileRange, RangeCopy, MemorySpan,
+//   TensorRequest, AddressedRequest) or, the compatibility of the public
+//   edge, tuples of the same fields in the same order; read here only.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,5 +82,59 @@ std::uint64_t option_uint(const pybind11::handle& v, const std::string& owner, c
                           std::uint64_t lo, std::uint64_t hi);
 bool option_bool(const pybind11::handle& v, const std::string& owner, const std::string& key);
 std::string option_str(const pybind11::handle& v, const std::string& owner, const std::string& key);
+
+// ---------------------------------------------------------------- records or tuples
+// One element of a sequence argument of `call`: a record whose `fields` are
+// read by attribute name, or a tuple (or list) of those fields in that order.
+// Returns the field values, unchecked. TypeError "<call> takes <record>
+// records or (<fields>) tuples, not <type>" for anything else (naming the
+// field a record lacks); SafetensorError (InvalidArgument) in the same words
+// for a tuple of another length.
+struct record_form {
+    const char* call;    // "MappedFile.copy_to"
+    const char* record;  // "RangeCopy"
+    std::initializer_list<const char*> fields;
+};
+std::vector<pybind11::object> record_fields(const pybind11::handle& obj, const record_form& form);
+// "<call> takes <record> records or (<fields>) tuples": what the errors about `form` say.
+std::string expected_form(const record_form& form);
+
+// MappedFile.populate's element: a FileRange or (offset, length).
+struct file_range_arg {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+file_range_arg file_range(const pybind11::handle& obj);
+
+// MappedFile.copy_to's element: a RangeCopy or (offset, length, buffer); the
+// buffer as given (copy_to checks it against the length).
+struct range_copy_arg {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    pybind11::object buffer;
+};
+range_copy_arg range_copy(const pybind11::handle& obj);
+
+// A raw destination of `call` (plan_tensors_at, read_to_device_at): a
+// MemorySpan or (address, size). The memory is not checked (the low-level
+// calls' contract).
+std::span<std::byte> memory_span(const pybind11::handle& obj, const char* call);
+
+// Reader.plan_requests' element: a TensorRequest or (name, box, buffer); the
+// box and the buffer as given.
+struct tensor_request_arg {
+    std::string name;
+    pybind11::object box;
+    pybind11::object buffer;
+};
+tensor_request_arg tensor_request(const pybind11::handle& obj);
+
+// plan_requests_at's element: an AddressedRequest or (name, box, address, size).
+struct addressed_request_arg {
+    std::string name;
+    pybind11::object box;
+    std::span<std::byte> dst;
+};
+addressed_request_arg addressed_request(const pybind11::handle& obj);
 
 }  // namespace ringsafe::python

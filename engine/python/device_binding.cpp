@@ -33,14 +33,23 @@ struct device_request {
     device_options options;
 };
 
-using raw_spans = std::vector<std::pair<std::uintptr_t, std::size_t>>;
+// The destinations `dsts` of `call`, MemorySpan records or (address, size)
+// tuples (arguments.cpp reads either), checked later by read_to_device().
+std::vector<device_span> device_spans(const py::sequence& dsts, const char* call) {
+    std::vector<device_span> out;
+    out.reserve(dsts.size());
+    for (const auto d : dsts) {
+        const auto s = memory_span(d, call);
+        out.push_back({s.data(), s.size()});
+    }
+    return out;
+}
 
-// (address, size) destinations and the staging options, checked later by read_to_device().
-device_request device_request_of(const raw_spans& dsts, int device, std::size_t staging_size,
+// The destinations and the staging options.
+device_request device_request_of(std::vector<device_span> spans, int device, std::size_t staging_size,
                                  std::size_t staging_count, bool stand_in) {
     device_request q;
-    q.spans.reserve(dsts.size());
-    for (auto [addr, size] : dsts) q.spans.push_back({reinterpret_cast<void*>(addr), size});
+    q.spans = std::move(spans);
     q.options.device = device;
     q.options.staging_size = staging_size;
     q.options.staging_count = staging_count;
@@ -102,17 +111,19 @@ struct cuda_runtime_record {
 // read_to_device_at, and the stand-in's test hooks kept out of it.
 void bind_device_reads(py::module_& m) {
     m.def("read_to_device_at",
-          [](const py_reader& self, const py::object& names, const raw_spans& dsts, int device, bool stand_in,
+          [](const py_reader& self, const py::object& names, const py::sequence& dsts, int device, bool stand_in,
              std::size_t staging_size, std::size_t staging_count, const py::object& progress,
              std::shared_ptr<device_stager> stager, std::uintptr_t stream) {
-              device_request q = device_request_of(dsts, device, staging_size, staging_count, stand_in);
+              device_request q = device_request_of(device_spans(dsts, "read_to_device_at"), device, staging_size,
+                                                   staging_count, stand_in);
               q.options.stream = reinterpret_cast<void*>(stream);
               return device_read(self, names, std::move(q), std::move(stager), progress);
           },
           py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("device") = 0, py::arg("stand_in") = false,
           py::arg("staging_size") = std::size_t{16} << 20, py::arg("staging_count") = 4,
           py::arg("progress") = py::none(), py::arg("stager") = py::none(), py::arg("stream") = 0,
-          "Reads tensors `names` into device memory `dsts`, (address, size) per tensor, on CUDA device "
+          "Reads tensors `names` into device memory `dsts`, a MemorySpan record (address, size) per tensor, "
+          "or an (address, size) tuple (also accepted), on CUDA device "
           "`device`, through pinned staging buffers, GIL released; Ctrl-C cancels it. stream: the caller's "
           "cudaStream_t as an int (torch.cuda.current_stream().cuda_stream; 0 is the legacy default stream): "
           "the copies wait for the work queued on it, and it waits for the copies. stand_in=True: the "
@@ -120,10 +131,11 @@ void bind_device_reads(py::module_& m) {
           "device and stand_in whose ring (and staging sizes) are used instead, kept across calls. "
           "Returns {staged_bytes, direct_bytes, batches, copies}. Unchecked: the caller guarantees the memory.");
     m.def("_stand_in_read_with_hooks",
-          [](const py_reader& self, const py::object& names, const raw_spans& dsts, std::size_t staging_size,
+          [](const py_reader& self, const py::object& names, const py::sequence& dsts, std::size_t staging_size,
              std::size_t staging_count, std::optional<std::uint64_t> fail_copy_at,
              std::optional<std::uint64_t> cancel_at_copy, std::uintptr_t stream) {
-              device_request q = device_request_of(dsts, 0, staging_size, staging_count, true);
+              device_request q = device_request_of(device_spans(dsts, "_stand_in_read_with_hooks"), 0, staging_size,
+                                                   staging_count, true);
               q.options.stream = reinterpret_cast<void*>(stream);
               device::stand_in_hooks hooks;
               hooks.fail_piece = fail_copy_at;

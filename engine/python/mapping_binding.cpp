@@ -58,12 +58,12 @@ void bind_mapping_open(py::class_<py_mapping>& cls) {
 // MappedFile: making ranges resident, copying out of it, asking the page cache.
 void bind_mapping_io(py::class_<py_mapping>& cls) {
     cls.def("populate",
-             [](const py_mapping& self, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges,
-                unsigned threads, const py::object& progress) {
+             [](const py_mapping& self, const py::sequence& ranges, unsigned threads, const py::object& progress) {
                  std::vector<mapped_range> rs;
                  std::uint64_t total = 0;
                  rs.reserve(ranges.size());
-                 for (const auto& [off, len] : ranges) {
+                 for (const auto item : ranges) {
+                     const auto [off, len] = file_range(item);
                      rs.push_back({off, len});
                      total += len;
                  }
@@ -75,11 +75,11 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
                  return stats;
              },
              py::arg("ranges"), py::arg("threads") = 0, py::arg("progress") = py::none(),
-             "Makes the (offset, length) ranges resident and mapped, in parallel; returns a PopulateStats "
-             "(bytes, cold_bytes, threads). Ctrl-C cancels it (large ranges); progress(done, total) runs on this "
-             "thread.")
+             "Makes the ranges resident and mapped, in parallel: FileRange records (offset, length), or "
+             "(offset, length) tuples (also accepted); returns a PopulateStats (bytes, cold_bytes, threads). "
+             "Ctrl-C cancels it (large ranges); progress(done, total) runs on this thread.")
         .def("copy_to",
-             [](const py_mapping& self, const py::list& copies, unsigned threads, const py::object& progress) {
+             [](const py_mapping& self, const py::sequence& copies, unsigned threads, const py::object& progress) {
                  // Every buffer is checked, and its export held, before any byte moves.
                  std::vector<py::object> keep;
                  std::vector<mapped_copy> cs;
@@ -87,12 +87,9 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
                  const auto* lo = self.file->data();
                  const auto* hi = lo + self.file->size();
                  for (const auto item : copies) {
-                     const auto t = item.cast<py::tuple>();
-                     if (t.size() != 3) raise(errc::InvalidArgument, "copy_to takes (offset, length, buffer) triples");
-                     const auto offset = non_negative(t[0], "offset");
-                     const auto length = non_negative(t[1], "length");
+                     const auto [offset, length, buffer] = range_copy(item);
                      const std::span<std::byte> b =
-                         writable_bytes(t[2], "the destination of bytes " + std::to_string(offset) + "+" +
+                         writable_bytes(buffer, "the destination of bytes " + std::to_string(offset) + "+" +
                                                   std::to_string(length), keep);
                      if (length > b.size())
                          raise(errc::BufferTooSmall, "copying " + std::to_string(length) + " bytes of " +
@@ -112,8 +109,9 @@ void bind_mapping_io(py::class_<py_mapping>& cls) {
                  return stats;
              },
              py::arg("copies"), py::arg("threads") = 0, py::arg("progress") = py::none(),
-             "Copies (offset, length, buffer) ranges of the file into the start of each writable, C-contiguous "
-             "buffer, in parallel, the GIL released; returns a PopulateStats (bytes, cold_bytes, threads). Ctrl-C "
+             "Copies ranges of the file into the start of each writable, C-contiguous buffer, in parallel, the "
+             "GIL released: RangeCopy records (offset, length, buffer), or (offset, length, buffer) tuples (also "
+             "accepted); returns a PopulateStats (bytes, cold_bytes, threads). Ctrl-C "
              "cancels it (what was copied stays); progress(done, total) runs on this thread.")
         .def("resident",
              [](const py_mapping& self, std::uint64_t offset, std::uint64_t length) {

@@ -43,9 +43,17 @@ std::vector<dim_range> to_box(const py::handle& box) {
     return out;
 }
 
-// A raw (address, size) destination: the low-level calls only.
-std::span<std::byte> to_span(const py::handle& addr, const py::handle& size) {
-    return {reinterpret_cast<std::byte*>(addr.cast<std::uintptr_t>()), static_cast<std::size_t>(non_negative(size, "size"))};
+// What Reader.plan_tensors refuses with a pointer to ringsafe.lowlevel: a
+// raw destination (a MemorySpan, or an (address, size) tuple), not a buffer.
+bool is_raw_destination(const py::handle& d) {
+    return py::isinstance<py::tuple>(d) || (!PyObject_CheckBuffer(d.ptr()) && py::hasattr(d, "address"));
+}
+
+// And what Reader.plan_requests refuses so: an AddressedRequest, or a
+// (name, box, address, size) tuple.
+bool is_raw_request(const py::handle& q) {
+    if (py::isinstance<py::tuple>(q)) return py::len(q) == 4;
+    return py::hasattr(q, "address") && !py::hasattr(q, "buffer");
 }
 
 // A plan together with the Python objects owning its destinations (for
@@ -252,9 +260,9 @@ void bind_reader_planning(py::class_<py_reader>& cls) {
                  std::vector<py::object> keep;
                  std::vector<std::span<std::byte>> spans;
                  for (std::size_t i = 0; i < dsts.size(); ++i) {
-                     if (py::isinstance<py::tuple>(dsts[i]))
+                     if (is_raw_destination(dsts[i]))
                          throw py::type_error("Reader.plan_tensors takes writable buffers (bytearray, numpy arrays, "
-                                              "memoryviews); raw (address, size) destinations are "
+                                              "memoryviews); raw MemorySpan / (address, size) destinations are "
                                               "ringsafe.lowlevel.plan_tensors_at");
                      spans.push_back(writable_bytes(dsts[i], "destination " + std::to_string(i) +
                                                                  (i < ns.size() ? " ('" + ns[i] + "')" : std::string()),
@@ -265,25 +273,27 @@ void bind_reader_planning(py::class_<py_reader>& cls) {
              py::arg("names"), py::arg("dsts"),
              "Plans whole tensors into writable C-contiguous buffers, one per name (each at least the "
              "tensor's size: BufferTooSmall names it); the plan holds the buffers until it is gone.")
-        .def("plan_requests", [](const py_reader& self, const py::list& requests) {
+        .def("plan_requests", [](const py_reader& self, const py::sequence& requests) {
                  std::vector<read_request> reqs;
                  std::vector<py::object> keep;
                  for (auto q : requests) {
-                     auto t = q.cast<py::tuple>();  // (name, box, buffer)
-                     if (t.size() != 3)
-                         throw py::type_error("Reader.plan_requests takes (name, box, buffer) tuples; raw "
-                                              "(name, box, address, size) requests are ringsafe.lowlevel.plan_requests_at");
+                     if (is_raw_request(q))
+                         throw py::type_error("Reader.plan_requests takes TensorRequest records or (name, box, "
+                                              "buffer) tuples; raw AddressedRequest / (name, box, address, size) "
+                                              "requests are ringsafe.lowlevel.plan_requests_at");
+                     auto [name, box, buffer] = tensor_request(q);
                      read_request rq;
-                     rq.tensor = tensor_name(t[0]);
-                     rq.box = to_box(t[1]);
-                     rq.dst = writable_bytes(t[2], "the destination of '" + rq.tensor + "'", keep);
+                     rq.tensor = std::move(name);
+                     rq.box = to_box(box);
+                     rq.dst = writable_bytes(buffer, "the destination of '" + rq.tensor + "'", keep);
                      reqs.push_back(std::move(rq));
                  }
                  return plan_requests(self, std::move(reqs), std::move(keep));
              },
              py::arg("requests"),
-             "Plans boxes: a list of (name, [(start, stop), ...], buffer), each buffer writable, C-contiguous "
-             "and at least the box's packed size.")
+             "Plans boxes: a list of TensorRequest records (name, [(start, stop), ...], buffer), or (name, box, "
+             "buffer) tuples (also accepted), each buffer writable, C-contiguous and at least the box's packed "
+             "size.")
         .def("execute", [](const py_reader& self, const py_plan& p, const py::object& progress) {
                  auto r = p.r;
                  if (r != self.r) self.get();  // a closed reader is refused
@@ -306,33 +316,30 @@ void bind_reader_planning(py::class_<py_reader>& cls) {
 // (ringsafe.lowlevel; the package's own loaders use them for tensor memory).
 void bind_raw_address_calls(py::module_& m) {
     m.def("plan_tensors_at",
-          [](const py_reader& self, const py::object& names, const py::list& dsts, const py::list& keep) {
+          [](const py_reader& self, const py::object& names, const py::sequence& dsts, const py::list& keep) {
               std::vector<std::span<std::byte>> spans;
-              for (auto d : dsts) {
-                  auto t = d.cast<py::tuple>();
-                  spans.push_back(to_span(t[0], t[1]));
-              }
+              for (auto d : dsts) spans.push_back(memory_span(d, "plan_tensors_at"));
               return plan_tensors(self, tensor_names(names), spans, kept(keep));
           },
           py::arg("reader"), py::arg("names"), py::arg("dsts"), py::arg("keep") = py::list(),
-          "Plans whole tensors into (address, size) destinations; `keep` owns that memory. Unchecked: the "
-          "caller guarantees the memory.");
+          "Plans whole tensors into destinations, MemorySpan records (address, size) or (address, size) tuples "
+          "(also accepted); `keep` owns that memory. Unchecked: the caller guarantees the memory.");
     m.def("plan_requests_at",
-          [](const py_reader& self, const py::list& requests, const py::list& keep) {
+          [](const py_reader& self, const py::sequence& requests, const py::list& keep) {
               std::vector<read_request> reqs;
               for (auto q : requests) {
-                  auto t = q.cast<py::tuple>();  // (name, box, address, size)
+                  auto [name, box, dst] = addressed_request(q);
                   read_request rq;
-                  rq.tensor = tensor_name(t[0]);
-                  rq.box = to_box(t[1]);
-                  rq.dst = to_span(t[2], t[3]);
+                  rq.tensor = std::move(name);
+                  rq.box = to_box(box);
+                  rq.dst = dst;
                   reqs.push_back(std::move(rq));
               }
               return plan_requests(self, std::move(reqs), kept(keep));
           },
           py::arg("reader"), py::arg("requests"), py::arg("keep") = py::list(),
-          "Plans boxes: a list of (name, [(start, stop), ...], address, size). Unchecked: the caller "
-          "guarantees the memory.");
+          "Plans boxes: a list of AddressedRequest records (name, [(start, stop), ...], address, size), or "
+          "(name, box, address, size) tuples (also accepted). Unchecked: the caller guarantees the memory.");
 }
 
 }  // namespace

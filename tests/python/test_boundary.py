@@ -112,6 +112,108 @@ def test_the_public_reader_takes_buffers_and_checks_their_bounds(tmp_path):
         r.close()
 
 
+def test_the_reader_and_the_low_level_calls_take_records_and_still_tuples(tmp_path):
+    import ringsafe.lowlevel
+    from ringsafe.lowlevel import AddressedRequest, MemorySpan
+    assert "TensorRequest" in ringsafe.__all__
+    assert {"MemorySpan", "AddressedRequest"} <= set(ringsafe.lowlevel.__all__)
+    a = torch.arange(16, dtype=torch.float32)
+    r = _reader(tmp_path, {"a": a})
+    try:
+        box = np.zeros(3, dtype=np.float32)
+        r.execute(r.plan_requests([ringsafe.TensorRequest("a", [(2, 5)], box)]))
+        assert np.array_equal(box, [2, 3, 4])
+        both = np.zeros(4, dtype=np.float32), np.zeros(2, dtype=np.float32)
+        r.execute(r.plan_requests([ringsafe.TensorRequest(name="a", box=[(0, 4)], buffer=both[0]),
+                                   ("a", [(14, 16)], both[1])]))  # the tuples of before are also accepted
+        assert np.array_equal(both[0], [0, 1, 2, 3]) and np.array_equal(both[1], [14, 15])
+
+        dst = torch.empty(16, dtype=torch.float32)
+        r.execute(ringsafe.lowlevel.plan_tensors_at(r, ["a"], [MemorySpan(dst.data_ptr(), 64)], [dst]))
+        assert torch.equal(dst, a)
+        boxes = torch.zeros(3), torch.zeros(2)
+        reqs = [AddressedRequest("a", [(5, 8)], boxes[0].data_ptr(), 12), ("a", [(0, 2)], boxes[1].data_ptr(), 8)]
+        r.execute(ringsafe.lowlevel.plan_requests_at(r, reqs, list(boxes)))
+        assert boxes[0].tolist() == [5, 6, 7] and boxes[1].tolist() == [0, 1]
+    finally:
+        r.close()
+
+
+def test_records_of_another_shape_are_refused_before_any_byte_is_read(tmp_path):
+    from ringsafe._described import FileRange
+    from ringsafe.lowlevel import AddressedRequest, MemorySpan, plan_requests_at, plan_tensors_at
+    r = _reader(tmp_path, {"a": torch.arange(16, dtype=torch.float32)})
+    guard = bytearray(b"\xa5" * 64)
+    where = np.frombuffer(guard, np.uint8).ctypes.data
+    try:
+        # A raw destination where a buffer is taken: pointed at ringsafe.lowlevel.
+        with pytest.raises(TypeError, match="plan_tensors takes writable buffers.*lowlevel.plan_tensors_at"):
+            r.plan_tensors(["a"], [MemorySpan(where, 64)])
+        with pytest.raises(TypeError, match="TensorRequest records.*lowlevel.plan_requests_at"):
+            r.plan_requests([AddressedRequest("a", [(0, 4)], where, 16)])
+        with pytest.raises(TypeError, match=r"Reader.plan_requests takes TensorRequest records or "
+                                            r"\(name, box, buffer\) tuples, not FileRange$"):
+            r.plan_requests([FileRange(0, 16)])
+        with pytest.raises(ringsafe.SafetensorError, match=r"\(name, box, buffer\) tuples; got a tuple of 2"):
+            r.plan_requests([("a", [(0, 4)])])
+        with pytest.raises(TypeError, match="tensor names must be str, not int"):
+            r.plan_requests([ringsafe.TensorRequest(1, [(0, 4)], guard)])
+        with pytest.raises(TypeError, match=r"plan_tensors_at takes MemorySpan records or \(address, size\) "
+                                            r"tuples, not FileRange$"):
+            plan_tensors_at(r, ["a"], [FileRange(where, 64)])
+        with pytest.raises(TypeError, match="address must be an int, not str"):
+            plan_tensors_at(r, ["a"], [MemorySpan(str(where), 64)])
+        with pytest.raises(ringsafe.SafetensorError, match="size must not be negative"):
+            plan_tensors_at(r, ["a"], [MemorySpan(where, -1)])
+        with pytest.raises(ringsafe.SafetensorError, match=r"\(address, size\) tuples; got a tuple of 3"):
+            plan_tensors_at(r, ["a"], [(where, 64, guard)])
+        with pytest.raises(TypeError, match=r"plan_requests_at takes AddressedRequest records or "
+                                            r"\(name, box, address, size\) tuples, not TensorRequest "
+                                            r"\(it has no 'address', 'size'\)"):
+            plan_requests_at(r, [ringsafe.TensorRequest("a", [(0, 4)], guard)])
+        with pytest.raises(ringsafe.SafetensorError, match="a box is a list of"):
+            plan_requests_at(r, [AddressedRequest("a", [(0, 4, 1)], where, 16)])
+        assert guard == b"\xa5" * 64
+    finally:
+        r.close()
+
+
+def test_the_loaders_hand_the_engine_records(tmp_path, monkeypatch):
+    # No positional tuple crosses into the extension: every raw destination the package's loaders pass is a
+    # MemorySpan or an AddressedRequest.
+    from ringsafe import _engine_source, _load, _model
+    from ringsafe.lowlevel import AddressedRequest, MemorySpan
+    seen = []
+
+    def record(module, name):
+        real = getattr(module, name)
+
+        def call(reader, *args, **kwargs):
+            elements = args[0] if name == "plan_requests_at" else args[1]
+            seen.extend((name, type(e)) for e in elements)
+            return real(reader, *args, **kwargs)
+        monkeypatch.setattr(module, name, call)
+    for module in (_engine_source, _load, _model):
+        record(module, "plan_tensors_at")
+    record(_engine_source, "plan_requests_at")
+
+    tensors = {"weight": torch.arange(6, dtype=torch.float32).reshape(2, 3), "bias": torch.ones(2)}
+    path = str(tmp_path / "m.safetensors")
+    spt.save_file(tensors, path)
+    assert torch.equal(rpt.load_file(path, backend="pread")["weight"], tensors["weight"])
+    with ringsafe.safe_open(path, "pt", backend="pread") as f:
+        assert torch.equal(f.get_tensor("bias"), tensors["bias"])
+        assert torch.equal(f.get_slice("weight")[1:], tensors["weight"][1:])
+    dst = {k: torch.empty_like(v) for k, v in tensors.items()}
+    rpt.read_into(path, dst)
+    assert dict(rpt.iter_tensors(path, memory_limit=1 << 20)).keys() == tensors.keys()
+    model = torch.nn.Linear(3, 2)
+    rpt.load_model(model, path)
+    assert torch.equal(model.weight.detach(), tensors["weight"])
+    assert {n for n, _ in seen} == {"plan_tensors_at", "plan_requests_at"}
+    assert all(kind is (AddressedRequest if n == "plan_requests_at" else MemorySpan) for n, kind in seen), seen
+
+
 def test_raw_address_calls_live_in_the_low_level_namespace(tmp_path):
     import ringsafe.lowlevel
     for name in ringsafe.__all__:

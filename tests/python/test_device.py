@@ -19,6 +19,7 @@ except ImportError:  # run without PYTHONPATH: the build tree's package
     sys.path.insert(0, str(ROOT / "build" / "engine" / "python"))
     import ringsafe
 from ringsafe import _ringsafe
+from ringsafe.lowlevel import MemorySpan
 import safetensors.numpy as snp
 
 
@@ -124,6 +125,37 @@ def test_bad_destinations_are_refused_before_any_copy(checkpoint):
     assert not out["f32"].any()
 
 
+def test_device_reads_take_memory_span_records_and_still_tuples(checkpoint):
+    path, data = checkpoint
+    names = ["f32", "i8", "u8"]
+    out, dsts = destinations(data, names)
+    # Records read by name; the (address, size) tuples of before are also accepted, in one call.
+    spans = [MemorySpan(*dsts[0]), MemorySpan(address=dsts[1][0], size=dsts[1][1]), dsts[2]]
+    stats = device_read(path, names, spans, stand_in=True, staging_size=4096, staging_count=2)
+    assert stats["staged_bytes"] == sum(data[n].nbytes for n in names)
+    assert all(out[n].tobytes() == data[n].tobytes() for n in names)
+    out, dsts = destinations(data, names)
+    stats = hooked_read(path, names, tuple(MemorySpan(*d) for d in dsts))
+    assert all(out[n].tobytes() == data[n].tobytes() for n in names) and "copy 0" in stats["trace"]
+
+
+def test_device_reads_refuse_destinations_of_another_shape_before_any_copy(checkpoint):
+    from ringsafe._described import FileRange
+    path, data = checkpoint
+    out, dsts = destinations(data, ["f32", "i8"])
+    good = MemorySpan(*dsts[0])
+    expected = r"takes MemorySpan records or \(address, size\) tuples"
+    with pytest.raises(TypeError, match="read_to_device_at " + expected + ", not FileRange$"):
+        device_read(path, ["f32", "i8"], [good, FileRange(*dsts[1])], stand_in=True)
+    with pytest.raises(TypeError, match="_stand_in_read_with_hooks " + expected + ", not int$"):
+        hooked_read(path, ["f32", "i8"], [good, dsts[1][0]])
+    with pytest.raises(ringsafe.SafetensorError, match="read_to_device_at " + expected + "; got a tuple of 3"):
+        device_read(path, ["f32", "i8"], [good, (*dsts[1], 0)], stand_in=True)
+    with pytest.raises(TypeError, match="size must be an int, not float"):
+        device_read(path, ["f32", "i8"], [good, MemorySpan(dsts[1][0], float(dsts[1][1]))], stand_in=True)
+    assert not out["f32"].any() and not out["i8"].any()
+
+
 def cuda_device():
     torch = pytest.importorskip("torch")
     return torch if torch.cuda.is_available() else None
@@ -198,6 +230,9 @@ def test_load_file_to_a_device_goes_through_the_staging_pipeline(stand_in, tmp_p
     (args, kwargs), = calls
     assert kwargs["stand_in"] and kwargs["device"] == 0 and kwargs["stream"] == 0
     assert "empty" not in args[0]  # zero-byte tensors need no copy
+    # The destinations cross into the extension as records, not positional tuples.
+    assert [type(d) for d in args[1]] == [MemorySpan] * len(args[0])
+    assert [d.size for d in args[1]] == [data[n].numel() * data[n].element_size() for n in args[0]]
     total = sum(v.numel() * v.element_size() for v in data.values())
     assert seen and seen[-1] == (total, total)
     sub = rpt.load_file(path, device=1, select="layers.*")

@@ -17,6 +17,7 @@ import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
 from ringsafe import _caller_memory
+from ringsafe._described import FileRange, MemorySpan, RangeCopy
 from ringsafe._ringsafe import MappedFile
 from ringsafe._torch_adapter import ADAPTER
 from torch import nn
@@ -127,8 +128,9 @@ def test_copy_to_checks_every_buffer_before_any_byte_moves(pattern_file):
     assert not ok.any()
     with pytest.raises(ringsafe.SafetensorError, match="offset must not be negative"):
         m.copy_to([(-1, 10, ok)])
-    with pytest.raises(ringsafe.SafetensorError, match="triples"):
+    with pytest.raises(ringsafe.SafetensorError, match=r"\(offset, length, buffer\) tuples; got a tuple of 2") as e:
         m.copy_to([(0, 10)])
+    assert e.value.kind == "InvalidArgument"
     with pytest.raises(TypeError, match="read-only"):
         m.copy_to([(0, 10, b"\0" * 10)])
     with pytest.raises(TypeError, match="C-contiguous"):
@@ -145,6 +147,62 @@ def test_copy_to_reports_a_file_that_shrank(pattern_file):
     with pytest.raises(ringsafe.SafetensorError, match="shorter") as e:
         m.copy_to([(0, len(data), np.empty(len(data), np.uint8))])
     assert e.value.kind == "Truncated"
+
+
+def test_copy_to_takes_range_copy_records_and_still_tuples(pattern_file):
+    path, data = pattern_file
+    m = MappedFile(str(path))
+    a, b, c = np.zeros(3000, np.uint8), np.zeros(517, np.uint8), np.zeros(9, np.uint8)
+    # Records read by name; the (offset, length, buffer) tuples of before are also accepted, in one call.
+    got = m.copy_to([RangeCopy(5, 3000, a), RangeCopy(offset=len(data) - 517, length=517, buffer=b), (100, 9, c)])
+    assert got.bytes == 3000 + 517 + 9
+    assert np.array_equal(a, data[5:3005]) and np.array_equal(b, data[-517:]) and np.array_equal(c, data[100:109])
+
+
+def test_copy_to_refuses_an_element_of_another_shape_before_any_byte_moves(pattern_file):
+    path, data = pattern_file
+    m = MappedFile(str(path))
+    ok = np.zeros(100, np.uint8)
+    expected = r"MappedFile.copy_to takes RangeCopy records or \(offset, length, buffer\) tuples"
+    with pytest.raises(TypeError, match=expected + r", not FileRange \(it has no 'buffer'\)"):
+        m.copy_to([RangeCopy(0, 100, ok), FileRange(0, 100)])
+    with pytest.raises(TypeError, match=expected + ", not int$"):
+        m.copy_to([RangeCopy(0, 100, ok), 7])
+    with pytest.raises(TypeError, match="offset must be an int, not str"):
+        m.copy_to([RangeCopy("0", 100, ok)])
+    with pytest.raises(TypeError, match="bytes-like object"):
+        m.copy_to([RangeCopy(0, 100, MemorySpan(ok.ctypes.data, 100))])  # an address is not a buffer
+    with pytest.raises(ringsafe.SafetensorError, match="length must not be negative"):
+        m.copy_to([RangeCopy(0, -1, ok)])
+    assert not ok.any()
+
+
+class _RecordingMapping(MappedFile):
+    """A MappedFile noting the elements populate() and copy_to() are given."""
+
+    seen: list = []
+
+    def populate(self, ranges, *args):
+        self.seen.extend(ranges)
+        return super().populate(ranges, *args)
+
+    def copy_to(self, copies, *args):
+        self.seen.extend(copies)
+        return super().copy_to(copies, *args)
+
+
+def test_the_loads_hand_the_mapping_records(ckpt, loads, monkeypatch):
+    # No positional tuple crosses into the extension: the header check and the copies pass FileRange and
+    # RangeCopy records.
+    model, path, want = ckpt
+    monkeypatch.setattr(_RecordingMapping, "seen", [])
+    monkeypatch.setattr(_caller_memory, "MappedFile", _RecordingMapping)
+    dst = {k: torch.empty_like(v) for k, v in want.items()}
+    rpt.read_into(path, dst)
+    same(dst, want)
+    assert loads() == {"mapped": 1}
+    kinds = collections.Counter(type(e).__name__ for e in _RecordingMapping.seen)
+    assert kinds == {"FileRange": 1, "RangeCopy": len(want)}
 
 
 # ------------------------------------------------------------ which path a load takes

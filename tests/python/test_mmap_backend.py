@@ -13,6 +13,8 @@ import ringsafe.torch as rpt
 import safetensors.torch as spt
 import torch
 from conftest import evict
+from ringsafe import _mapped
+from ringsafe._described import FileRange, MemorySpan
 from ringsafe._ringsafe import MappedFile
 
 
@@ -65,6 +67,65 @@ def test_mapped_file_populate_reports_and_parallelises(layers):
     assert got.bytes == m.size and got.cold_bytes > 0 and got.threads > 2  # cold: more reads in flight than cores
     got = m.populate([(0, m.size)], 0)
     assert got.cold_bytes == 0 and got.threads >= 2
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A checkpoint of a 2 MiB tensor and an 8-byte one (cached or not: what matters is the ranges)."""
+    tensors = {"big": torch.arange(1 << 19, dtype=torch.float32), "small": torch.ones(2)}
+    path = tmp_path / "small.safetensors"
+    spt.save_file(tensors, str(path))
+    return path, tensors
+
+
+def test_populate_takes_file_range_records_and_still_tuples(small):
+    path, _ = small
+    m = MappedFile(str(path))
+    assert m.populate([FileRange(0, 100), FileRange(offset=100, length=m.size - 100)], 1).bytes == m.size
+    assert m.populate([(0, 100), FileRange(100, 50)]).bytes == 150  # the tuples of before are also accepted
+    assert m.populate(((0, 8),)).bytes == 8  # any sequence
+
+
+def test_populate_refuses_an_element_of_another_shape(small):
+    path, _ = small
+    m = MappedFile(str(path))
+    expected = r"MappedFile.populate takes FileRange records or \(offset, length\) tuples"
+    with pytest.raises(TypeError, match=expected + ", not MemorySpan$"):
+        m.populate([FileRange(0, 8), MemorySpan(0, 8)])
+    with pytest.raises(TypeError, match=expected + ", not int$"):
+        m.populate([8])
+    with pytest.raises(ringsafe.SafetensorError, match=expected + "; got a tuple of 3") as e:
+        m.populate([(0, 8, 1)])
+    assert e.value.kind == "InvalidArgument"
+    with pytest.raises(TypeError, match="length must be an int, not str"):
+        m.populate([FileRange(0, "8")])
+    with pytest.raises(ringsafe.SafetensorError, match="offset must not be negative, got -1"):
+        m.populate([FileRange(-1, 8)])
+
+
+class _RecordingMapping(MappedFile):
+    """A MappedFile noting the ranges populate() is given."""
+
+    seen: list = []
+
+    def populate(self, ranges, *args):
+        self.seen.extend(ranges)
+        return super().populate(ranges, *args)
+
+
+def test_the_mmap_backend_hands_the_mapping_file_range_records(small, monkeypatch):
+    # No positional tuple crosses into the extension: the header check, a whole tensor, a box and a load
+    # pass FileRange records.
+    path, tensors = small
+    monkeypatch.setattr(_RecordingMapping, "seen", [])
+    monkeypatch.setattr(_mapped, "MappedFile", _RecordingMapping)
+    with ringsafe.safe_open(str(path), "pt") as f:
+        assert torch.equal(f.get_tensor("big"), tensors["big"])  # >= POPULATE_MIN: populated
+        assert torch.equal(f.get_slice("big")[: (1 << 19) - 1], tensors["big"][:-1])  # a box of 2 MiB - 4
+    got = rpt.load_file(str(path))
+    assert all(torch.equal(got[k], tensors[k]) for k in tensors)
+    seen = _RecordingMapping.seen
+    assert len(seen) == 1 + 1 + 1 + 1 + 2 and all(type(r) is FileRange for r in seen), seen
 
 
 def test_processes_share_the_pages_of_one_file(layers):

@@ -57,6 +57,9 @@ def test_guide_examples_run(tmp_path, monkeypatch, capsys):
     import ringsafe
 
     assert not ringsafe.installed()
+    assert torch.equal(ns["rows"], torch.arange(4.0, 12.0).reshape(2, 4))  # the engine's reads, by record
+    assert torch.equal(ns["whole"], torch.arange(12.0).reshape(3, 4))
+    assert ns["reader"].closed
     assert ns["gpt2"].transformer.wte.weight.shape == (96, 32)
     with ringsafe.safe_open("quantized.safetensors", "pt") as f:
         assert "extra.scale" in f.keys() and f.metadata() == {"quant": "int8"}

@@ -9,7 +9,7 @@ reported without the comment)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,8 +126,17 @@ def engine_api(path: str) -> None:
     assert_type(plan.total_bytes, int)
     reader.execute(plan, progress=lambda done, total: None)
     reader.start(reader.plan_requests([(info.name, [(0, 1)], memoryview(dst))])).wait()
+    request = ringsafe.TensorRequest(info.name, [(0, 1)], memoryview(dst))
+    assert_type(request.name, str)
+    reader.execute(reader.plan_requests([request, ringsafe.TensorRequest(name=info.name, box=[], buffer=dst)]))
     arena = ringsafe.Arena(1 << 20, huge=False)
     plan = ringsafe.lowlevel.plan_tensors_at(reader, [info.name], [(arena.address, info.nbytes)], keep=[arena])
+    span = ringsafe.lowlevel.MemorySpan(arena.address, info.nbytes)
+    assert_type(span.size, int)
+    plan = ringsafe.lowlevel.plan_tensors_at(reader, [info.name], [span], keep=[arena])
+    addressed = ringsafe.lowlevel.AddressedRequest(info.name, [(0, 1)], arena.address, 4)
+    assert_type(addressed.box, Sequence[tuple[int, int]])
+    ringsafe.lowlevel.plan_requests_at(reader, [addressed, (info.name, [(0, 1)], arena.address, 4)], keep=[arena])
     assert_type(ringsafe.arena_cache_stats()["hits"], int)
     ringsafe.set_arena_cache(limit=0, idle_seconds=1.5)
     ringsafe.trim_arena_cache()
@@ -144,6 +153,12 @@ def engine_api(path: str) -> None:
     assert_type(populated, ringsafe._ringsafe.PopulateStats)
     assert_type(populated.cold_bytes, int)
     assert_type(mapped.copy_to([(0, 8, bytearray(8))]).threads, int)
+    from ringsafe._described import FileRange, RangeCopy
+    ranges = [FileRange(0, 8), FileRange(offset=8, length=8)]
+    assert_type(mapped.populate(ranges).bytes, int)
+    copies = [RangeCopy(0, 8, bytearray(8))]
+    assert_type(copies[0].length, int)
+    assert_type(mapped.copy_to(copies, threads=2).bytes, int)
     fetched = ringsafe._ringsafe.fetch_file(path, connections=4)
     assert_type(fetched.data, bytes)
     assert_type(fetched.name, str)
@@ -152,6 +167,7 @@ def engine_api(path: str) -> None:
     assert_type(cuda.available, bool)
     assert_type(cuda.reason, str)
     counts = ringsafe._ringsafe.read_to_device_at(ringsafe._ringsafe.Reader(path), ["a"], [(0, 0)], stand_in=True)
+    ringsafe.lowlevel.read_to_device_at(ringsafe.Reader(path), ["a"], [ringsafe.lowlevel.MemorySpan(0, 0)])
     assert_type(counts["staged_bytes"], int)
 
     ringsafe.install()
@@ -269,4 +285,12 @@ def rejected(path: str) -> None:
     ringsafe._ringsafe.cuda_runtime_available()[0]  # type: ignore[index]
     ringsafe._ringsafe.gguf_tensors(ringsafe._ringsafe.Reader(path))[0][1]  # type: ignore[index]
     ringsafe._ringsafe.serialize([("a", "F32", [1], 0, 4)])  # type: ignore[list-item]
+    ringsafe.lowlevel.MemorySpan("0", 8)  # type: ignore[arg-type]
+    ringsafe.lowlevel.MemorySpan(0, 8).size = 4  # type: ignore[misc]
+    ringsafe.TensorRequest("a", [(0, 1)])  # type: ignore[call-arg]
+    ringsafe.TensorRequest("a", [0, 1], bytearray(4))  # type: ignore[list-item]
+    ringsafe._ringsafe.MappedFile(path).populate([ringsafe.lowlevel.MemorySpan(0, 8)])  # type: ignore[list-item]
+    ringsafe._ringsafe.MappedFile(path).copy_to([(0, 8)])  # type: ignore[list-item]
+    ringsafe.lowlevel.plan_tensors_at(ringsafe.Reader(path), ["a"], [(0, 8, 1)])  # type: ignore[list-item]
+    ringsafe.Reader(path).plan_requests([ringsafe.lowlevel.AddressedRequest("a", [], 0, 8)])  # type: ignore[list-item]
     rd.load_file(path, shard="0")  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ is read through its own read(), nor for bytes parsed by load/deserialize).
 """
 
 from ._convert import ConvertResult, convert
+from ._described import TensorRequest
 from ._memory import arena_cache_stats, set_arena_cache, trim_arena_cache
 from ._open import TensorSlice, _safe_open_handle, safe_open
 from ._ringsafe import Arena, Reader, SafetensorError, __version__  # meson.build's version
@@ -25,4 +26,5 @@ from ._write import Writer
 
 __all__ = ["safe_open", "TensorSlice", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
            "deserialize", "Writer", "Reader", "Arena", "install", "uninstall", "installed", "arena_cache_stats",
-           "set_arena_cache", "trim_arena_cache", "without_url_secrets", "convert", "ConvertResult", "__version__"]
+           "set_arena_cache", "trim_arena_cache", "without_url_secrets", "convert", "ConvertResult", "TensorRequest",
+           "__version__"]

@@ -13,6 +13,7 @@ the CPU, and no CUDA runtime is loaded."""
 
 import os
 
+from ._described import MemorySpan
 from ._progress import progress_callback
 
 STAND_IN = "RINGSAFE_DEVICE_STAND_IN"
@@ -71,7 +72,7 @@ def read_into(reader, device, targets, *, progress, description, staging=None):
     ordered against PyTorch's current stream on the device."""
     from ._ringsafe import read_to_device_at
     names = [n for n, t in targets.items() if t.numel()]
-    dsts = [(targets[n].data_ptr(), targets[n].numel() * targets[n].element_size()) for n in names]
+    dsts = [MemorySpan(targets[n].data_ptr(), targets[n].numel() * targets[n].element_size()) for n in names]
     index = _index(device)
     with progress_callback(progress, description) as cb:
         read_to_device_at(reader, names, dsts, device=index, stand_in=stand_in(), progress=cb, stager=staging,

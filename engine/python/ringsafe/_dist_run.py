@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ._described import AddressedRequest
 from ._errors import error
 from ._source import open_reader
 from ._ringsafe import http_connections, plan_requests_at
@@ -248,7 +249,7 @@ class _Run:
                 target = stage(u.nbytes, torch.device("cpu"))
                 state.staged += u.nbytes
                 state.cpu[u.key] = target
-            reqs.append((u.t.info.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
+            reqs.append(AddressedRequest(u.t.info.name, u.t.engine_box(u.box), target.data_ptr(), u.nbytes))
             keep.append(target)
         ranges: dict[str, tuple[int, int]] = {}
         for u in mine:

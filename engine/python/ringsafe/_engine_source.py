@@ -2,6 +2,7 @@
 arenas (backend="pread", URLs, s3://, remote indexes); the base of the mmap
 source. The arenas' layout is _memory's."""
 
+from ._described import AddressedRequest, MemorySpan
 from ._memory import file_layout_arena, new_packed_arena, packed_items
 from ._ringsafe import plan_requests_at, plan_tensors_at
 from ._selection import not_found, resolve
@@ -35,7 +36,7 @@ class EngineSource:
         sizes = [self.by_name[n].nbytes for n in names]
         layout = file_layout_arena([self.by_name[n] for n in names], sum(sizes)) or new_packed_arena(sizes)
         arena = layout.arena
-        dsts = [(arena.address + off, n) for off, n in zip(layout.offsets, sizes)]
+        dsts = [MemorySpan(arena.address + off, n) for off, n in zip(layout.offsets, sizes)]
         self.reader.execute(plan_tensors_at(self.reader, names, dsts, [arena]), progress)
         return adapter.views(arena, packed_items(self.by_name, names, layout.offsets))
 
@@ -45,7 +46,7 @@ class EngineSource:
         nbytes = info.nbytes
         t, addr = adapter.fresh(info.dtype, info.shape, nbytes, name)
         if nbytes:
-            self.reader.execute(plan_tensors_at(self.reader, [name], [(addr, nbytes)], [t]))
+            self.reader.execute(plan_tensors_at(self.reader, [name], [MemorySpan(addr, nbytes)], [t]))
         return t
 
     def box(self, adapter, info, box, box_shape):
@@ -54,7 +55,7 @@ class EngineSource:
         nbytes = self.reader.box_bytes(name, box) if all(box_shape) else 0
         block, addr = adapter.fresh(dtype, box_shape, nbytes, name)
         if nbytes:
-            self.reader.execute(plan_requests_at(self.reader, [(name, box, addr, nbytes)], [block]))
+            self.reader.execute(plan_requests_at(self.reader, [AddressedRequest(name, box, addr, nbytes)], [block]))
         return block
 
     def read_ahead(self, names):

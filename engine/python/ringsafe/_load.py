@@ -5,6 +5,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import _device
+from ._described import MemorySpan
 from ._errors import error
 from ._progress import progress_callback
 from ._ringsafe import Reader, plan_tensors_at
@@ -69,7 +70,7 @@ def load_bytes(adapter, data, device):
 
 
 def _destinations(adapter, by_name, tensors):
-    """([(address, nbytes)], [owner]) of the caller's tensors, each checked
+    """([MemorySpan], [owner]) of the caller's tensors, each checked
     against the file's dtype and size before any I/O."""
     dsts, owners = [], []
     for name, tensor in tensors.items():
@@ -82,7 +83,7 @@ def _destinations(adapter, by_name, tensors):
             raise error("BufferTooSmall" if d.nbytes < need else "InvalidArgument",
                         f"tensor '{name}': {need} bytes ({info.dtype} {list(info.shape)}) in the file, "
                         f"the destination holds {d.nbytes} ({d.shape})")
-        dsts.append((d.address, d.nbytes))
+        dsts.append(MemorySpan(d.address, d.nbytes))
         owners.append(d.owner)
     return dsts, owners
 
@@ -188,7 +189,7 @@ def _stream_to_device(adapter, reader, by_name, batches, *, device, progress):
 def _start(reader, by_name, batch):
     """(the Pending read of ``batch``, its ArenaLayout)."""
     layout = new_packed_arena([by_name[n].nbytes for n in batch])
-    dsts = [(layout.arena.address + off, by_name[n].nbytes) for n, off in zip(batch, layout.offsets)]
+    dsts = [MemorySpan(layout.arena.address + off, by_name[n].nbytes) for n, off in zip(batch, layout.offsets)]
     plan = plan_tensors_at(reader, batch, dsts, [layout.arena])
     return reader.start(plan), layout
 

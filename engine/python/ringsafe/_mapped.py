@@ -5,16 +5,13 @@ resident before it returns, in parallel (the kernel's readahead queued for
 what is not cached yet), and that an open handle reads ahead in file order."""
 
 import threading
-from typing import TYPE_CHECKING
 
+from ._described import FileRange, RangeCopy
 from ._dtypes import BITS
 from ._errors import error
 from ._engine_source import EngineSource
 from ._memory import ViewItem
 from ._ringsafe import MappedFile
-
-if TYPE_CHECKING:
-    from ._typing import Buffer
 
 READ_AHEAD_STEP = 32 << 20  # bytes queued per readahead request
 # A tensor smaller than this is handed out unpopulated (its first access faults
@@ -40,7 +37,7 @@ def checked_mapping(reader, shard, m=None):
                                      f"then, {now.mtime_ns} now)")
     # The header as mapped: resident first (a file cut short since raises
     # Truncated, not SIGBUS), then compared with the one the reader parsed.
-    m.populate([(0, info.data_start)], 1)
+    m.populate([FileRange(0, info.data_start)], 1)
     if not reader.header_matches(shard, m):
         raise error("ObjectChanged", f"{info.spec}'s header changed between reading it and mapping the file")
     return m
@@ -65,25 +62,25 @@ class MappedSource(EngineSource):
         return self._maps[shard]
 
     def _ranges(self, names):
-        """{shard: [(offset, length)]} of the named tensors' bytes."""
-        out: dict[int, list[tuple[int, int]]] = {}
+        """{shard: [FileRange]} of the named tensors' bytes."""
+        out: dict[int, list[FileRange]] = {}
         for n in names:
             info = self.by_name[n]
             if info.end > info.begin:
                 base = self._shards[info.shard].data_start
-                out.setdefault(info.shard, []).append((base + info.begin, info.nbytes))
+                out.setdefault(info.shard, []).append(FileRange(base + info.begin, info.nbytes))
         return out
 
     def _populate(self, names, progress=None):
         per_shard = self._ranges(names)
-        total = sum(r[1] for rs in per_shard.values() for r in rs)
+        total = sum(r.length for rs in per_shard.values() for r in rs)
         before = 0
         for shard, ranges in per_shard.items():
             cb = None
             if progress is not None:
                 cb = (lambda base: lambda done, _: progress(base + done, total))(before)
             self.mapping(shard).populate(ranges, self._threads, cb)
-            before += sum(r[1] for r in ranges)
+            before += sum(r.length for r in ranges)
         if progress is not None and total == 0:
             progress(0, 0)
 
@@ -129,7 +126,7 @@ class MappedSource(EngineSource):
         end = -(-(last + 1) * bits // 8)
         if end - begin >= POPULATE_MIN:
             base = self._shards[info.shard].data_start + info.begin
-            self.mapping(info.shard).populate([(base + begin, end - begin)], self._threads)
+            self.mapping(info.shard).populate([FileRange(base + begin, end - begin)], self._threads)
         whole = self._view(adapter, info)
         return whole[tuple(slice(a, b) for a, b in box)]
 
@@ -146,22 +143,23 @@ class MappedSource(EngineSource):
         work = []
         for shard, rs in sorted(ranges.items()):
             m = self.mapping(shard)
-            lo = min(r[0] for r in rs)
-            hi = max(r[0] + r[1] for r in rs)
+            lo = min(r.offset for r in rs)
+            hi = max(r.offset + r.length for r in rs)
             # Sampled (a full mincore of a large file costs as much as reading ahead).
             samples = [lo + (hi - lo - 1) * k // 15 for k in range(16)]
             if any(m.resident(o, 1) == 0 for o in samples):
-                work.append((m, sorted(rs)))
+                work.append((m, sorted(rs, key=lambda r: r.offset)))
         if not work:
             return
 
         def run():
             for m, rs in work:
-                for off, length in rs:
-                    for o in range(off, off + length, READ_AHEAD_STEP):
+                for r in rs:
+                    end = r.offset + r.length
+                    for o in range(r.offset, end, READ_AHEAD_STEP):
                         if self._stop.is_set():
                             return
-                        m.will_need(o, min(READ_AHEAD_STEP, off + length - o))
+                        m.will_need(o, min(READ_AHEAD_STEP, end - o))
 
         # Not a daemon: a daemon thread inside will_need (GIL released) when the
         # interpreter finalizes is ended by a forced unwind through the binding,
@@ -188,18 +186,19 @@ def copy_into(maps, shards, items, *, threads=None, progress=None):
     _caller_memory.mapped_when_hot) into caller memory, on every core with the GIL
     released: items are (info, buffer), info a TensorInfo, buffer
     a writable C-contiguous buffer of the tensor's bytes; shards reader.shards() (ShardInfo records)."""
-    per_shard: dict[int, list[tuple[int, int, Buffer]]] = {}
+    per_shard: dict[int, list[RangeCopy]] = {}
     for info, buf in items:
         if info.end > info.begin:
-            per_shard.setdefault(info.shard, []).append((shards[info.shard].data_start + info.begin, info.nbytes, buf))
-    total = sum(c[1] for cs in per_shard.values() for c in cs)
+            copy = RangeCopy(shards[info.shard].data_start + info.begin, info.nbytes, buf)
+            per_shard.setdefault(info.shard, []).append(copy)
+    total = sum(c.length for cs in per_shard.values() for c in cs)
     before = 0
     for shard, copies in sorted(per_shard.items()):
         cb = None
         if progress is not None:
             cb = (lambda base: lambda done, _: progress(base + done, total))(before)
         maps[shard].copy_to(copies, threads or 0, cb)
-        before += sum(c[1] for c in copies)
+        before += sum(c.length for c in copies)
     if progress is not None and total == 0:
         progress(0, 0)
 
@@ -207,10 +206,11 @@ def copy_into(maps, shards, items, *, threads=None, progress=None):
 def mapped_views(adapter, maps, shards, infos, *, threads=None):
     """{name: tensor} zero-copy views of the tensors ``infos`` in the mappings
     ``maps``, made resident in parallel first (for copies that convert)."""
-    ranges: dict[int, list[tuple[int, int]]] = {}
+    ranges: dict[int, list[FileRange]] = {}
     for info in infos:
         if info.end > info.begin:
-            ranges.setdefault(info.shard, []).append((shards[info.shard].data_start + info.begin, info.nbytes))
+            ranges.setdefault(info.shard, []).append(FileRange(shards[info.shard].data_start + info.begin,
+                                                               info.nbytes))
     for shard, rs in ranges.items():
         maps[shard].populate(rs, threads or 0)
     out = {}

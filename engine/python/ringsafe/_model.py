@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import _device, _write
+from ._described import MemorySpan
 from ._progress import progress_callback
 from ._ringsafe import plan_tensors_at
 from ._shared import _remove_duplicate_names
@@ -111,7 +112,7 @@ def load_model(model, filename, *, strict, device, progress, backend, options):
                                   description=f"loading {filename}")
         with progress_callback(progress, f"loading {filename}") as cb:
             if direct:
-                dsts = [(state[k].data_ptr(), infos[k].nbytes) for k in direct]
+                dsts = [MemorySpan(state[k].data_ptr(), infos[k].nbytes) for k in direct]
                 plan = plan_tensors_at(reader, direct, dsts, [state[k] for k in direct])  # checks them either way
                 if maps is not None:
                     copy_into(maps, reader.shards(), [(infos[k], v) for k, v in zip(direct, views)],

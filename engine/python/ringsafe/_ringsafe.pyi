@@ -7,7 +7,15 @@ from typing import Any, Literal, TypeVar, final, overload
 
 from typing_extensions import Unpack
 
-from ._described import DescribedTensor, GGUFEntry
+from ._described import (
+    AddressedRequest,
+    DescribedTensor,
+    FileRange,
+    GGUFEntry,
+    MemorySpan,
+    RangeCopy,
+    TensorRequest,
+)
 from ._typing import (
     ArenaCacheStats,
     Box,
@@ -200,23 +208,26 @@ class Reader:
     def select(self, arg0: _Names, /) -> _Names: ...
     def box_bytes(self, arg0: str, arg1: list[tuple[int, int]], /) -> int: ...
     def plan_tensors(self, names: Sequence[str], dsts: list[Buffer]) -> Plan: ...
-    def plan_requests(self, requests: list[tuple[str, Box, Buffer]]) -> Plan: ...
+    # TensorRequest records; the (name, box, buffer) tuples are also accepted.
+    def plan_requests(self, requests: Sequence[TensorRequest | tuple[str, Box, Buffer]]) -> Plan: ...
     def execute(self, plan: Plan, progress: ProgressCallback | None = None) -> None: ...
     def start(self, arg0: Plan, /) -> Pending: ...
 
-# The raw-address calls (ringsafe.lowlevel): the engine writes to the addresses unchecked.
-def plan_tensors_at(reader: Reader, names: Sequence[str], dsts: list[tuple[int, int]],
+# The raw-address calls (ringsafe.lowlevel): the engine writes to the addresses unchecked. Their
+# destinations are records (MemorySpan, AddressedRequest); the tuples of the same fields are also accepted.
+def plan_tensors_at(reader: Reader, names: Sequence[str], dsts: Sequence[MemorySpan | tuple[int, int]],
                     keep: list[object] = ...) -> Plan: ...
-def plan_requests_at(reader: Reader, requests: list[tuple[str, Box, int, int]],
+def plan_requests_at(reader: Reader, requests: Sequence[AddressedRequest | tuple[str, Box, int, int]],
                      keep: list[object] = ...) -> Plan: ...
-def read_to_device_at(reader: Reader, names: Sequence[str], dsts: Sequence[tuple[int, int]], device: int = 0,
+def read_to_device_at(reader: Reader, names: Sequence[str], dsts: Sequence[MemorySpan | tuple[int, int]],
+                      device: int = 0,
                       stand_in: bool = False, staging_size: int = 16777216, staging_count: int = 4,
                       progress: ProgressCallback | None = None, stager: DeviceStager | None = None,
                       stream: int = 0) -> DeviceReadCounts: ...
 
 # Tests only, not an API (tests/python/test_device.py): read_to_device_at with the host
 # stand-in and its hooks; the result is the read's counts and `trace`, the stand-in's steps.
-def _stand_in_read_with_hooks(reader: Reader, names: Sequence[str], dsts: Sequence[tuple[int, int]], *,
+def _stand_in_read_with_hooks(reader: Reader, names: Sequence[str], dsts: Sequence[MemorySpan | tuple[int, int]], *,
                               staging_size: int = 4096, staging_count: int = 2, fail_copy_at: int | None = None,
                               cancel_at_copy: int | None = None, stream: int = 0) -> dict[str, Any]: ...
 
@@ -295,9 +306,10 @@ class MappedFile:
     def stat(self) -> FileStat: ...  # the file when it was mapped
     @property
     def address(self) -> int: ...
-    def populate(self, ranges: Sequence[tuple[int, int]], threads: int = 0,
+    # FileRange / RangeCopy records; the (offset, length) and (offset, length, buffer) tuples are also accepted.
+    def populate(self, ranges: Sequence[FileRange | tuple[int, int]], threads: int = 0,
                  progress: ProgressCallback | None = None) -> PopulateStats: ...
-    def copy_to(self, copies: list[tuple[int, int, Buffer]], threads: int = 0,
+    def copy_to(self, copies: Sequence[RangeCopy | tuple[int, int, Buffer]], threads: int = 0,
                 progress: ProgressCallback | None = None) -> PopulateStats: ...
     def resident(self, offset: int, length: int) -> int: ...
     def will_need(self, offset: int, length: int) -> None: ...
