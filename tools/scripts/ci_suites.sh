@@ -15,6 +15,10 @@
 # (both optional).
 #   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults;
 #   STAGES="" runs no stage and only adds up $1 and $2)
+# ci_suites.sh --prebuild LOG: only configures and builds build-asan and build-tsan,
+# at the lowest CPU priority, output to LOG. tools/dev.sh starts it in the background
+# while the main suite runs (pytest runs one test at a time and leaves a core idle),
+# so that the stages find their builds done or nearly so.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # The meson of .venv (tools/dev.sh makes it), also when this script runs on its own.
@@ -45,6 +49,27 @@ have_clang && [ -x /usr/lib/llvm-14/bin/ld.lld ] && SAN_OPTS+=(-Dcpp_link_args=-
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp"
 
+# The TSan stage's programs tests/AREA/test_<name>, each run as test <name>; test_asio_http, test_asio_open
+# and test_asio_writer also run as the asio_http_threads, asio_open_threads and
+# asio_writer_threads tests. asio_teardown destroys io_contexts while the blocking pool
+# still works for them; asio_resolve abandons a resolver thread's getaddrinfo and
+# asio_resolve_shared has eight opens wait on one. stores_gcs: the event loops of one
+# read share a gs:// object's OAuth token cache (a refresh per request in one case).
+# device runs the staging pipeline against the stand-in's copier thread (the order of
+# stream waits, copies and frees). stores/test_hub: the Hub's answers hook and cache
+# entries shared by event loops and sources; stores/test_hub_cache: two writers of one
+# cache entry while one of them publishes it. mapped_file: copy_to's and populate()'s threads.
+# dequantize: dequantize()'s helpers and dequantize_queue's workers, submitters and waiters.
+# thread_refusal: an index's open and read with each of their thread starts refused in turn.
+# convert: ringsafe cp's pipeline (the reader's threads feeding the sink, dequantized as they land).
+tsan_programs=(uring/test_file_source uring/test_ring_pool file/test_mapped_file read/test_reader_files
+    read/test_thread_refusal write/test_writer_declared
+    http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
+    asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
+    asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub stores/test_hub_cache
+    device/test_device dequant/test_dequantize convert/test_convert)
+TSAN_TARGETS=("${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server tests/support/hub_standin)
+
 # Appends "passed failed skipped" of a meson test log to $COUNTS.
 count_log() { python3 tools/scripts/test_counts.py --meson "$1" >>"$COUNTS"; }
 stage() { echo "== ringsafe ci: $* ($(date -u +%T))" >&2; }
@@ -60,6 +85,26 @@ setup_asan() {
         meson setup build-asan "${common[@]}" >/dev/null
     fi
 }
+
+# Configures build-tsan once (the same options, TSan instead of ASan+UBSan).
+setup_tsan() {
+    [ -f build-tsan/build.ninja ] && return 0
+    CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread "${SAN_OPTS[@]}" >/dev/null
+}
+
+if [ "${1:-}" = --prebuild ]; then
+    # Errors are not counted here: the stages build again and count a failure.
+    exec >"${2:-/dev/null}" 2>&1 </dev/null
+    stage "prebuilding build-asan and build-tsan in the background (nice 19)"
+    case " $STAGES " in *" asan "* | *" fuzz "* | *" soak "*)
+        if setup_asan; then nice -n 19 ninja -C build-asan -j"$JOBS"; fi ;;
+    esac
+    case " $STAGES " in *" tsan "*)
+        if setup_tsan; then nice -n 19 ninja -C build-tsan -j"$JOBS" "${TSAN_TARGETS[@]}"; fi ;;
+    esac
+    stage "prebuild done"
+    exit 0
+fi
 
 # Builds targets ($2...) in dir $1 and runs meson test there with the test names given after "--".
 build_and_test() {
@@ -108,30 +153,9 @@ for s in $STAGES; do
     tsan)
         stage "concurrency tests under TSan"
         # tests/tsan.supp: TSan cannot see io_uring's kernel-side writes (see the file).
-        # Programs tests/AREA/test_<name>, each run as test <name>; test_asio_http, test_asio_open
-        # and test_asio_writer also run as the asio_http_threads, asio_open_threads and
-        # asio_writer_threads tests. asio_teardown destroys io_contexts while the blocking pool
-        # still works for them; asio_resolve abandons a resolver thread's getaddrinfo and
-        # asio_resolve_shared has eight opens wait on one. stores_gcs: the event loops of one
-        # read share a gs:// object's OAuth token cache (a refresh per request in one case).
-        # device runs the staging pipeline against the stand-in's copier thread (the order of
-        # stream waits, copies and frees). stores/test_hub: the Hub's answers hook and cache
-        # entries shared by event loops and sources; stores/test_hub_cache: two writers of one
-        # cache entry while one of them publishes it. mapped_file: copy_to's and populate()'s threads.
-        # dequantize: dequantize()'s helpers and dequantize_queue's workers, submitters and waiters.
-        # thread_refusal: an index's open and read with each of their thread starts refused in turn.
-        # convert: ringsafe cp's pipeline (the reader's threads feeding the sink, dequantized as they land).
-        tsan_programs=(uring/test_file_source uring/test_ring_pool file/test_mapped_file read/test_reader_files
-            read/test_thread_refusal write/test_writer_declared
-            http/test_http_faults http/test_http_threads hardening/test_read_faults asio/test_asio asio/test_asio_http
-            asio/test_asio_direct asio/test_asio_open asio/test_asio_writer asio/test_asio_writer_cancel
-            asio/test_asio_teardown asio/test_asio_resolve stores/test_stores_gcs stores/test_hub stores/test_hub_cache
-            device/test_device dequant/test_dequantize convert/test_convert)
-        if [ -f build-tsan/build.ninja ] || CXX=$SAN_CXX meson setup build-tsan -Db_sanitize=thread \
-            "${SAN_OPTS[@]}" >/dev/null; then
+        if setup_tsan; then
             TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
-                build_and_test build-tsan "${tsan_programs[@]/#/tests/}" tools/ringsafe tests/support/fault_server \
-                tests/support/hub_standin \
+                build_and_test build-tsan "${TSAN_TARGETS[@]}" \
                 -- "${tsan_programs[@]##*/test_}" asio_http_threads asio_open_threads asio_writer_threads \
                 asio_resolve_shared
         else
