@@ -28,11 +28,13 @@ extern char** environ;
 namespace ringsafe::test {
 namespace fs = std::filesystem;
 
+bool have_program(const std::string& program) {
+    return program.find('/') != std::string::npos ? ::access(program.c_str(), X_OK) == 0
+                                                  : run_command("command -v " + program + " >/dev/null 2>&1").status == 0;
+}
+
 void require_program(const std::string& program) {
-    bool found = program.find('/') != std::string::npos
-                     ? ::access(program.c_str(), X_OK) == 0
-                     : run_command("command -v " + program + " >/dev/null 2>&1").status == 0;
-    if (!found) {
+    if (!have_program(program)) {
         std::fprintf(stderr, "skipped: %s is not installed\n", program.c_str());
         std::exit(77);
     }

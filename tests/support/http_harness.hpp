@@ -16,7 +16,11 @@
 
 namespace ringsafe::test {
 
-// Exits 77 (meson: skipped) when `program` is not on PATH (or not executable at that path).
+// Whether `program` is on PATH (or executable at that path). A test case that
+// needs one checks it first: if (!have_program("curl")) SKIP("curl is not installed").
+bool have_program(const std::string& program);
+// Exits 77 (meson: skipped) when `program` is missing: only before any test case
+// has run (a server every case needs), or the results of cases already run are lost.
 void require_program(const std::string& program);
 // A TCP port on 127.0.0.1 that was free a moment ago.
 std::uint16_t free_port();

@@ -3,7 +3,9 @@
 // the .venv), the GCS stand-in in front of it (tests/support/gcs_standin.py:
 // token endpoint, metadata server, faults) and the Azure Blob stand-in
 // (tests/support/azure_blob_standin.py). Each exits 77 (skipped) when what
-// it needs (python3, openssl, the fake-gcs-server binary) is missing.
+// it needs (python3, the fake-gcs-server binary) is missing, so a program
+// starts them before its first case. make_service_account needs openssl: the
+// test case checks have_program("openssl") and SKIPs first.
 #pragma once
 
 #include <filesystem>
@@ -55,7 +57,7 @@ inline standin gcs_standin(std::vector<std::string> args, const std::filesystem:
 standin azure_standin(const std::filesystem::path& data, std::vector<std::string> args, const std::filesystem::path& log_dir);
 
 // A service account for tests: an RSA key made now with openssl, its public
-// half, and the JSON file naming `token_uri`.
+// half, and the JSON file naming `token_uri`. Throws when openssl is missing.
 struct test_service_account {
     std::filesystem::path key, public_key, json;
     std::string email = "ringsafe-test@ringsafe-test.iam.gserviceaccount.com";
