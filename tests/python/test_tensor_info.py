@@ -106,6 +106,21 @@ def test_both_adapters_have_every_method_of_the_adapter_interface():
     assert np_adapter.dtype_of(np.zeros(1, dtype=">i4")) == "I32" and np_adapter.dtype_of(np.zeros(1, "U1")) is None
 
 
+def test_fresh_gives_a_read_only_record_whose_address_is_the_tensor_s():
+    from ringsafe._described import FreshTensor
+    from ringsafe._frameworks import adapter_for
+    from ringsafe._memory import ARENA_MIN_BYTES
+
+    for framework in ("pt", "np"):
+        adapter = adapter_for(framework)
+        for n in (4, ARENA_MIN_BYTES // 4):  # plain memory, and a view of an arena
+            fresh = adapter.fresh("F32", [n], 4 * n, "w")
+            assert isinstance(fresh, FreshTensor) and tuple(fresh.tensor.shape) == (n,)
+            address = fresh.tensor.data_ptr() if framework == "pt" else fresh.tensor.ctypes.data
+            assert fresh.address == address, (framework, n)
+            _read_only_record(fresh, ("tensor", "address"))
+
+
 def _read_only_record(record, fields):
     for field in fields:
         with pytest.raises(AttributeError):

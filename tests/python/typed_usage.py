@@ -181,7 +181,7 @@ def engine_api(path: str) -> None:
 
 def package_records(path: str) -> None:
     # The records the package's own modules hand each other (not an API): typed, so mypy checks their uses.
-    from ringsafe._described import CallerTensor
+    from ringsafe._described import CallerTensor, FreshTensor
     from ringsafe._frameworks import adapter_for
     from ringsafe._memory import ArenaLayout, file_layout_arena, new_packed_arena
     from ringsafe._described import DescribedTensor
@@ -196,6 +196,10 @@ def package_records(path: str) -> None:
     assert_type(described.address, int)
     assert_type(ADAPTER.describe(torch.zeros(3), "a", for_write=False).nbytes, int)
     assert_type(ADAPTER.shape_of("F4", [2, 4], "a"), list[int])
+    fresh = ADAPTER.fresh("F32", [3], 12, "a")
+    assert_type(fresh, FreshTensor)
+    assert_type(fresh.address, int)
+    assert_type(NP_ADAPTER.fresh("F32", [3], 12, "a").address, int)
     layout = new_packed_arena([8, 24])
     assert_type(layout, ArenaLayout)
     assert_type(layout.arena, ringsafe.Arena)

@@ -6,8 +6,9 @@ sequence arguments: FileRange (MappedFile.populate), RangeCopy
 (MappedFile.copy_to), MemorySpan (the destinations of plan_tensors_at and
 read_to_device_at), TensorRequest (Reader.plan_requests) and AddressedRequest
 (plan_requests_at); and CallerTensor, a caller's tensor as an adapter
-describes it (here, not in _frameworks, so that the adapters import no module
-that imports them).
+describes it, and FreshTensor, the new memory an adapter's fresh() gives one
+tensor (here, not in _frameworks, so that the adapters import no module that
+imports them).
 
 The package passes these records everywhere. The bindings also take the
 tuples of the same fields in the same order, ``(offset, length)``,
@@ -109,3 +110,11 @@ class AddressedRequest:
     box: Box
     address: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FreshTensor:
+    """New memory for one tensor (what adapter.fresh() returns): the framework's ``tensor`` and the ``address`` of its bytes."""
+
+    tensor: Any
+    address: int

@@ -44,19 +44,20 @@ class EngineSource:
         """One whole tensor in new memory."""
         info = self.by_name[name]
         nbytes = info.nbytes
-        t, addr = adapter.fresh(info.dtype, info.shape, nbytes, name)
+        fresh = adapter.fresh(info.dtype, info.shape, nbytes, name)
         if nbytes:
-            self.reader.execute(plan_tensors_at(self.reader, [name], [MemorySpan(addr, nbytes)], [t]))
-        return t
+            self.reader.execute(plan_tensors_at(self.reader, [name], [MemorySpan(fresh.address, nbytes)], [fresh.tensor]))
+        return fresh.tensor
 
     def box(self, adapter, info, box, box_shape):
         """The box [(start, stop), ...] of a tensor, in new memory of shape box_shape."""
         name, dtype = info.name, info.dtype
         nbytes = self.reader.box_bytes(name, box) if all(box_shape) else 0
-        block, addr = adapter.fresh(dtype, box_shape, nbytes, name)
+        fresh = adapter.fresh(dtype, box_shape, nbytes, name)
         if nbytes:
-            self.reader.execute(plan_requests_at(self.reader, [AddressedRequest(name, box, addr, nbytes)], [block]))
-        return block
+            request = AddressedRequest(name, box, fresh.address, nbytes)
+            self.reader.execute(plan_requests_at(self.reader, [request], [fresh.tensor]))
+        return fresh.tensor
 
     def read_ahead(self, names):
         """Nothing to arm: the engine reads what it is asked for (MappedSource reads ahead)."""

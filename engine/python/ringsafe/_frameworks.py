@@ -1,7 +1,7 @@
 """Which adapter serves a framework name or a tensor object, what an
-adapter is (Adapter; its describe() returns _described.CallerTensor). The adapters (_torch_adapter, _numpy_adapter) import only
+adapter is (Adapter; its describe() returns _described.CallerTensor, its fresh() a FreshTensor). The adapters (_torch_adapter, _numpy_adapter) import only
 their framework, the dtype tables (_dtypes), the arena allocator (_memory)
-and _described's CallerTensor, never _frameworks or the loaders; the loaders reach them through
+and _described's records, never _frameworks or the loaders; the loaders reach them through
 adapter_for / adapter_of, or import the torch adapter directly where only
 torch applies (load_model, the distributed loads, device loads)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._described import CallerTensor
+from ._described import CallerTensor, FreshTensor
 from ._errors import error
 
 if TYPE_CHECKING:
@@ -47,8 +47,9 @@ class Adapter(Protocol):
     def empty(self, dtype, shape, device, name):
         """A new tensor of the file's dtype and shape on ``device``, for the engine to fill."""
 
-    def fresh(self, dtype, shape, nbytes, name):
-        """(tensor, address) of new host memory for one tensor of ``nbytes`` bytes."""
+    def fresh(self, dtype: str, shape: Sequence[int], nbytes: int, name: str) -> FreshTensor:
+        """The FreshTensor (tensor, address) of new host memory for one tensor of ``nbytes`` bytes."""
+        ...
 
     def check_type(self, obj, name):
         """ValueError (the reference's words) when ``obj`` is not this framework's tensor."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._dtypes import NUMPY_NAMES, check_dims, unsupported
 from ._errors import error
-from ._described import CallerTensor
+from ._described import CallerTensor, FreshTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: np.dtype(attr).newbyteorder("<") for name, attr in NUMPY_NAMES.items()}
@@ -65,14 +65,15 @@ class _NumpyAdapter:
         check_dims(shape, "numpy", name)
         return np.empty(shape, dtype=t)
 
-    def fresh(self, dtype, shape, nbytes, name):
+    def fresh(self, dtype: str, shape: Sequence[int], nbytes: int, name: str) -> FreshTensor:
+        """The FreshTensor of new memory for one array."""
         t = self._type(dtype, name)
         check_dims(shape, "numpy", name)
         if nbytes >= ARENA_MIN_BYTES:
             v = self.views(new_arena(nbytes), [ViewItem(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = np.empty(shape, dtype=t)
-        return v, v.ctypes.data
+        return FreshTensor(v, v.ctypes.data)
 
     def check_type(self, obj, name):
         if not isinstance(obj, np.ndarray):

@@ -137,10 +137,10 @@ class StreamSource:
     def one(self, adapter, name):
         info = self.by_name[name]
         nbytes = info.nbytes
-        t, addr = adapter.fresh(info.dtype, info.shape, nbytes, name)
+        fresh = adapter.fresh(info.dtype, info.shape, nbytes, name)
         if nbytes:
-            self._read_at(self._data_start + info.begin, nbytes, _writable_bytes(addr, nbytes))
-        return t
+            self._read_at(self._data_start + info.begin, nbytes, _writable_bytes(fresh.address, nbytes))
+        return fresh.tensor
 
     def load(self, adapter, names, progress):
         total = sum(self.by_name[n].nbytes for n in names)

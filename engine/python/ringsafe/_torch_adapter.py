@@ -1,7 +1,7 @@
 """The torch adapter (_frameworks.Adapter): what the loaders and writers need
 from torch (zero-copy views of a buffer, fresh destinations, descriptions of
 caller tensors, devices), in safetensors terms. Imports torch, the dtype
-tables, the arena allocator (_memory) and _described's CallerTensor; _shared
+tables, the arena allocator (_memory) and _described's records; _shared
 when shared_groups runs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 from ._dtypes import TORCH_NAMES, check_dims, unsupported
 from ._errors import error
-from ._described import CallerTensor
+from ._described import CallerTensor, FreshTensor
 from ._memory import ARENA_MIN_BYTES, ViewItem, new_arena
 
 _TYPES = {name: getattr(torch, attr) for name, attr in TORCH_NAMES.items() if hasattr(torch, attr)}
@@ -84,14 +84,14 @@ class _TorchAdapter:
         t, s = self._type(dtype, shape, name)
         return torch.empty(s, dtype=t, device=device)
 
-    def fresh(self, dtype, shape, nbytes, name):
-        """(tensor, address) of new memory for one tensor."""
+    def fresh(self, dtype: str, shape: Sequence[int], nbytes: int, name: str) -> FreshTensor:
+        """The FreshTensor of new memory for one tensor."""
         t, s = self._type(dtype, shape, name)
         if nbytes >= ARENA_MIN_BYTES:
             v = self.views(new_arena(nbytes), [ViewItem(name, 0, dtype, shape, nbytes)])[name]
         else:
             v = torch.empty(s, dtype=t)
-        return v, v.data_ptr()
+        return FreshTensor(v, v.data_ptr())
 
     def check_type(self, obj, name):
         if not isinstance(obj, torch.Tensor):
