@@ -183,6 +183,7 @@ def package_records(path: str) -> None:
     # The records the package's own modules hand each other (not an API): typed, so mypy checks their uses.
     from ringsafe._described import CallerTensor, FreshTensor
     from ringsafe._frameworks import adapter_for
+    from ringsafe._index import IndexPlan, plan_index
     from ringsafe._memory import ArenaLayout, file_layout_arena, new_packed_arena
     from ringsafe._described import DescribedTensor
     from ringsafe._model import KeyMatch, match_keys
@@ -196,6 +197,10 @@ def package_records(path: str) -> None:
     assert_type(described.address, int)
     assert_type(ADAPTER.describe(torch.zeros(3), "a", for_write=False).nbytes, int)
     assert_type(ADAPTER.shape_of("F4", [2, 4], "a"), list[int])
+    plan = plan_index((slice(1, 3), 0), [4, 5])
+    assert_type(plan, IndexPlan)
+    assert_type(plan.box, list[tuple[int, int]])
+    assert_type(plan.flips, list[int])
     fresh = ADAPTER.fresh("F32", [3], 12, "a")
     assert_type(fresh, FreshTensor)
     assert_type(fresh.address, int)

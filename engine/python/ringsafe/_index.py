@@ -3,15 +3,24 @@ step, Ellipsis, None, lists of ints) into the smallest box of the tensor to
 read, and the index that picks the result out of that box."""
 
 import operator
-from collections import namedtuple
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._errors import SliceIndexError
 
-# box: [(start, stop)] per dimension; relative: the index applied to the box read
-# into memory; flips: box dimensions to reverse first (negative steps); last: the
-# relative entry of the last dimension (slice(None) under an Ellipsis; None if 0-d).
-IndexPlan = namedtuple("IndexPlan", "box relative flips last")
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """What plan_index makes of an index: ``box``, [(start, stop)] per dimension;
+    ``relative``, the index applied to the box read into memory; ``flips``, the
+    box dimensions to reverse first (negative steps); ``last``, the relative
+    entry of the last dimension (slice(None) under an Ellipsis; None if 0-d)."""
+
+    box: list[tuple[int, int]]
+    relative: tuple[Any, ...]
+    flips: list[int]
+    last: Any
 
 
 _COVERED = object()  # a dimension an Ellipsis stands for
@@ -131,7 +140,7 @@ def _relative_index(index, relative):
     return tuple(relative)
 
 
-def plan_index(index, shape, framework="pt"):
+def plan_index(index: Any, shape: Sequence[int], framework: str = "pt") -> IndexPlan:
     """Returns the IndexPlan of ``index`` on a tensor of ``shape``: the box to
     read and what picks the result out of it (see IndexPlan). An index out of
     range, or with more entries than dimensions, raises SliceIndexError in the
@@ -218,7 +227,7 @@ def numpy_reference_error(index, shape):
     return SliceIndexError(f"{where}: out of bounds")  # not reached: an out-of-range index has one of the above
 
 
-def _plan(index, shape):
+def _plan(index: tuple[Any, ...], shape: Sequence[int]) -> IndexPlan:
     """plan_index of a tuple ``index``, in torch's words."""
     box: list[Any] = []
     relative: list[Any] = []

@@ -199,19 +199,19 @@ class TensorSlice:
         source = h._open_source()
         name, dtype, shape = self._info.name, self._info.dtype, self._info.shape
         try:
-            box, relative, flips, last = plan_index(index, shape, h._adapter.framework)
+            plan = plan_index(index, shape, h._adapter.framework)
         except SliceIndexError as e:
             if not getattr(e, "whole", False):
                 raise
             h._adapter.check_dtype(dtype, shape, name)
             return h._adapter.to_device(source.one(h._adapter, name)[index], h._device)
-        if dtype == "F4" and last is not None and (len(shape) - 1 in flips or not _plain(last)):
+        if dtype == "F4" and plan.last is not None and (len(shape) - 1 in plan.flips or not _plain(plan.last)):
             raise error("InvalidArgument",
                         f"tensor '{name}': F4 values are packed two per byte; an index that reverses or "
                         f"picks values of the last dimension splits bytes (index {index!r})")
         h._adapter.check_dtype(dtype, shape, name)
-        if all(b == (0, n) for b, n in zip(box, shape)):
+        if all(b == (0, n) for b, n in zip(plan.box, shape)):
             block = source.one(h._adapter, name)
         else:
-            block = source.box(h._adapter, self._info, box, [b[1] - b[0] for b in box])
-        return h._adapter.to_device(h._adapter.index(block, relative, flips), h._device)
+            block = source.box(h._adapter, self._info, plan.box, [b[1] - b[0] for b in plan.box])
+        return h._adapter.to_device(h._adapter.index(block, plan.relative, plan.flips), h._device)
