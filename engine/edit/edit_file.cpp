@@ -111,6 +111,24 @@ std::uint64_t rewrite(const target& t, std::string_view header, std::uint64_t fr
     return header.size() + size;
 }
 
+changed_bytes changed(std::string_view old, std::string_view now) {
+    changed_bytes c{0, now.size()};
+    while (now[c.lo] == old[c.lo]) ++c.lo;
+    while (now[c.hi - 1] == old[c.hi - 1]) --c.hi;
+    return c;
+}
+
+std::optional<edit_result> commit_in_one_page(const target& t, std::string_view now, changed_bytes c, std::uint64_t at,
+                                              bool sync, std::string_view what) {
+    const std::uint64_t a = at + c.lo, b = at + c.hi;
+    if (a / atomic_page != (b - 1) / atomic_page) return std::nullopt;
+    stall_point("commit");
+    const std::size_t n = c.hi - c.lo;
+    t.write(now.data() + c.lo, n, a, what);
+    t.sync(sync);
+    return edit_result{edit_way::in_place, "one write of " + std::to_string(n) + " bytes at offset " + std::to_string(a), n};
+}
+
 void stall_point(std::string_view point) {
     static const char* const want = std::getenv("RINGSAFE_EDIT_TEST_STALL");
     if (!want || point != want) return;

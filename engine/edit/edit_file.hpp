@@ -1,14 +1,19 @@
 // The steps every in-place or rewriting edit is made of (engine-internal):
 // opening the target with its refusals, positioned writes and syncs that name
-// the path, the rewrite's temporary with the data copied in the kernel, and
-// the crash tests' stall hook (RINGSAFE_EDIT_TEST_STALL, edit.hpp).
+// the path, the one-page commit of an in-place edit, the rewrite's temporary
+// with the data copied in the kernel, and the crash tests' stall hook
+// (RINGSAFE_EDIT_TEST_STALL, edit.hpp).
 #pragma once
 
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "ringsafe/edit.hpp"
 
 namespace ringsafe::edit {
 
@@ -43,6 +48,21 @@ private:
     int fd_ = -1;
     struct stat st_ {};
 };
+
+// Where `now` differs from `old` (the same size, not equal): its bytes [lo, hi).
+struct changed_bytes {
+    std::size_t lo = 0, hi = 0;
+};
+changed_bytes changed(std::string_view old, std::string_view now);
+
+// The one-page commit of an in-place edit, `now` being the new bytes of the
+// file from offset `at` on and `c` where they changed: when [at + c.lo,
+// at + c.hi) lies inside one atomic_page, writes those bytes with one pwrite
+// (after stall_point("commit"); `what` names the step in an error) and
+// fdatasync (when `sync`), and returns the in-place edit_result. Otherwise
+// writes nothing and returns nullopt.
+std::optional<edit_result> commit_in_one_page(const target& t, std::string_view now, changed_bytes c, std::uint64_t at,
+                                              bool sync, std::string_view what);
 
 // Writes `header` then the `size` bytes at `from` of the target's file into a
 // temporary beside it, keeping its mode, and renames it over the target

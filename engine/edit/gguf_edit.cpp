@@ -166,10 +166,8 @@ edit_result edit_gguf(const std::string& path, std::span<const metadata_change> 
     if (fits) {
         const std::string now = counted_entries(same, h.alignment, h.version);
         if (now == old_bytes) return {edit_way::unchanged, "the metadata already says so", 0};
-        std::size_t lo = 0, hi = now.size();
-        while (now[lo] == old_bytes[lo]) ++lo;
-        while (now[hi - 1] == old_bytes[hi - 1]) --hi;
-        const std::uint64_t a = 16 + lo, b = 16 + hi;
+        const edit::changed_bytes c = edit::changed(old_bytes, now);
+        const std::uint64_t a = 16 + c.lo, b = 16 + c.hi;
         // The padding's string spans [p0, p1): bytes no reader interprets (stale ones after a kill during a cleanup).
         std::uint64_t p0 = 0, p1 = 0;
         if (pad_index != std::string::npos) {
@@ -178,18 +176,13 @@ edit_result edit_gguf(const std::string& path, std::span<const metadata_change> 
             p1 = p0 + same[at].data.size();
         }
         if (opts.in_place && a >= p0 && b <= p1) {
-            t.write(now.data() + lo, hi - lo, a, "writing spaces over the padding");
+            t.write(now.data() + c.lo, c.hi - c.lo, a, "writing spaces over the padding");
             t.sync(opts.sync);
-            return {edit_way::in_place, "the metadata already says so; " + std::to_string(hi - lo) +
-                                            " stale bytes of the padding made spaces", hi - lo};
+            return {edit_way::in_place, "the metadata already says so; " + std::to_string(c.hi - c.lo) +
+                                            " stale bytes of the padding made spaces", c.hi - c.lo};
         }
-        if (opts.in_place && a / edit::atomic_page == (b - 1) / edit::atomic_page) {
-            edit::stall_point("commit");
-            t.write(now.data() + lo, hi - lo, a, "writing the new metadata");
-            t.sync(opts.sync);
-            return {edit_way::in_place, "one write of " + std::to_string(hi - lo) + " bytes at offset " + std::to_string(a),
-                    hi - lo};
-        }
+        if (opts.in_place)
+            if (auto r = edit::commit_in_one_page(t, now, c, 16, opts.sync, "writing the new metadata")) return *r;
     }
 
     // 2. The padding entry from first to last or back, when the old and the new entries fit at once.

@@ -61,17 +61,10 @@ edit_result edit_st(const std::string& path, std::span<const metadata_change> ch
         std::string now = json;
         now.resize(n, ' ');
         if (now == old) return {edit_way::unchanged, "the metadata already says so", 0};
-        std::size_t lo = 0, hi = n;
-        while (now[lo] == old[lo]) ++lo;
-        while (now[hi - 1] == old[hi - 1]) --hi;
-        const std::uint64_t a = 8 + lo, b = 8 + hi;
-        if (opts.in_place && a / edit::atomic_page == (b - 1) / edit::atomic_page) {
-            edit::stall_point("commit");
-            t.write(now.data() + lo, hi - lo, a, "writing the new header");
-            t.sync(opts.sync);
-            return {edit_way::in_place, "one write of " + std::to_string(hi - lo) + " bytes at offset " + std::to_string(a),
-                    hi - lo};
-        }
+        if (opts.in_place)
+            if (auto r = edit::commit_in_one_page(t, now, edit::changed(old, now), 8, opts.sync,
+                                                  "writing the new header"))
+                return *r;
     }
     std::string head(8, '\0');
     std::string padded = json;
