@@ -50,37 +50,33 @@ std::uint64_t from_environment(const char* name, bool sizes) {
     return n;
 }
 
+// A count the caller left 0 (`field`, named `field_name`): environment
+// variable `var` when set (a positive number, at most `max`: InvalidArgument
+// naming `var` otherwise), else `fallback`. Returns the name of where the
+// count came from: `var` when the environment gave it, else `field_name`.
+const char* count_from_env(unsigned& field, const char* field_name, const char* var, unsigned max, unsigned fallback) {
+    if (field != 0) return field_name;
+    const std::uint64_t env = from_environment(var, false);
+    if (!env) {
+        field = fallback;
+        return field_name;
+    }
+    if (env > max)
+        raise(errc::InvalidArgument, std::string(var) + "=" + std::to_string(env) + " is out of range 1.." +
+                                         std::to_string(max));
+    field = static_cast<unsigned>(env);
+    return var;
+}
+
 }  // namespace
 
 http_options resolved_http_options(const http_options& o) {
     http_options r = o;
-    const char* conn_from = "connections_per_origin";
     const char* chunk_from = "chunk_size";
-    if (r.connections_per_origin == 0) {
-        const std::uint64_t env = from_environment("RINGSAFE_CONNECTIONS", false);
-        if (env) {
-            conn_from = "RINGSAFE_CONNECTIONS";
-            if (env > max_connections_per_origin)
-                raise(errc::InvalidArgument, "RINGSAFE_CONNECTIONS=" + std::to_string(env) + " is out of range 1.." +
-                                                 std::to_string(max_connections_per_origin));
-            r.connections_per_origin = static_cast<unsigned>(env);
-        } else {
-            r.connections_per_origin = default_connections_per_origin;
-        }
-    }
-    const char* threads_from = "threads";
-    if (r.threads == 0) {
-        const std::uint64_t env = from_environment("RINGSAFE_HTTP_THREADS", false);
-        if (env) {
-            threads_from = "RINGSAFE_HTTP_THREADS";
-            if (env > max_http_threads)
-                raise(errc::InvalidArgument, "RINGSAFE_HTTP_THREADS=" + std::to_string(env) + " is out of range 1.." +
-                                                 std::to_string(max_http_threads));
-            r.threads = static_cast<unsigned>(env);
-        } else {
-            r.threads = std::clamp(std::thread::hardware_concurrency(), 1u, max_http_threads);
-        }
-    }
+    const char* conn_from = count_from_env(r.connections_per_origin, "connections_per_origin", "RINGSAFE_CONNECTIONS",
+                                           max_connections_per_origin, default_connections_per_origin);
+    const char* threads_from = count_from_env(r.threads, "threads", "RINGSAFE_HTTP_THREADS", max_http_threads,
+                                              std::clamp(std::thread::hardware_concurrency(), 1u, max_http_threads));
     if (r.threads > max_http_threads)
         raise(errc::InvalidArgument, std::string(threads_from) + " " + std::to_string(r.threads) +
                                          " is out of range 1.." + std::to_string(max_http_threads));
