@@ -9,6 +9,7 @@
 
 #include "http/range_exchange.hpp"
 #include "http/response_verdict.hpp"
+#include "http/url.hpp"
 #include "ringsafe/error.hpp"
 
 namespace ringsafe::http {
@@ -56,7 +57,7 @@ header_fields request_fields(const remote_object& obj, const url& target, const 
 url request_target(const remote_object& obj) {
     url t = obj.location;
     if (!obj.pinned.empty() && obj.pin && !obj.pin->query.empty() && t.origin() == obj.requested.origin())
-        t.target += (t.target.find('?') == std::string::npos ? "?" : "&") + obj.pin->query + "=" + uri_encode(obj.pinned, false);
+        append_query(t, obj.pin->query + "=" + uri_encode(obj.pinned, false));
     return t;
 }
 

@@ -118,6 +118,10 @@ std::vector<query_parameter> query_parameters(std::string_view query) {
     return out;
 }
 
+void append_query(url& u, std::string_view parameter) {
+    u.target.append(u.target.find('?') == std::string::npos ? "?" : "&").append(parameter);
+}
+
 url below(url endpoint, std::string_view path) {
     std::string base(split_target(endpoint.target).path);
     while (!base.empty() && base.back() == '/') base.pop_back();

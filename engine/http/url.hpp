@@ -86,6 +86,11 @@ struct query_parameter {
 // empty ones ("a&&b", a trailing '&') are left out. Views into `query`.
 std::vector<query_parameter> query_parameters(std::string_view query);
 
+// Appends `parameter` ("NAME=VALUE" or several joined by '&', already
+// percent-encoded) to u's query: after a '?' when the target has none yet,
+// else after a '&'.
+void append_query(url& u, std::string_view parameter);
+
 // Percent-encodes every byte except RFC 3986 unreserved characters, and '/'
 // when keep_slash (the AWS SigV4 "UriEncode").
 std::string uri_encode(std::string_view raw, bool keep_slash);

@@ -7,6 +7,7 @@
 #include "http/ascii_case.hpp"
 #include "http/environment.hpp"
 #include "http/http_settings.hpp"
+#include "http/url.hpp"
 #include "ringsafe/error.hpp"
 #include "stores/digest.hpp"
 #include "stores/locate.hpp"
@@ -90,7 +91,7 @@ http::remote_object blob_object(http::url u, const std::string& account, const a
         key = o.key;
     } else if (!o.anonymous && !url_has_sas && use_sas) {
         const std::string sas = sas_query(o.sas_token, "the Azure SAS token", spec);
-        u.target += (u.target.find('?') == std::string::npos ? "?" : "&") + sas;
+        http::append_query(u, sas);
     }
     obj.requested = obj.location = u;
     obj.sign = [account, key, version](const http::url& target, std::string_view range,

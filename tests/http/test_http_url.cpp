@@ -121,6 +121,17 @@ TEST_CASE("split_target cuts at the first '?'; query_parameters splits at '&' th
     CHECK(query_parameters("&&").empty());
 }
 
+TEST_CASE("append_query starts the query with '?' and adds to one with '&'") {
+    url u = parse_url("http://h/a/b");
+    append_query(u, "generation=7");
+    CHECK(u.target == "/a/b?generation=7");
+    append_query(u, "sv=1&sig=x");
+    CHECK(u.target == "/a/b?generation=7&sv=1&sig=x");
+    url q = parse_url("http://h/o?versionId=3");
+    append_query(q, "x=1");
+    CHECK(q.str() == "http://h/o?versionId=3&x=1");
+}
+
 TEST_CASE("resolve_location handles absolute, scheme-relative and relative references") {
     auto base = parse_url("https://hub.test/org/repo/resolve/main/model.safetensors?x=1");
     CHECK(resolve_location(base, "https://cdn.test:8443/obj").str() == "https://cdn.test:8443/obj");
