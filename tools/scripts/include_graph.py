@@ -6,12 +6,14 @@
                                   a folder at its own level or above
   include_graph.py --dot [ROOT]   prints the folder graph (Graphviz dot), levels as ranks
   include_graph.py --self-test    checks that the check fails on an upward arrow, a two-way tie,
-                                  a forward declaration upward and an unplaced folder or header
+                                  a forward declaration upward (either way of opening the
+                                  namespace) and an unplaced folder or header
 
-An arrow is an `#include "FOLDER/..."` in engine/FOLDER2/, an `#include "ringsafe/X.hpp"` (a
-public header counts as the folder that defines what it declares, HOMES), a public header's own
-includes, and a `namespace ringsafe::FOLDER` opened outside FOLDER (a forward declaration names
-that folder as surely as an include). Each folder sits on a level (LEVELS, bottom first) and may
+An arrow is an `#include "FOLDER/..."` in engine/FOLDER2/, an `#include "ringsafe/X.hpp"` or
+`#include <ringsafe/X.hpp>` (a public header counts as the folder that defines what it declares,
+HOMES), a public header's own includes, and a `namespace ringsafe::FOLDER` or a nested
+`namespace ringsafe { namespace FOLDER` opened outside FOLDER (a forward declaration names that
+folder as surely as an include). Each folder sits on a level (LEVELS, bottom first) and may
 reach only folders on lower levels: no arrow points up, and two folders never include each other.
 """
 import os
@@ -63,8 +65,11 @@ HOMES = {
     "detail/asio_initiate.hpp": "asio",
 }
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-NAMESPACE = re.compile(r"\bnamespace\s+ringsafe::(\w+)")
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<(ringsafe/[^>]+)>)')
+# ringsafe::FOLDER, or FOLDER opened first inside a `namespace ringsafe {` (on its line or the
+# next ones; one opened after another namespace inside it, `namespace ringsafe { namespace {...}
+# namespace FOLDER {`, goes unseen).
+NAMESPACE = re.compile(r"\bnamespace\s+ringsafe(?:::(\w+)|\s*\{\s*namespace\s+(\w+))")
 
 
 def level_of(levels):
@@ -89,20 +94,27 @@ def arrows(root, homes):
         return ("unknown", inc)
 
     def scan(path, folder, shown):
-        for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for n, line in enumerate(text.splitlines(), 1):
             where = f"{shown}:{n}"
             m = INCLUDE.match(line)
             if m:
-                t = target(m.group(1), os.path.dirname(path))
+                inc = m.group(1) or m.group(2)
+                written = f'"{inc}"' if m.group(1) else f"<{inc}>"
+                t = target(inc, os.path.dirname(path))
                 if isinstance(t, tuple):
                     what = "public header" if t[0] == "public" else "include"
-                    problems.append(f"{where}: {what} {m.group(1)!r} has no place in "
+                    problems.append(f"{where}: {what} {inc!r} has no place in "
                                     "tools/scripts/include_graph.py (HOMES or LEVELS)")
                 elif t and t != folder:
-                    found.append((folder, t, f"{where}: #include \"{m.group(1)}\""))
-            for ns in NAMESPACE.findall(line):
-                if ns in folders and ns != folder:
-                    found.append((folder, ns, f"{where}: namespace ringsafe::{ns}"))
+                    found.append((folder, t, f"{where}: #include {written}"))
+        for m in NAMESPACE.finditer(text):
+            ns = m.group(1) or m.group(2)
+            if ns in folders and ns != folder:
+                n = text.count("\n", 0, m.start(1) if m.group(1) else m.start(2)) + 1
+                opened = f"ringsafe::{ns}" if m.group(1) else f"ringsafe {{ namespace {ns}"
+                found.append((folder, ns, f"{shown}:{n}: namespace {opened}"))
 
     for folder in sorted(folders):
         for d, _, files in os.walk(os.path.join(engine, folder)):
@@ -177,6 +189,9 @@ def self_test():
                          "engine/mid_a/y.cpp": '#include "mid_b/x.hpp"\n'}, "reach each other"),
         "same level": ({"engine/mid_b/x.cpp": '#include "mid_a/b.hpp"\n'}, "on its own level"),
         "forward declaration": ({"engine/low/x.hpp": "namespace ringsafe::high { class c; }\n"}, "above it"),
+        "nested forward declaration": ({"engine/low/x.hpp": "namespace ringsafe {\nnamespace high {\nclass c;\n}\n}\n"},
+                                       "above it"),
+        "public header in <>": ({"engine/mid_b/x.cpp": "#include <ringsafe/high.hpp>\n"}, "above it"),
         "unplaced folder": ({"engine/new/x.cpp": ""}, "without a level"),
         "unplaced header": ({"include/ringsafe/new.hpp": ""}, "without a home"),
     }
