@@ -114,7 +114,7 @@ class AddressedRequest:
 
 @dataclass(frozen=True, slots=True)
 class FreshTensor:
-    """New memory for one tensor (what adapter.fresh() returns): the framework's ``tensor`` and the ``address`` of its bytes."""
+    """New memory for one tensor (adapter.fresh()): the framework's ``tensor``, its bytes at ``address``."""
 
     tensor: Any
     address: int

@@ -1,7 +1,8 @@
 """Which adapter serves a framework name or a tensor object, what an
-adapter is (Adapter; its describe() returns _described.CallerTensor, its fresh() a FreshTensor). The adapters (_torch_adapter, _numpy_adapter) import only
-their framework, the dtype tables (_dtypes), the arena allocator (_memory)
-and _described's records, never _frameworks or the loaders; the loaders reach them through
+adapter is (Adapter; its describe() returns _described.CallerTensor, its
+fresh() a FreshTensor). The adapters (_torch_adapter, _numpy_adapter) import
+only their framework, the dtype tables (_dtypes), the arena allocator
+(_memory) and _described's records, never _frameworks or the loaders; the loaders reach them through
 adapter_for / adapter_of, or import the torch adapter directly where only
 torch applies (load_model, the distributed loads, device loads)."""
 
