@@ -13,7 +13,7 @@
 # line printed is the combined "N passed, N failed, N skipped" of every stage
 # plus the main suite's meson test log given as $1 and pytest's JUnit XML as $2
 # (both optional).
-#   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=15  SOAK_SECONDS=15  JOBS=2  (defaults;
+#   STAGES="asan tsan fuzz soak"  FUZZ_SECONDS=10  SOAK_SECONDS=15  JOBS=2  (defaults;
 #   STAGES="" runs no stage and only adds up $1 and $2)
 # ci_suites.sh --prebuild LOG: only configures and builds build-asan and build-tsan,
 # at the lowest CPU priority, output to LOG. tools/dev.sh starts it in the background
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/../.."
 MAIN_LOG=${1:-}
 PYTEST_XML=${2:-}
 STAGES=${STAGES-asan tsan fuzz soak}
-FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 SOAK_SECONDS=${SOAK_SECONDS:-15}
 SHARED=$(cd .. && pwd)/shared
 JOBS=${JOBS:-2}
