@@ -142,9 +142,15 @@ run_tests() {
     local prebuild=""
     # With --all (or CI=true) the sanitizer builds compile meanwhile, at the lowest CPU
     # priority, on what the main suite leaves idle (pytest runs one test at a time).
+    # Its own session, whose autogroup gets nice 19: where the kernel groups tasks by
+    # session (sched_autogroup), nice alone ranks a task only within its session, and
+    # meson test starts each test in a session of its own.
     if ((all)); then
-        bash tools/scripts/ci_suites.sh --prebuild "$BUILD/sanitizer-prebuild.log" &
+        setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec bash tools/scripts/ci_suites.sh --prebuild "$1"' \
+            prebuild "$BUILD/sanitizer-prebuild.log" &
         prebuild=$!
+        # shellcheck disable=SC2064  # the pid now
+        trap "kill -- -$prebuild 2>/dev/null" EXIT  # a run cut short stops it too
     fi
     local suites=()
     if [ "${CI:-}" = true ]; then
@@ -157,6 +163,7 @@ run_tests() {
     if ((all)); then
         echo "== ringsafe: waiting for the sanitizer builds ($(date -u +%T))" >&2
         wait "$prebuild" || true
+        trap - EXIT
         bash tools/scripts/ci_suites.sh "$BUILD/meson-logs/testlog.json" "$BUILD/pytest.xml" || rc=1
     else
         summarize || rc=1
