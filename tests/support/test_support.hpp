@@ -19,8 +19,10 @@
 #include "skip.hpp"
 
 // Which sanitizer this test program is built with: GCC says so with macros,
-// clang with __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
+// clang with __has_feature; an ASan build's test code, compiled uninstrumented
+// (tests/support/meson.build), is told by -DRINGSAFE_TEST_ASAN=1.
+#if defined(RINGSAFE_TEST_ASAN)
+#elif defined(__SANITIZE_ADDRESS__)
 #define RINGSAFE_TEST_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
