@@ -135,23 +135,28 @@ run_pytest() {
     return $rc
 }
 
+# Starts the sanitizer builds (tools/scripts/ci_suites.sh --prebuild) in the background, at the
+# lowest CPU priority, for the stages after the main suite; sets PREBUILD to its pid. They
+# compile on what the rest leaves idle: pip's downloads, the release build's last links,
+# pytest (one test at a time). Its own session, whose autogroup gets nice 19: where the
+# kernel groups tasks by session (sched_autogroup), nice alone ranks a task only within its
+# session, and meson test starts each test in a session of its own.
+PREBUILD=""
+start_prebuild() {
+    mkdir -p "$BUILD"  # for its log
+    setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec bash tools/scripts/ci_suites.sh --prebuild "$1"' \
+        prebuild "$BUILD/sanitizer-prebuild.log" &
+    PREBUILD=$!
+    # shellcheck disable=SC2064  # the pid now
+    trap "kill -- -$PREBUILD 2>/dev/null" EXIT  # a run cut short stops it too
+}
+
 run_tests() {
     local rc=0 all=0
     [ "${1:-}" = --all ] && { all=1; shift; }
     [ "${CI:-}" = true ] && all=1
-    local prebuild=""
-    # With --all (or CI=true) the sanitizer builds compile meanwhile, at the lowest CPU
-    # priority, on what the main suite leaves idle (pytest runs one test at a time).
-    # Its own session, whose autogroup gets nice 19: where the kernel groups tasks by
-    # session (sched_autogroup), nice alone ranks a task only within its session, and
-    # meson test starts each test in a session of its own.
-    if ((all)); then
-        setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec bash tools/scripts/ci_suites.sh --prebuild "$1"' \
-            prebuild "$BUILD/sanitizer-prebuild.log" &
-        prebuild=$!
-        # shellcheck disable=SC2064  # the pid now
-        trap "kill -- -$prebuild 2>/dev/null" EXIT  # a run cut short stops it too
-    fi
+    # With --all (or CI=true): the sanitizer builds, started by `test` (start_prebuild).
+    ((all)) && [ -z "$PREBUILD" ] && start_prebuild
     local suites=()
     if [ "${CI:-}" = true ]; then
         suites=(--no-rebuild)
@@ -162,7 +167,7 @@ run_tests() {
     # With --all (or CI=true): sanitizer, fuzz and soak stages; their last line counts every stage.
     if ((all)); then
         echo "== ringsafe: waiting for the sanitizer builds ($(date -u +%T))" >&2
-        wait "$prebuild" || true
+        wait "$PREBUILD" || true
         trap - EXIT
         bash tools/scripts/ci_suites.sh "$BUILD/meson-logs/testlog.json" "$BUILD/pytest.xml" || rc=1
     else
@@ -177,7 +182,10 @@ run_python() { if [ -f "$1" ]; then PYTHONPATH="$PYPATH" python "$@"; fi; }
 case "${1:-}" in
     setup) install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build ;;
     test)
-        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"; setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
+        install_deps "${DEPS[@]}" "${TEST_DEPS[@]}"
+        # The sanitizer builds need only meson and ninja of the .venv: they start before the rest.
+        if [ "${CI:-}" = true ] || [ "${2:-}" = --all ]; then setup_venv meson ninja; start_prebuild; fi
+        setup_venv "${PY_DEPS[@]}" "${PY_TEST_DEPS[@]}"; build
         shift; run_tests "$@" ;;
     demo)
         install_deps "${DEPS[@]}"; setup_venv "${PY_DEPS[@]}"; RINGSAFE_NO_TESTS=1 build
